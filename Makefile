@@ -1,0 +1,31 @@
+# kiln developer targets. `make test` is the README's test command and what CI runs.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch 2.13.0 is pinned here because the CPU build of that release is what the dev and CI
+# machines install offline; any torch >= 2.4 works (see pyproject.toml).
+TORCH ?= torch==2.13.0
+
+.PHONY: setup test check demo clean
+
+$(BIN)/kiln: pyproject.toml setup.py
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(BIN)/kiln
+
+setup: $(BIN)/kiln
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+check: setup
+	$(BIN)/ruff check tools agents graphs evals tests
+	$(BIN)/mypy tools
+
+demo: setup
+	$(BIN)/kiln run examples/softmax.py --out runs/demo
+
+clean:
+	rm -rf $(VENV) runs

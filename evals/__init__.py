@@ -1,0 +1,1 @@
+"""kiln.evals: batch runs, metrics, reports, and the command line."""

@@ -1,0 +1,53 @@
+"""The `kiln` command line. Each sub-command lives with the layer that does its work; this file only
+wires them together and turns input errors into one clear line and a non-zero exit."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from kiln.tools.errors import KilnConfigError, KilnInputError
+
+app = typer.Typer(
+    name="kiln",
+    help="Turn a PyTorch module into a verified, fast CUDA or Triton kernel.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# command name -> "module:function". Imported here, at start-up of the CLI only.
+COMMANDS = {
+    "check": "kiln.tools.cli_check:check",
+    "doctor": "kiln.tools.cli_doctor:doctor",
+    "profile": "kiln.tools.profile.cli:profile",
+    "run": "kiln.graphs.cli:run",
+    "eval": "kiln.evals.cli_eval:eval_",
+    "report": "kiln.evals.cli_report:report",
+}
+
+
+def _register() -> None:
+    for name, target in COMMANDS.items():
+        module, func = target.split(":")
+        app.command(name)(getattr(importlib.import_module(module), func))
+
+
+_register()
+
+
+def main() -> None:
+    try:
+        app()
+    except (KilnInputError, KilnConfigError) as err:
+        print(f"kiln: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("kiln: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""Placeholder: the helper that owns this command replaces this file."""
+
+import typer
+
+
+def eval_() -> None:
+    """Not implemented yet."""
+    raise typer.Exit(3)

@@ -1,0 +1,1 @@
+"""kiln.graphs: the LangGraph state machine that runs the agents."""

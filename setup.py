@@ -1,0 +1,18 @@
+"""Map the four top-level code folders onto the `kiln` namespace (kiln.tools, kiln.agents, ...).
+
+`kiln` is an implicit namespace package: nothing installs a generic top-level `tools`, `agents`,
+`graphs` or `evals`, which other distributions use.
+"""
+
+from setuptools import find_packages, setup
+
+LAYERS = ("tools", "agents", "graphs", "evals")
+
+packages: list[str] = []
+package_dir: dict[str, str] = {}
+for layer in LAYERS:
+    package_dir[f"kiln.{layer}"] = layer
+    packages.append(f"kiln.{layer}")
+    packages += [f"kiln.{layer}.{sub}" for sub in find_packages(layer)]
+
+setup(packages=packages, package_dir=package_dir)

@@ -1,0 +1,1 @@
+"""kiln.tools: compile, verify, time and profile candidate kernels. No LLM imports here."""

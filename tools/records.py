@@ -1,0 +1,270 @@
+"""Typed records returned by every evaluation stage.
+
+Every tool in kiln returns one of these records, never a bare tuple or bool. Failures are records
+too: a compile error is data for the Coder. Units are in the field names (`_us`, `_s`, `_bytes`,
+`_gbps`). Every record round-trips through JSON (`model_dump_json` / `model_validate_json`).
+
+Ownership (who edits what): the check pipeline owns `CheckRecord`, `CheckOptions`, `CompileRecord`,
+`CorrectnessRecord`, `TimingRecord`; the integrity checks own the `Integrity*`, `OpAccounting`,
+`PhysicsRecord`, `DegenerateRecord` and `TimingIntegrity` records. Add fields with defaults so old
+JSON still loads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["ok", "compile_error", "incorrect", "crashed", "timeout", "rejected", "unsupported", "error"]
+"""Outcome of one check. Only `ok` exits 0 on the command line."""
+
+Device = Literal["auto", "cuda", "cpu"]
+DType = Literal["fp32", "bf16", "fp16"]
+Policy = Literal["strict", "partial"]
+Lang = Literal["triton", "cuda", "torch", "unknown"]
+Severity = Literal["info", "warn", "reject"]
+Verdict = Literal["faster", "slower", "tie", "not_measured"]
+
+
+class Record(BaseModel):
+    """Base for all records: strict field names, JSON round-trip."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# ----------------------------------------------------------------------------- options
+
+
+class CheckOptions(Record):
+    """What a caller asks of one check (`kiln check` flags map 1:1 onto these)."""
+
+    device: Device = "auto"
+    dtype: DType = "fp32"
+    trials: int = Field(5, ge=1, description="correctness trials per case and input distribution")
+    cases: list[str] = Field(default_factory=list, description="extra case files (problem format)")
+    timeout_s: float = Field(300.0, gt=0, description="overall budget; stages get their own share")
+    compile_timeout_s: float | None = None
+    correctness_timeout_s: float | None = None
+    timing_timeout_s: float | None = None
+    atol: float | None = Field(None, description="None: the dtype's default (fp32 1e-4, bf16/fp16 1e-2)")
+    rtol: float | None = None
+    policy: Policy = "partial"
+    time: bool = Field(True, description="time correct candidates when a GPU is used")
+    baselines: list[Literal["eager", "eager_tf32", "compile"]] = Field(
+        default_factory=lambda: ["eager", "eager_tf32", "compile"]
+    )
+    seed: int | None = Field(None, description="None: a fresh secret seed per run (recorded afterwards)")
+    gpu_index: int = 0
+    speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
+
+
+# ----------------------------------------------------------------------------- stages
+
+
+class CompileRecord(Record):
+    """Did the candidate build and import? Errors trimmed for a Coder to read."""
+
+    ok: bool = False
+    lang: Lang = "unknown"
+    backend: str = Field("", description="triton | triton-interpreter | load_inline | nvrtc | nvcc")
+    compile_s: float | None = None
+    cached: bool = False
+    errors: list[str] = Field(default_factory=list, description="first errors, with file:line")
+    log_tail: str = ""
+
+
+class MismatchEntry(Record):
+    index: list[int]
+    expected: float
+    actual: float
+
+
+class Mismatch(Record):
+    """How one output differed from the reference, written so an LLM can act on it."""
+
+    output: str = Field("out", description="which output: 'out', 'out[1]', ...")
+    reason: Literal["values", "shape", "dtype", "device", "nan", "type", "count"] = "values"
+    expected_desc: str = ""
+    actual_desc: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    n_mismatch: int = 0
+    n_total: int = 0
+    mismatch_frac: float = 0.0
+    first: list[MismatchEntry] = Field(default_factory=list)
+    message: str = ""
+
+
+class TrialRecord(Record):
+    case: str = Field(description="'problem' or the case file's stem")
+    distribution: str = Field(description="x1 | x3 | x0.01 | neg")
+    trial: int
+    phase: Literal["before_reference", "after_reference"] = "before_reference"
+    passed: bool
+    mismatch: Mismatch | None = None
+    error: str | None = None
+    input_mutated: bool = False
+
+
+class CorrectnessRecord(Record):
+    passed: bool = False
+    atol: float
+    rtol: float
+    n_trials: int = 0
+    n_passed: int = 0
+    trials: list[TrialRecord] = Field(default_factory=list)
+    first_failure: str | None = Field(None, description="one paragraph for the Coder")
+    input_mutated: bool = False
+
+
+class TimingStat(Record):
+    """Robust summary of one callable's per-call time."""
+
+    median_us: float
+    ci_low_us: float = Field(description="95% bootstrap CI of the median")
+    ci_high_us: float
+    half_width_pct: float
+    n_samples: int
+    mean_us: float | None = None
+    min_us: float | None = None
+
+
+class Speedup(Record):
+    baseline: str
+    value: float = Field(description="baseline median / candidate median")
+    ci_low: float
+    ci_high: float
+    verdict: Verdict
+
+
+class MemoryRecord(Record):
+    candidate_peak_bytes: int | None = None
+    reference_peak_bytes: int | None = None
+    ratio: float | None = Field(None, description="candidate / reference peak memory")
+
+
+class EnvRecord(Record):
+    """Where a number was measured. NVML fields are None when NVML is absent."""
+
+    device: str = "cpu"
+    gpu_name: str | None = None
+    gpu_index: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str = ""
+    triton: str | None = None
+    python: str = ""
+    sm_clock_mhz_before: int | None = None
+    sm_clock_mhz_after: int | None = None
+    temp_c_before: int | None = None
+    temp_c_after: int | None = None
+    throttle_reasons: list[str] = Field(default_factory=list)
+    throttled: bool = False
+
+
+class TimingRecord(Record):
+    measured: bool = False
+    reason: str | None = Field(None, description="why not measured, in plain words")
+    method: str = ""
+    candidate: TimingStat | None = None
+    baselines: dict[str, TimingStat] = Field(default_factory=dict)
+    speedups: dict[str, Speedup] = Field(default_factory=dict)
+    memory: MemoryRecord = Field(default_factory=MemoryRecord)
+    env: EnvRecord | None = None
+
+
+# ----------------------------------------------------------------------------- integrity
+
+
+class Finding(Record):
+    rule: str = Field(description="rule id, e.g. 'static.try-except'")
+    severity: Severity
+    evidence: str
+    line: int | None = None
+    file: str | None = None
+
+
+class OpAccounting(Record):
+    """What ModelNew.forward dispatched (ATen ops) and launched (GPU kernels)."""
+
+    aten_ops: dict[str, int] = Field(default_factory=dict)
+    compute_ops: list[str] = Field(default_factory=list, description="PyTorch compute ops used")
+    own_kernels: list[str] = Field(default_factory=list)
+    library_kernels: list[str] = Field(default_factory=list)
+    own_time_share: float | None = Field(None, description="GPU time in own kernels / all kernel time")
+    decoy_kernels: list[str] = Field(default_factory=list)
+
+
+class PhysicsRecord(Record):
+    bytes_moved: int | None = None
+    flops: int | None = None
+    peak_gbps: float | None = None
+    peak_tflops: float | None = None
+    floor_us: float | None = None
+    measured_us: float | None = None
+    pct_of_floor: float | None = Field(None, description="floor / measured, in %")
+
+
+class DegenerateRecord(Record):
+    degenerate: bool = False
+    reasons: list[str] = Field(default_factory=list)
+
+
+class TimingIntegrity(Record):
+    wall_over_event: float | None = Field(None, description="host wall time / event time, same calls")
+    threads_before: int | None = None
+    threads_after: int | None = None
+    timed_outputs_checked: int = 0
+    timed_outputs_failed: int = 0
+    distinct_inputs: bool = False
+
+
+class IntegrityRecord(Record):
+    policy: Policy = "partial"
+    findings: list[Finding] = Field(default_factory=list)
+    accounting: OpAccounting | None = None
+    physics: PhysicsRecord | None = None
+    degenerate: DegenerateRecord | None = None
+    timing: TimingIntegrity | None = None
+    extra_round: bool = Field(False, description="a >10x speedup triggered an extra verification round")
+
+
+# ----------------------------------------------------------------------------- the verdict
+
+
+class CheckRecord(Record):
+    """The full verdict for one (problem, candidate). `kiln check --json` writes this."""
+
+    kiln_version: str = "0.1.0"
+    problem: str
+    candidate: str
+    device: str = "cpu"
+    dtype: DType = "fp32"
+    status: Status
+    correct: bool = False
+    reasons: list[str] = Field(default_factory=list)
+    seed: int | None = None
+    compile: CompileRecord | None = None
+    correctness: CorrectnessRecord | None = None
+    timing: TimingRecord | None = None
+    integrity: IntegrityRecord | None = None
+    env: EnvRecord | None = None
+    stages_s: dict[str, float] = Field(default_factory=dict, description="spawn, compile, correctness, timing")
+    stderr_tail: str = ""
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def speedup_vs_eager(self) -> float | None:
+        return _speedup(self, "eager")
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        return _speedup(self, "compile")
+
+
+def _speedup(rec: CheckRecord, baseline: str) -> float | None:
+    if rec.timing is None or not rec.timing.measured:
+        return None
+    sp = rec.timing.speedups.get(baseline)
+    return sp.value if sp else None
