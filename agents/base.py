@@ -1,0 +1,132 @@
+"""The three agent roles as small interfaces, and the records they exchange.
+
+Every backend (an LLM through langchain, a scripted fake, or the built-in offline policies)
+implements these Protocols; the graph depends on nothing else. Hard stopping rules are enforced
+by the graph, not trusted to a Judge.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kiln.tools.records import CheckRecord
+
+KernelLang = Literal["triton", "cuda"]
+CoderMode = Literal["generate", "repair", "optimize"]
+NextStep = Literal["repair", "optimize", "stress", "stop"]
+
+
+class AgentRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Usage(AgentRecord):
+    """Tokens and cost of one LLM call (cost None when the model has no known price)."""
+
+    role: str = ""
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    cached: bool = False
+
+
+class GpuFacts(AgentRecord):
+    """Facts about the target machine, read from it (never hard-coded into prompts)."""
+
+    device: Literal["cuda", "cpu"] = "cpu"
+    name: str = "cpu (Triton interpreter)"
+    sm_count: int | None = None
+    capability: str | None = None
+    smem_per_sm_bytes: int | None = None
+    l2_bytes: int | None = None
+    copy_gbps: float | None = Field(None, description="measured device copy bandwidth")
+    tflops: dict[str, float] = Field(default_factory=dict, description="measured matmul rate per dtype")
+
+
+class CoderTask(AgentRecord):
+    mode: CoderMode
+    lang: KernelLang = "triton"
+    problem_name: str
+    problem_src: str
+    best_src: str | None = Field(None, description="current best candidate (bounded context)")
+    last_src: str | None = Field(None, description="last candidate tried")
+    feedback: str | None = Field(
+        None,
+        description="compile error, mismatch report, integrity rejection, counterexample, or the Judge's plan",
+    )
+    gpu: GpuFacts = Field(default_factory=GpuFacts)
+    iteration: int = 0
+
+
+class CoderReply(AgentRecord):
+    ok: bool
+    source: str | None = None
+    error: str | None = Field(None, description="why no usable code: no block, several blocks, ...")
+    raw: str = ""
+    notes: str = ""
+    usage: Usage = Field(default_factory=Usage)
+
+
+class JudgeInput(AgentRecord):
+    problem_name: str
+    problem_src: str
+    candidate_src: str
+    check: CheckRecord
+    profile_digest: str | None = None
+    gpu: GpuFacts = Field(default_factory=GpuFacts)
+    iteration: int = 0
+    best_speedup: float | None = None
+    target_speedup: float = 1.0
+    iters_without_progress: int = 0
+    stress_passed: bool = False
+    stress_cases: int = 0
+
+
+class JudgeDecision(AgentRecord):
+    mode: Literal["correction", "optimization"]
+    diagnosis: str = Field(description="what is wrong / what limits speed, in one or two sentences")
+    bottleneck: str | None = Field(None, description="exactly one bottleneck (optimization mode)")
+    evidence: list[str] = Field(default_factory=list, description="numbers from the profile or check")
+    plan: str = Field("", max_length=1200, description="one fix or one optimization, bounded length")
+    next: NextStep
+    stop_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+class StressCase(AgentRecord):
+    name: str = Field(description="file-stem-safe name, e.g. 'tile_edge_1025'")
+    source: str = Field(description="a problem-format module: Model, get_inputs, get_init_inputs")
+    rationale: str = ""
+
+
+class ProposerInput(AgentRecord):
+    problem_name: str
+    problem_src: str
+    candidate_src: str
+    existing_cases: list[str] = Field(default_factory=list, description="names of cases already held")
+    max_cases: int = 4
+
+
+class ProposerReply(AgentRecord):
+    cases: list[StressCase] = Field(default_factory=list)
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+@runtime_checkable
+class Coder(Protocol):
+    def write(self, task: CoderTask) -> CoderReply: ...
+
+
+@runtime_checkable
+class Judge(Protocol):
+    def decide(self, inp: JudgeInput) -> JudgeDecision: ...
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    def propose(self, inp: ProposerInput) -> ProposerReply: ...
