@@ -1,8 +1,36 @@
-"""Placeholder: the helper that owns this command replaces this file."""
+"""`kiln report RUN_DIR [RUN_B]`: HTML, Markdown, CSV and JSON for a run, or a two-run comparison."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.console import Console
+
+from kiln.evals.compare import compare, render_markdown
+from kiln.evals.report import load_run, metrics_table, write_report
 
 
-def report() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(3)
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a `kiln eval` run directory")],
+    other: Annotated[Path | None, typer.Argument(help="a second run to compare against")] = None,
+    out: Annotated[Path | None, typer.Option(help="comparison output folder (default: RUN_B/compare)")] = None,
+) -> None:
+    """Write the report of a batch run (RUN_DIR/report/), or compare two runs."""
+    console = Console()
+    if other is None:
+        index = write_report(run_dir)
+        console.print(metrics_table(load_run(run_dir).metrics))
+        console.print(f"report: {index}")
+        return
+    a, b = load_run(run_dir), load_run(other)
+    rows, summary = compare(a, b)
+    folder = out or other / "compare"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "compare.md").write_text(render_markdown(a, b, rows, summary))
+    (folder / "compare.json").write_text(json.dumps({"summary": summary, "rows": [r.model_dump() for r in rows]},
+                                                    indent=2))
+    console.print(render_markdown(a, b, rows, summary))
+    console.print(f"comparison: {folder}")

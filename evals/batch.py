@@ -1,0 +1,137 @@
+"""Run a batch: many (problem, sample) jobs in flight, evaluations through GPU slots, a resumable
+SQLite store, a live progress display, a whole-batch budget, and `metrics.json` at the end."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from kiln.evals.jobs import BatchConfig, JobResult, run_job
+from kiln.evals.metrics import ProblemOutcome, SampleOutcome, summarize
+from kiln.evals.problems import ProblemRef
+from kiln.evals.store import ResultStore
+from kiln.tools.errors import KilnInputError
+from kiln.tools.evaluator import Evaluator
+
+JobFn = Callable[[ProblemRef, int, BatchConfig, Evaluator, Path], JobResult]
+
+
+class BatchBudget(BaseModel):
+    """Whole-batch limits: once one is spent, no new job starts; jobs in flight finish."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    usd: float | None = None
+    tokens: int | None = None
+    minutes: float | None = None
+
+    def spent(self, outcomes: list[SampleOutcome], elapsed_s: float) -> str | None:
+        tokens = sum(o.tokens for o in outcomes)
+        cost = sum(o.cost_usd or 0.0 for o in outcomes)
+        if self.tokens is not None and tokens >= self.tokens:
+            return f"batch token budget spent ({tokens} >= {self.tokens})"
+        if self.usd is not None and cost >= self.usd:
+            return f"batch cost budget spent (${cost:.2f} >= ${self.usd:.2f})"
+        if self.minutes is not None and elapsed_s >= self.minutes * 60:
+            return f"batch time budget spent ({elapsed_s / 60:.1f} >= {self.minutes} min)"
+        return None
+
+
+def group(outcomes: list[SampleOutcome]) -> list[ProblemOutcome]:
+    by_problem: dict[str, list[SampleOutcome]] = {}
+    for o in outcomes:
+        by_problem.setdefault(o.problem, []).append(o)
+    return [ProblemOutcome(problem=k, samples=v) for k, v in sorted(by_problem.items())]
+
+
+def _check_config(store: ResultStore, cfg: BatchConfig) -> None:
+    old = store.get_meta("config")
+    if old is None:
+        store.set_meta("config", cfg.model_dump())
+    elif old != cfg.model_dump():
+        raise KilnInputError(f"{store.path.parent} holds a batch with other settings; use another --out to start fresh")
+
+
+def write_metrics(run_dir: Path, store: ResultStore, cfg: BatchConfig, *, timed: bool, stopped: str | None) -> dict:
+    problems = group(store.outcomes())
+    ks = [k for k in (1, 5, 10) if k <= cfg.samples] or [1]
+    metrics = summarize(problems, ks, timed=timed)
+    metrics.update({"mode": cfg.mode, "stopped": stopped, "n_expected": store.get_meta("n_expected")})
+    tmp = run_dir / "metrics.json.tmp"
+    tmp.write_text(json.dumps(metrics, indent=2))
+    tmp.replace(run_dir / "metrics.json")
+    return metrics
+
+
+class Batch:
+    def __init__(self, run_dir: Path, problems: list[ProblemRef], cfg: BatchConfig, evaluator: Evaluator,
+                 *, concurrency: int, budget: BatchBudget | None = None, job_fn: JobFn = run_job) -> None:
+        self.run_dir = run_dir
+        self.problems = problems
+        self.cfg = cfg
+        self.evaluator = evaluator
+        self.concurrency = max(1, concurrency)
+        self.budget = budget or BatchBudget()
+        self.job_fn = job_fn
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.store = ResultStore(run_dir / "results.sqlite")
+        _check_config(self.store, cfg)
+        self.store.set_meta("n_expected", len(problems) * cfg.samples)
+        self.store.set_meta("problems", [p.model_dump() for p in problems])
+        self.stopped: str | None = None
+
+    def pending(self) -> list[tuple[ProblemRef, int]]:
+        return [(p, s) for p in self.problems for s in range(self.cfg.samples) if not self.store.is_done(p.key, s)]
+
+    def _record(self, result: JobResult) -> None:
+        for row in result.candidates:
+            self.store.add_candidate(result.outcome.problem, result.outcome.sample, row.candidate, row.record,
+                                     row.source_path)
+            self._cache_baseline(result.outcome.problem, row.record)
+        self.store.finish_sample(result.outcome, result.best_path)
+
+    def _cache_baseline(self, problem: str, record) -> None:  # noqa: ANN001 - CheckRecord
+        timing, env = record.timing, record.timing.env if record.timing else None
+        if not timing or not timing.measured or not env:
+            return
+        ref = next((p for p in self.problems if p.key == problem), None)
+        key = "|".join(str(x) for x in (env.gpu_name, env.driver, env.torch, env.triton, record.dtype,
+                                         ref.sha256 if ref else problem))
+        self.store.put_baseline(key, problem, {b: s.model_dump() for b, s in timing.baselines.items()})
+
+    def run(self, on_progress: Callable[[SampleOutcome | None, str | None], None] | None = None) -> None:
+        todo = self.pending()
+        start = time.monotonic()
+        notify = on_progress or (lambda outcome, error: None)
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            inflight: dict[Future, tuple[ProblemRef, int]] = {}
+            while todo or inflight:
+                while todo and len(inflight) < self.concurrency and not self.stopped:
+                    problem, sample = todo.pop(0)
+                    fut = pool.submit(self.job_fn, problem, sample, self.cfg, self.evaluator, self.run_dir)
+                    inflight[fut] = (problem, sample)
+                if not inflight:
+                    break
+                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    problem, sample = inflight.pop(fut)
+                    self._finish(fut, problem, sample, notify)
+                self.stopped = self.stopped or self.budget.spent(self.store.outcomes(), time.monotonic() - start)
+
+    def _finish(self, fut: Future, problem: ProblemRef, sample: int,
+                notify: Callable[[SampleOutcome | None, str | None], None]) -> None:
+        try:
+            result = fut.result()
+        except Exception as err:  # noqa: BLE001 - one broken job never stops the batch
+            outcome = SampleOutcome(problem=problem.key, sample=sample, status="error")
+            self.store.finish_sample(outcome)
+            (self.run_dir / "errors.log").open("a").write(f"{problem.key} sample {sample}: {err!r}\n")
+            notify(outcome, f"{problem.key}: {err}")
+            return
+        self._record(result)
+        notify(result.outcome, None)

@@ -1,0 +1,66 @@
+"""Compare two batch runs on the problems they have in common."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from kiln.evals.report import RunData
+
+
+class CompareRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    problem: str
+    status_a: str
+    status_b: str
+    speedup_a: float | None
+    speedup_b: float | None
+    change: str  # "fixed", "broke", "faster", "slower", "same"
+
+
+def _change(a_ok: bool, b_ok: bool, sa: float | None, sb: float | None) -> str:
+    if a_ok != b_ok:
+        return "fixed" if b_ok else "broke"
+    if sa and sb and abs(math.log(sb / sa)) > math.log(1.05):
+        return "faster" if sb > sa else "slower"
+    return "same"
+
+
+def compare(a: RunData, b: RunData) -> tuple[list[CompareRow], dict]:
+    rows_a = {r.problem: r for r in a.rows}
+    rows_b = {r.problem: r for r in b.rows}
+    common = sorted(set(rows_a) & set(rows_b))
+    rows = [CompareRow(problem=p, status_a=rows_a[p].status, status_b=rows_b[p].status,
+                       speedup_a=rows_a[p].speedup_eager, speedup_b=rows_b[p].speedup_eager,
+                       change=_change(rows_a[p].correct, rows_b[p].correct, rows_a[p].speedup_eager,
+                                      rows_b[p].speedup_eager))
+            for p in common]
+    n = len(common) or 1
+    summary = {
+        "common_problems": len(common),
+        "only_a": sorted(set(rows_a) - set(rows_b)),
+        "only_b": sorted(set(rows_b) - set(rows_a)),
+        "correct_a": sum(rows_a[p].correct for p in common) / n,
+        "correct_b": sum(rows_b[p].correct for p in common) / n,
+        "fast_1_a": sum(1 for p in common if rows_a[p].correct and (rows_a[p].speedup_eager or 0) > 1) / n,
+        "fast_1_b": sum(1 for p in common if rows_b[p].correct and (rows_b[p].speedup_eager or 0) > 1) / n,
+        "changes": {c: sum(1 for r in rows if r.change == c) for c in ("fixed", "broke", "faster", "slower", "same")},
+    }
+    return rows, summary
+
+
+def render_markdown(a: RunData, b: RunData, rows: list[CompareRow], summary: dict) -> str:
+    def f(v: float | None) -> str:
+        return "—" if v is None else f"{v:.2f}x"
+
+    lines = [f"# kiln compare: {a.run_dir.name} (A) vs {b.run_dir.name} (B)", "",
+             f"- common problems: {summary['common_problems']}",
+             f"- correct: A {summary['correct_a']:.1%}, B {summary['correct_b']:.1%}",
+             f"- fast_1 vs eager: A {summary['fast_1_a']:.2f}, B {summary['fast_1_b']:.2f}",
+             f"- changes: {summary['changes']}", "",
+             "| problem | A | B | speedup A | speedup B | change |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r.problem} | {r.status_a} | {r.status_b} | {f(r.speedup_a)} | {f(r.speedup_b)} | {r.change} |"
+              for r in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,125 @@
+"""The batch results store: SQLite in WAL mode, one row per (problem, sample, candidate).
+
+Every finished piece of work is committed on its own, so `kill -9` loses at most what was in
+flight, and rerunning the same command skips what is already done. Baselines are cached per
+(GPU, driver, torch, Triton, dtype, problem hash), measured in kiln's own harness.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from kiln.evals.metrics import SampleOutcome
+from kiln.tools.records import CheckRecord
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS candidates (
+    problem TEXT NOT NULL, sample INTEGER NOT NULL, candidate INTEGER NOT NULL,
+    status TEXT NOT NULL, correct INTEGER NOT NULL, source_path TEXT, record TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (problem, sample, candidate)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    problem TEXT NOT NULL, sample INTEGER NOT NULL, outcome TEXT NOT NULL, best_path TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (problem, sample)
+);
+CREATE TABLE IF NOT EXISTS baselines (
+    key TEXT PRIMARY KEY, problem TEXT NOT NULL, stats TEXT NOT NULL, created_at REAL NOT NULL
+);
+"""
+
+
+class ResultStore:
+    """Thread-safe: one connection guarded by a lock (writes are small and rare)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- meta
+    def set_meta(self, key: str, value: object) -> None:
+        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    def get_meta(self, key: str, default: object = None) -> object:
+        row = self._read_one("SELECT value FROM meta WHERE key = ?", (key,))
+        return json.loads(row[0]) if row else default
+
+    # -- results
+    def add_candidate(self, problem: str, sample: int, candidate: int, record: CheckRecord,
+                      source_path: str | None = None) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (problem, sample, candidate, record.status, int(record.correct), source_path,
+             record.model_dump_json(), time.time()),
+        )
+
+    def finish_sample(self, outcome: SampleOutcome, best_path: str | None = None) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?, ?)",
+            (outcome.problem, outcome.sample, outcome.model_dump_json(), best_path, time.time()),
+        )
+
+    def is_done(self, problem: str, sample: int) -> bool:
+        return self._read_one("SELECT 1 FROM samples WHERE problem = ? AND sample = ?", (problem, sample)) is not None
+
+    def outcomes(self) -> list[SampleOutcome]:
+        rows = self._read_all("SELECT outcome FROM samples ORDER BY problem, sample")
+        return [SampleOutcome.model_validate_json(r[0]) for r in rows]
+
+    def best_paths(self) -> dict[tuple[str, int], str | None]:
+        rows = self._read_all("SELECT problem, sample, best_path FROM samples")
+        return {(r[0], r[1]): r[2] for r in rows}
+
+    def candidates(self, problem: str | None = None) -> Iterator[tuple[str, int, int, CheckRecord, str | None]]:
+        sql = "SELECT problem, sample, candidate, record, source_path FROM candidates"
+        rows = self._read_all(sql + " WHERE problem = ? ORDER BY sample, candidate", (problem,)) if problem \
+            else self._read_all(sql + " ORDER BY problem, sample, candidate")
+        for prob, sample, cand, rec, src in rows:
+            yield prob, sample, cand, CheckRecord.model_validate_json(rec), src
+
+    def count_candidates(self) -> int:
+        row = self._read_one("SELECT COUNT(*) FROM candidates")
+        return int(row[0]) if row else 0
+
+    # -- baselines
+    def put_baseline(self, key: str, problem: str, stats: dict) -> None:
+        self._write("INSERT OR IGNORE INTO baselines VALUES (?, ?, ?, ?)",
+                    (key, problem, json.dumps(stats), time.time()))
+
+    def baselines(self) -> dict[str, dict]:
+        return {r[0]: json.loads(r[1]) for r in self._read_all("SELECT problem, stats FROM baselines")}
+
+    # -- plumbing
+    def _write(self, sql: str, args: tuple) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(sql, args)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _read_one(self, sql: str, args: tuple = ()) -> tuple | None:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()
+
+    def _read_all(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
