@@ -1,0 +1,142 @@
+"""Where a number was measured: GPU, driver, versions, SM clock, temperature, throttle reasons (NVML).
+
+Works on a CPU-only machine or without NVML: the NVML fields are then None. Never initializes CUDA:
+the NVML device is found from torch's device UUID when CUDA is already up in this process, else
+from CUDA_VISIBLE_DEVICES, else by index.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+from kiln.tools.records import EnvRecord
+
+# NVML clock-event ("throttle") reason bits; the ones that mean the clock was held down for us.
+REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+THROTTLING = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+
+
+def _nvml() -> Any | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # noqa: BLE001 - no NVML library, no driver, no GPU: all mean "no NVML"
+        return None
+
+
+def nvml_index(gpu_index: int) -> int:
+    """NVML's index of this process's CUDA device `gpu_index` (CUDA_VISIBLE_DEVICES renumbers)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    ids = [v.strip() for v in visible.split(",") if v.strip()]
+    if ids and gpu_index < len(ids) and ids[gpu_index].isdigit():
+        return int(ids[gpu_index])
+    return gpu_index
+
+
+def _handle(nv: Any, gpu_index: int) -> Any:
+    uuid = _torch_uuid(gpu_index)
+    if uuid:
+        try:
+            return nv.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:  # noqa: BLE001 - fall back to the index mapping
+            pass
+    return nv.nvmlDeviceGetHandleByIndex(nvml_index(gpu_index))
+
+
+def _torch_uuid(gpu_index: int) -> str | None:
+    try:
+        import torch
+
+        if not torch.cuda.is_initialized():
+            return None
+        u = str(torch.cuda.get_device_properties(gpu_index).uuid)
+        return u if u.startswith("GPU-") else f"GPU-{u}"
+    except Exception:  # noqa: BLE001 - older torch without .uuid
+        return None
+
+
+def _s(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def decode_reasons(mask: int) -> list[str]:
+    return [name for bit, name in REASONS.items() if mask & bit]
+
+
+def _reasons(nv: Any, h: Any) -> list[str]:
+    fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    return decode_reasons(int(fn(h)))
+
+
+def _clock_temp(nv: Any, h: Any) -> tuple[int | None, int | None]:
+    try:
+        return int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)), int(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
+    except Exception:  # noqa: BLE001 - some fields are unsupported on some boards
+        return None, None
+
+
+def _versions(device: str) -> dict[str, Any]:
+    import torch
+
+    try:
+        import triton
+
+        tv: str | None = triton.__version__
+    except Exception:  # noqa: BLE001 - Triton is optional at run time
+        tv = None
+    return {"device": device, "torch": torch.__version__, "triton": tv, "cuda": torch.version.cuda,
+            "python": platform.python_version()}
+
+
+def env_record(device: str, gpu_index: int = 0) -> EnvRecord:
+    """A snapshot before a measurement; NVML fields None where NVML or a GPU is absent."""
+    rec = EnvRecord(**_versions(device))
+    nv = _nvml() if device != "cpu" else None
+    if nv is None:
+        return rec
+    try:
+        h = _handle(nv, gpu_index)
+        rec.gpu_index = nvml_index(gpu_index)
+        rec.gpu_name = _s(nv.nvmlDeviceGetName(h))
+        rec.driver = _s(nv.nvmlSystemGetDriverVersion())
+        rec.sm_clock_mhz_before, rec.temp_c_before = _clock_temp(nv, h)
+        rec.throttle_reasons = _reasons(nv, h)
+    except Exception:  # noqa: BLE001 - a partial record beats none
+        pass
+    return rec
+
+
+def throttle_reasons(nvml_gpu_index: int) -> list[str]:
+    """Current clock-event reasons of an NVML device (empty without NVML)."""
+    nv = _nvml()
+    if nv is None:
+        return []
+    try:
+        return _reasons(nv, nv.nvmlDeviceGetHandleByIndex(nvml_gpu_index))
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def env_after(before: EnvRecord, seen: set[str] | None = None) -> EnvRecord:
+    """Fill the after-fields and the throttling flag (reasons seen before, during and after)."""
+    rec = before.model_copy(deep=True)
+    reasons = set(before.throttle_reasons) | set(seen or ())
+    nv = _nvml() if before.gpu_index is not None else None
+    if nv is not None:
+        try:
+            h = nv.nvmlDeviceGetHandleByIndex(before.gpu_index)
+            rec.sm_clock_mhz_after, rec.temp_c_after = _clock_temp(nv, h)
+            reasons |= set(_reasons(nv, h))
+        except Exception:  # noqa: BLE001
+            pass
+    rec.throttle_reasons = sorted(reasons)
+    rec.throttled = bool(reasons & THROTTLING)
+    return rec
