@@ -49,7 +49,8 @@ def speedup_histogram(speedups: list[float], title: str = "speedup") -> str:
     x1 = PAD + (0 - lo) / (hi - lo) * plot_w
     parts.append(f'<line x1="{x1:.1f}" y1="10" x2="{x1:.1f}" y2="{H - PAD}" stroke="#dc2626" stroke-dasharray="4"/>')
     x_ticks = [(PAD + (e - lo) / (hi - lo) * plot_w, f"{2.0 ** e:g}x") for e in range(lo, hi + 1)]
-    y_ticks = [(H - PAD - plot_h * k / 4, f"{top * k / 4:.0f}") for k in range(5)]
+    steps = sorted({round(top * k / 4) for k in range(5)})
+    y_ticks = [(H - PAD - plot_h * c / top, str(c)) for c in steps]
     return _svg("histogram", _axes(f"{title} (log scale)", "problems", x_ticks, y_ticks) + parts)
 
 

@@ -86,6 +86,7 @@ def load_run(run_dir: Path) -> RunData:
         metrics_path = run_dir / "metrics.json"
         metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else \
             summarize(group(outcomes), timed=timed)
+        metrics.setdefault("stopped", None)
         rows, env = _rows(run_dir, store, outcomes)
     finally:
         store.close()
