@@ -6,18 +6,22 @@ BIN := $(VENV)/bin
 # machines install offline; any torch >= 2.4 works (see pyproject.toml).
 TORCH ?= torch==2.13.0
 
-.PHONY: setup test check demo clean
+.PHONY: setup browser test check demo clean
 
 $(BIN)/kiln: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	touch $(BIN)/kiln
 
 setup: $(BIN)/kiln
 
-test: setup
+# The HTML report is tested in a real headless Chromium (Debian's package).
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+test: setup browser
 	$(BIN)/python -m pytest -q
 
 check: setup
