@@ -115,14 +115,27 @@ def cuda_include_dirs() -> list[str]:
 # ----------------------------------------------------------------------------- compile
 
 
+# NVRTC has no host <math.h>: give kernels the INFINITY / NAN macros nvcc's headers would provide.
+_PRELUDE = """
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+"""
+
+
 def nvrtc_compile(source: str, arch: str, *, name: str = "kernel.cu") -> bytes:
     """Compile to a cubin with NVRTC. Raises CudaCompileError with trimmed errors."""
     b = _bindings()
     if b is None:
         raise ImportError("cuda-bindings is not installed")
     nvrtc = b[1]
-    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []), "nvrtcCreateProgram")
-    opts = [f"--gpu-architecture={arch}", "--std=c++17", "-lineinfo"] + [f"-I{d}" for d in cuda_include_dirs()]
+    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 1, [_PRELUDE.encode()],
+                                           [b"kiln_prelude.h"]), "nvrtcCreateProgram")
+    opts = [f"--gpu-architecture={arch}", "--std=c++17", "-lineinfo", "--pre-include=kiln_prelude.h"]
+    opts += [f"-I{d}" for d in cuda_include_dirs()]
     try:
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         log = _nvrtc_log(nvrtc, prog)

@@ -1,0 +1,31 @@
+"""The environment record on a CPU machine, NVML reason decoding and the throttling flag."""
+
+from kiln.tools import gpuenv
+from kiln.tools.records import EnvRecord
+
+
+def test_cpu_record_has_versions_and_none_nvml_fields():
+    rec = gpuenv.env_record("cpu")
+    assert rec.device == "cpu" and rec.torch and rec.python
+    assert rec.gpu_name is None and rec.sm_clock_mhz_before is None and rec.throttled is False
+    assert EnvRecord.model_validate_json(rec.model_dump_json()) == rec
+
+
+def test_decode_reasons():
+    assert gpuenv.decode_reasons(0) == []
+    assert gpuenv.decode_reasons(0x1 | 0x4) == ["gpu_idle", "sw_power_cap"]
+    assert gpuenv.decode_reasons(0x40) == ["hw_thermal_slowdown"]
+
+
+def test_throttled_only_for_power_or_thermal_reasons():
+    before = gpuenv.env_record("cpu")
+    assert gpuenv.env_after(before, {"gpu_idle"}).throttled is False
+    after = gpuenv.env_after(before, {"sw_power_cap"})
+    assert after.throttled and after.throttle_reasons == ["sw_power_cap"]
+
+
+def test_nvml_index_follows_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert gpuenv.nvml_index(0) == 3 and gpuenv.nvml_index(1) == 5
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert gpuenv.nvml_index(2) == 2
