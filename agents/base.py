@@ -95,6 +95,8 @@ class JudgeDecision(AgentRecord):
     next: NextStep
     stop_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    error: str | None = Field(None, description="the Judge's call or reply failed; the decision is the rules'")
+    overridden: str | None = Field(None, description="which hard rule changed the Judge's own decision")
 
 
 class StressCase(AgentRecord):
@@ -115,6 +117,7 @@ class ProposerReply(AgentRecord):
     cases: list[StressCase] = Field(default_factory=list)
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    rejected: list[str] = Field(default_factory=list, description="'name: why' for each case refused")
 
 
 @runtime_checkable

@@ -1,0 +1,67 @@
+"""The LLM Coder: generate, repair and optimize modes, with a bounded context.
+
+The prompt holds only the task, the current best candidate, the last candidate and the latest
+feedback, never the run's history. The reply must hold exactly one fenced Python block; anything
+else is a failed reply (recorded, and its tokens count against the budget like any other call).
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from kiln.agents import prompts
+from kiln.agents.base import CoderReply, CoderTask
+from kiln.agents.extract import extract_code
+from kiln.agents.llm.client import LLMClient
+from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
+
+FEEDBACK_TITLES = {
+    "generate": "Notes",
+    "repair": "What went wrong (from the verifier)",
+    "optimize": "The Judge's plan",
+}
+
+
+def clip(text: str | None, limit: int) -> str | None:
+    """Keep the head and the tail of an over-long text, with a marker saying what was cut."""
+    if text is None or len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
+class LLMCoder:
+    """Implements `kiln.agents.base.Coder` on top of one chat model."""
+
+    def __init__(self, client: LLMClient, *, max_source_chars: int = 24000, max_feedback_chars: int = 8000) -> None:
+        self.client = client
+        self.max_source_chars = max_source_chars
+        self.max_feedback_chars = max_feedback_chars
+
+    def messages(self, task: CoderTask) -> list[BaseMessage]:
+        system = prompts.render(
+            "coder_system.j2", lang=task.lang, gpu=task.gpu, examples=prompts.examples(task.lang)
+        )
+        user = prompts.render(
+            "coder_user.j2",
+            mode=task.mode,
+            problem_name=task.problem_name,
+            problem_src=task.problem_src,
+            best_src=clip(task.best_src, self.max_source_chars),
+            best_note="",
+            last_src=clip(task.last_src, self.max_source_chars),
+            feedback=clip(task.feedback, self.max_feedback_chars),
+            feedback_title=FEEDBACK_TITLES[task.mode],
+        )
+        return [SystemMessage(system), HumanMessage(user)]
+
+    def write(self, task: CoderTask) -> CoderReply:
+        try:
+            reply = self.client.text(self.messages(task))
+        except BudgetExhausted as exc:
+            return CoderReply(ok=False, error=f"no call made: {exc}")
+        except LLMCallError as exc:
+            return CoderReply(ok=False, error=str(exc))
+        found = extract_code(reply.text)
+        return CoderReply(ok=found.ok, source=found.code, error=found.error, raw=reply.text,
+                          notes=found.notes, usage=reply.usage)

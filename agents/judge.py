@@ -1,0 +1,146 @@
+"""The LLM Judge: a typed `JudgeDecision` through structured output, bounded by hard rules.
+
+Some decisions need no model (no progress for K iterations; the target met with stress tests
+passed; the kernel at >= 90% of its roofline). The model's own decision is then checked against
+the rules: it may never stop as "solved", optimize or stress-test a kernel that fails a check,
+and may stop only for one of the allowed reasons. Every override is recorded in `overridden`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from kiln.agents import prompts
+from kiln.agents.base import JudgeDecision, JudgeInput, NextStep
+from kiln.agents.llm.client import LLMClient
+from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
+
+ROOFLINE_STOP_PCT = 90.0
+PLAN_MAX_CHARS = 1200
+
+
+class JudgeVerdict(BaseModel):
+    """The Judge's decision about one kernel (the schema the model fills in)."""
+
+    mode: Literal["correction", "optimization"] = Field(description="correction if any check failed")
+    diagnosis: str = Field(description="what is wrong or what limits speed, one or two sentences")
+    bottleneck: str | None = Field(description="optimization mode: exactly one bottleneck; else null")
+    evidence: list[str] = Field(description="numbers from the evaluation or profile that support it")
+    plan: str = Field(description="one fix or one optimization, a few sentences at most")
+    next: Literal["repair", "optimize", "stress", "stop"] = Field(description="the next step")
+    stop_reason: str | None = Field(description="why stop, when next is 'stop'; else null")
+
+
+def speed_measured(inp: JudgeInput) -> bool:
+    return inp.check.timing is not None and inp.check.timing.measured
+
+
+def target_met(inp: JudgeInput) -> bool:
+    """On a GPU: best speedup >= target. Without one speed is not measured, so correctness is the goal."""
+    if inp.gpu.device == "cpu" and not speed_measured(inp):
+        return True
+    return inp.best_speedup is not None and inp.best_speedup >= inp.target_speedup
+
+
+def roofline_pct(inp: JudgeInput) -> float | None:
+    physics = inp.check.integrity.physics if inp.check.integrity else None
+    return physics.pct_of_floor if physics else None
+
+
+def _mode(inp: JudgeInput) -> Literal["correction", "optimization"]:
+    return "optimization" if inp.check.correct else "correction"
+
+
+def _rule(inp: JudgeInput, next_: NextStep, diagnosis: str, stop_reason: str | None = None, **kw) -> JudgeDecision:
+    return JudgeDecision(mode=_mode(inp), diagnosis=diagnosis, next=next_, stop_reason=stop_reason, **kw)
+
+
+def rule_decision(inp: JudgeInput, no_progress_k: int) -> JudgeDecision | None:
+    """A decision the rules make without the model, or None."""
+    if inp.iters_without_progress >= no_progress_k:
+        why = f"no progress for {inp.iters_without_progress} iterations"
+        return _rule(inp, "stop", why, why)
+    if not inp.check.correct or not inp.stress_passed:
+        return None
+    if target_met(inp):
+        why = "speed target met and stress tests pass" if speed_measured(inp) else \
+            "correct and stress tests pass; speed not measured without a GPU"
+        return _rule(inp, "stop", why, why)
+    pct = roofline_pct(inp)
+    if pct is not None and pct >= ROOFLINE_STOP_PCT:
+        why = f"at {pct:.0f}% of the roofline floor"
+        return _rule(inp, "stop", why, why)
+    return None
+
+
+def enforce_rules(d: JudgeDecision, inp: JudgeInput) -> JudgeDecision:
+    """Bound the model's decision by the hard rules; record what was changed and why."""
+    correct, mode = inp.check.correct, _mode(inp)
+    want: NextStep = d.next
+    why = None
+    if not correct and d.next in ("optimize", "stress", "stop"):
+        want, why = "repair", f"'{d.next}' refused: the kernel fails a check"
+    elif correct and d.next == "stop" and not inp.stress_passed:
+        want, why = "stress", "'stop' refused: the stress tests have not passed yet"
+    elif correct and d.next == "stop" and not target_met(inp) and (roofline_pct(inp) or 0) < ROOFLINE_STOP_PCT:
+        want, why = "optimize", "'stop' refused: target not met and below 90% of roofline"
+    update: dict = {"mode": mode, "next": want}
+    if why:
+        update.update(overridden=why, stop_reason=None)
+    elif want == "stop" and not d.stop_reason:
+        update["stop_reason"] = d.diagnosis
+    if want != "stop":
+        update["stop_reason"] = None
+    return d.model_copy(update=update)
+
+
+def failed_decision(inp: JudgeInput, error: str) -> JudgeDecision:
+    """When the Judge's call or reply failed: continue on the verifier's own feedback, or stop a passing kernel."""
+    if not inp.check.correct:
+        first = inp.check.correctness.first_failure if inp.check.correctness else None
+        diagnosis = first or "; ".join(inp.check.reasons) or f"status {inp.check.status}"
+        return _rule(inp, "repair", diagnosis, error=error)
+    next_: NextStep = "stop" if inp.stress_passed else "stress"
+    return _rule(inp, next_, "the Judge failed", f"judge failed: {error}" if next_ == "stop" else None, error=error)
+
+
+class LLMJudge:
+    """Implements `kiln.agents.base.Judge` on top of one chat model."""
+
+    def __init__(self, client: LLMClient, *, no_progress_k: int = 3) -> None:
+        self.client = client
+        self.no_progress_k = no_progress_k
+
+    def messages(self, inp: JudgeInput) -> list[BaseMessage]:
+        system = prompts.render("judge_system.j2", gpu=inp.gpu, no_progress_k=self.no_progress_k)
+        user = prompts.render(
+            "judge_user.j2",
+            iteration=inp.iteration, problem_name=inp.problem_name, problem_src=inp.problem_src,
+            candidate_src=inp.candidate_src, check_summary=prompts.render("check_summary.j2", check=inp.check),
+            profile_digest=inp.profile_digest, best_speedup=inp.best_speedup,
+            target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
+            no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,
+            stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda",
+        )
+        return [SystemMessage(system), HumanMessage(user)]
+
+    def decide(self, inp: JudgeInput) -> JudgeDecision:
+        ruled = rule_decision(inp, self.no_progress_k)
+        if ruled is not None:
+            return ruled
+        try:
+            reply = self.client.structured(self.messages(inp), JudgeVerdict)
+        except BudgetExhausted as exc:
+            return _rule(inp, "stop", f"budget spent: {exc}", str(exc))
+        except LLMCallError as exc:
+            return failed_decision(inp, str(exc))
+        if reply.parsed is None:
+            return failed_decision(inp, f"unusable judge reply: {reply.error}").model_copy(update={"usage": reply.usage})
+        verdict: JudgeVerdict = reply.parsed
+        fields = verdict.model_dump()
+        fields["plan"] = fields["plan"][:PLAN_MAX_CHARS]
+        decision = JudgeDecision(**fields, usage=reply.usage)
+        return enforce_rules(decision, inp)

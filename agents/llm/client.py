@@ -1,0 +1,136 @@
+"""One role's handle on its chat model: budget check, retries, usage, cache-hit accounting, redaction.
+
+Roles call `text(...)` (the Coder: one fenced code block in plain text) or `structured(...)` (the
+Judge and the Proposer: a pydantic object through the backend's structured-output method, with
+`include_raw=True` so a reply that fails to parse is data, retried once with the error).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pydantic import BaseModel, ConfigDict
+
+from kiln.agents.base import Usage
+from kiln.agents.llm.cache import SqliteLLMCache
+from kiln.agents.llm.redact import Redactor
+from kiln.agents.llm.transport import (
+    BudgetExhausted,
+    LLMCallError,
+    TransportSettings,
+    call_with_retries,
+)
+from kiln.agents.llm.usage import UsageTracker, cost_usd
+
+
+class TextReply(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    text: str
+    usage: Usage
+
+
+class StructuredReply(BaseModel):
+    """`parsed` is None when both attempts failed to parse; `error` then says why."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    parsed: Any = None
+    error: str | None = None
+    raw_text: str = ""
+    usages: list[Usage] = []
+
+    @property
+    def usage(self) -> Usage:
+        """All attempts summed into one record (what the role reports)."""
+        first = self.usages[0] if self.usages else Usage()
+        costs = [u.cost_usd for u in self.usages if u.cost_usd is not None]
+        return first.model_copy(update={
+            "input_tokens": sum(u.input_tokens for u in self.usages),
+            "output_tokens": sum(u.output_tokens for u in self.usages),
+            "cost_usd": sum(costs) if costs else None,
+            "latency_s": round(sum(u.latency_s for u in self.usages), 3),
+            "cached": bool(self.usages) and all(u.cached for u in self.usages),
+        })
+
+
+def raw_text_of(message: AIMessage | None) -> str:
+    """What the model said: its text, and the arguments of any tool call."""
+    if message is None:
+        return ""
+    parts = [message.content if isinstance(message.content, str) else json.dumps(message.content)]
+    parts += [json.dumps(tc.get("args", {})) for tc in message.tool_calls]
+    return "\n".join(p for p in parts if p)
+
+
+class LLMClient:
+    def __init__(self, role: str, chat_model: Any, *, model_name: str, tracker: UsageTracker,
+                 redactor: Redactor, settings: TransportSettings | None = None,
+                 method: str = "function_calling", cache: SqliteLLMCache | None = None,
+                 retry_prompt: Callable[[str, str], str] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.role, self.chat_model, self.model_name = role, chat_model, model_name
+        self.tracker, self.redactor, self.method, self.cache = tracker, redactor, method, cache
+        self.settings = settings or TransportSettings()
+        self.retry_prompt = retry_prompt or _default_retry_prompt
+        self._sleep = sleep
+
+    def _invoke(self, runnable: Any, messages: list[BaseMessage]) -> tuple[Any, float, bool]:
+        reason = self.tracker.exhausted()
+        if reason:
+            raise BudgetExhausted(reason)
+        hits = self.cache.hits if self.cache else 0
+        t0 = time.monotonic()
+        try:
+            out = call_with_retries(lambda: runnable.invoke(messages), self.settings, sleep=self._sleep)
+        except LLMCallError as exc:
+            self.tracker.record_failure(self.role)
+            raise LLMCallError(self.redactor(f"{self.role} ({self.model_name}): {exc}")) from None
+        cached = bool(self.cache) and self.cache.hits > hits
+        return out, time.monotonic() - t0, cached
+
+    def _usage(self, message: AIMessage | None, latency_s: float, cached: bool) -> Usage:
+        meta = (message.usage_metadata if message is not None else None) or {}
+        n_in, n_out = int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
+        usage = Usage(role=self.role, model=self.model_name, input_tokens=n_in, output_tokens=n_out,
+                      cost_usd=cost_usd(self.model_name, n_in, n_out), latency_s=round(latency_s, 3),
+                      cached=cached)
+        self.tracker.record(usage)
+        return usage
+
+    def text(self, messages: list[BaseMessage]) -> TextReply:
+        """One plain-text call. Raises BudgetExhausted or LLMCallError (redacted)."""
+        message, latency, cached = self._invoke(self.chat_model, messages)
+        usage = self._usage(message, latency, cached)
+        return TextReply(text=self.redactor(raw_text_of(message)), usage=usage)
+
+    def structured(self, messages: list[BaseMessage], schema: type[BaseModel]) -> StructuredReply:
+        """A typed reply; a parse failure is retried once with the error, then returned as data."""
+        runnable = self.chat_model.with_structured_output(schema, method=self.method, include_raw=True)
+        reply = StructuredReply()
+        for attempt in (1, 2):
+            out, latency, cached = self._invoke(runnable, messages)
+            raw = out.get("raw")
+            reply.usages.append(self._usage(raw, latency, cached))
+            reply.raw_text = self.redactor(raw_text_of(raw))
+            error = out.get("parsing_error")
+            parsed = out.get("parsed")
+            if error is None and parsed is None:
+                error = "the reply held no structured output"
+            if error is None:
+                reply.parsed, reply.error = parsed, None
+                return reply
+            reply.error = self.redactor(" ".join(str(error).split())[:1500])
+            if attempt == 1:
+                messages = [*messages, HumanMessage(self.retry_prompt(reply.raw_text, reply.error))]
+        return reply
+
+
+def _default_retry_prompt(raw: str, error: str) -> str:
+    from kiln.agents import prompts
+
+    return prompts.render("structured_retry.j2", raw=raw, error=error)

@@ -1,0 +1,111 @@
+"""Transport policy for LLM calls: timeouts, retries with backoff on 429/5xx/timeouts, a rate limit.
+
+The provider SDKs' own retry loops are switched off (`max_retries=0`) so that kiln decides, in one
+place, what is retried, how long it waits and what the final error says.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+class TransportSettings(BaseModel):
+    """How one chat model talks to its server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_s: float = Field(180.0, gt=0, description="per request")
+    max_attempts: int = Field(4, ge=1, description="first try plus retries")
+    backoff_base_s: float = Field(1.0, ge=0, description="first wait; doubles each retry")
+    backoff_max_s: float = Field(30.0, ge=0)
+    requests_per_second: float | None = Field(None, gt=0, description="None: no client-side limit")
+
+
+class LLMCallError(RuntimeError):
+    """An LLM call failed for good (retries spent or a non-retryable error). Message is redacted."""
+
+
+class BudgetExhausted(RuntimeError):
+    """A budget (USD, tokens, minutes) is spent; no further LLM call is made."""
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an SDK error carries, if any (openai and anthropic both use `status_code`)."""
+    code = getattr(exc, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """429, 5xx, timeouts and dropped connections are retried; auth, bad request and parse errors not."""
+    code = status_of(exc)
+    if code is not None:
+        return code in RETRY_STATUS or code >= 500
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return True
+    name = type(exc).__name__
+    return any(word in name for word in ("Timeout", "Connection", "RateLimit", "Overloaded"))
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The server's Retry-After header in seconds, when it sent one."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        return float(headers.get("retry-after"))
+    except (TypeError, ValueError):
+        return None
+
+
+def backoff_s(attempt: int, settings: TransportSettings, exc: BaseException) -> float:
+    """Exponential backoff with jitter, capped; a Retry-After from the server wins (also capped)."""
+    hinted = retry_after_s(exc)
+    if hinted is not None:
+        return min(hinted, settings.backoff_max_s)
+    base = settings.backoff_base_s * (2 ** (attempt - 1))
+    return min(base * (1.0 + 0.25 * random.random()), settings.backoff_max_s)
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming the failure: the status when there is one, then the SDK's message."""
+    code = status_of(exc)
+    text = " ".join(str(exc).split())[:300]
+    prefix = f"HTTP {code}" if code is not None else type(exc).__name__
+    return f"{prefix}: {text}" if text else prefix
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    settings: TransportSettings,
+    *,
+    on_retry: Callable[[int, BaseException, float], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call `fn`, retrying retryable errors up to `settings.max_attempts` in all.
+
+    Raises LLMCallError (unredacted; callers redact) naming the attempts and the last error.
+    """
+    for attempt in range(1, settings.max_attempts + 1):
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - every SDK error is classified below
+            retry = is_retryable(exc) and attempt < settings.max_attempts
+            if not retry:
+                tries = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
+                kind = "retryable" if is_retryable(exc) else "not retryable"
+                raise LLMCallError(f"LLM call failed {tries} ({kind}): {describe(exc)}") from None
+            wait = backoff_s(attempt, settings, exc)
+            if on_retry is not None:
+                on_retry(attempt, exc, wait)
+            sleep(wait)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,34 @@
+# kiln few-shot example -- problem: problems/relu.py -- lang: cuda (kiln fast path)
+import torch
+import torch.nn as nn
+
+from kiln.tools.cuda import CudaKernel, i64
+
+# Plain extern "C" CUDA: compiled by NVRTC in well under a second, no torch headers, no build step.
+CUDA_SRC = r"""
+extern "C" __global__ void relu_f32(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    // grid-stride loop: a capped grid covers any n; 64-bit indices are safe past 2^31 elements
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+"""
+
+_relu = CudaKernel(CUDA_SRC, "relu_f32")  # compiled lazily, on the first launch
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()  # the kernel indexes a flat, dense buffer
+        y = torch.empty_like(x)
+        n = x.numel()
+        threads = 256
+        blocks = min((n + threads - 1) // threads, 65535)
+        # tensors pass as device pointers, i64(n) as a 64-bit int; launched on the current stream
+        _relu.launch(grid=(blocks,), block=(threads,), args=(x, y, i64(n)))
+        return y

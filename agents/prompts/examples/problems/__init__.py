@@ -1,0 +1,1 @@
+"""Reference problems (KernelBench format) that the few-shot examples solve."""

@@ -1,0 +1,95 @@
+"""The LLM Proposer: stress-test cases for the current problem, aimed at the candidate.
+
+Each case comes back through structured output, then must pass two gates before it is returned:
+it is the problem's own `Model` with new inputs (static check), and the reference runs on it in a
+clean subprocess within the time limit. Refused cases are listed in `rejected` with the reason.
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from kiln.agents import prompts
+from kiln.agents.base import ProposerInput, ProposerReply, StressCase
+from kiln.agents.casecheck import (
+    NAME_OK,
+    candidate_facts,
+    runtime_error,
+    safe_name,
+    static_problem_error,
+)
+from kiln.agents.llm.client import LLMClient
+from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
+
+
+class CaseDraft(BaseModel):
+    """One stress-test case."""
+
+    name: str = Field(description="file-stem name: lowercase letters, digits, underscores")
+    source: str = Field(description="the whole module: the problem's Model verbatim, get_init_inputs, get_inputs")
+    rationale: str = Field(description="which assumption of the candidate it attacks, one sentence")
+
+
+class ProposedCases(BaseModel):
+    """Stress-test cases for the candidate kernel."""
+
+    cases: list[CaseDraft] = Field(description="the new cases, at most the number asked for")
+
+
+class LLMProposer:
+    """Implements `kiln.agents.base.Proposer` on top of one chat model."""
+
+    def __init__(self, client: LLMClient, *, device: str = "cpu", case_timeout_s: float = 60.0,
+                 run_reference: bool = True) -> None:
+        self.client = client
+        self.device = device
+        self.case_timeout_s = case_timeout_s
+        self.run_reference = run_reference
+
+    def messages(self, inp: ProposerInput) -> list[BaseMessage]:
+        system = prompts.render("proposer_system.j2")
+        user = prompts.render(
+            "proposer_user.j2", problem_name=inp.problem_name, problem_src=inp.problem_src,
+            candidate_src=inp.candidate_src, candidate_facts=candidate_facts(inp.candidate_src),
+            existing_cases=inp.existing_cases, max_cases=inp.max_cases,
+        )
+        return [SystemMessage(system), HumanMessage(user)]
+
+    def propose(self, inp: ProposerInput) -> ProposerReply:
+        try:
+            reply = self.client.structured(self.messages(inp), ProposedCases)
+        except (BudgetExhausted, LLMCallError) as exc:
+            return ProposerReply(error=str(exc))
+        if reply.parsed is None:
+            return ProposerReply(error=f"unusable proposer reply: {reply.error}", usage=reply.usage)
+        cases, rejected = self.screen(reply.parsed.cases, inp)
+        error = None if cases else "no usable case" + (f" ({len(rejected)} rejected)" if rejected else "")
+        return ProposerReply(cases=cases, rejected=rejected, error=error, usage=reply.usage)
+
+    def screen(self, drafts: list[CaseDraft], inp: ProposerInput) -> tuple[list[StressCase], list[str]]:
+        """Keep valid, new, runnable cases (at most `max_cases`); say why each other one went."""
+        taken = set(inp.existing_cases)
+        cases: list[StressCase] = []
+        rejected: list[str] = []
+        for draft in drafts:
+            name = safe_name(draft.name)
+            why = self._problem(name, draft, inp, taken, len(cases))
+            if why:
+                rejected.append(f"{name or draft.name!r}: {why}")
+                continue
+            taken.add(name)
+            cases.append(StressCase(name=name, source=draft.source, rationale=draft.rationale))
+        return cases, rejected
+
+    def _problem(self, name: str, draft: CaseDraft, inp: ProposerInput, taken: set[str], n_kept: int) -> str | None:
+        if not NAME_OK.match(name):
+            return "no usable name"
+        if name in taken:
+            return "duplicate name"
+        if n_kept >= inp.max_cases:
+            return f"over the limit of {inp.max_cases} cases"
+        why = static_problem_error(draft.source, inp.problem_src)
+        if why is None and self.run_reference:
+            why = runtime_error(draft.source, device=self.device, timeout_s=self.case_timeout_s)
+        return why
