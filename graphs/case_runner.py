@@ -1,0 +1,48 @@
+"""Run a stress case's reference once, in its own process: `python -m kiln.graphs.case_runner CASE OUT DEVICE`.
+
+Writes {"ok": bool, "error": str | None, "forward_s": float} to OUT. The parent enforces the time
+limit and kills the whole process group when it is exceeded."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+import traceback
+
+
+def _run(case: str, device: str) -> dict:
+    import torch
+
+    spec = importlib.util.spec_from_file_location("kiln_stress_case", case)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).to(device)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+    t0 = time.monotonic()
+    with torch.no_grad():
+        out = model(*inputs)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        return {"ok": False, "error": f"forward returned {type(out).__name__}, not tensors"}
+    return {"ok": True, "error": None, "forward_s": time.monotonic() - t0}
+
+
+def main() -> None:
+    case, out, device = sys.argv[1:4]
+    try:
+        result = _run(case, device)
+    except Exception as err:  # noqa: BLE001 - any failure of the case is the verdict
+        tb = traceback.format_exc().strip().splitlines()[-1]
+        result = {"ok": False, "error": f"{type(err).__name__}: {err}"[:500] or tb}
+    with open(out, "w") as fh:
+        json.dump(result, fh)
+
+
+if __name__ == "__main__":
+    main()

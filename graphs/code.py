@@ -1,0 +1,96 @@
+"""The code node: one Coder round. Each child gets a bounded context (the task, the current best,
+its parent and the latest feedback, never the whole history)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from langgraph.runtime import Runtime
+
+from kiln.agents.base import CoderMode, CoderTask, JudgeDecision
+from kiln.graphs import rundir
+from kiln.graphs.common import emit, problem_name, problem_src, source_of, timed
+from kiln.graphs.context import RunContext
+from kiln.graphs.rules import best, budget_spent
+from kiln.graphs.state import Candidate, RunState, TimeEntry
+from kiln.graphs.strategies import parents_for_round
+
+NO_CODE_HINT = "Reply with exactly one fenced code block holding the whole module (ModelNew included)."
+
+
+def decision_key(cand: Candidate) -> str:
+    """Decisions are per candidate *and* per check record: a re-check with new cases needs a new one."""
+    return f"{cand.id}|{cand.check_path or ''}"
+
+
+def _mode_and_feedback(state: RunState, parent: Candidate | None) -> tuple[CoderMode, str | None]:
+    if parent is None:
+        return "generate", None
+    if parent.source_path is None:  # the parent reply had no code: ask again, say why
+        has_code = any(c.source_path for c in state.get("candidates", {}).values())
+        return ("repair" if has_code else "generate"), f"{parent.coder_error}\n{NO_CODE_HINT}"
+    decision: JudgeDecision | None = state.get("decisions", {}).get(decision_key(parent))
+    mode: CoderMode = "optimize" if parent.correct else "repair"
+    if decision is not None and decision.next in ("repair", "optimize"):
+        mode = decision.next
+    parts = []
+    if decision is not None:
+        parts.append(f"Judge: {decision.diagnosis}")
+        if decision.plan:
+            parts.append(f"Plan: {decision.plan}")
+    if mode == "repair" and parent.feedback:
+        parts.append(parent.feedback)
+    return mode, "\n\n".join(parts) or None
+
+
+def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration: int) -> CoderTask:
+    mode, feedback = _mode_and_feedback(state, parent)
+    last = parent if parent is None or parent.source_path else None
+    return CoderTask(mode=mode, lang=ctx.options.lang, problem_name=problem_name(ctx), problem_src=problem_src(ctx),
+                     best_src=source_of(ctx, best(state)), last_src=source_of(ctx, last), feedback=feedback,
+                     gpu=ctx.gpu, iteration=iteration)
+
+
+def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: CoderTask, reply) -> Candidate:
+    lineage = parent.id if parent and parent.source_path else (parent.parent if parent else None)
+    cand = Candidate(id=cid, parent=lineage, iteration=task.iteration, mode=task.mode)
+    if not reply.ok or not reply.source:
+        return cand.model_copy(update={"status": "no_code", "coder_error": reply.error or "no usable code"})
+    rel = f"candidates/{cid}/kernel.py"
+    rundir.write(ctx.run_dir, rel, reply.source)
+    return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16]})
+
+
+@timed("code")
+def code(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    if budget_spent(state, ctx.options):
+        return {"pending": []}
+    iteration = state.get("iteration", 0) + 1
+    cands = dict(state.get("candidates", {}))
+    new: dict[str, Candidate] = {}
+    usage, times = [], []
+    for parent_id in parents_for_round(state, ctx.options):
+        parent = cands.get(parent_id) if parent_id else None
+        task = _task(ctx, state, parent, iteration)
+        emit(stage="code", iteration=iteration, mode=task.mode)
+        t0 = time.monotonic()
+        reply = ctx.coder.write(task)
+        times.append(TimeEntry(iteration=iteration, kind="llm", seconds=time.monotonic() - t0))
+        usage.append(reply.usage.model_copy(update={"role": reply.usage.role or "coder"}))
+        rundir.log_llm_call(ctx.run_dir, "coder", task, reply)
+        cid = f"c{len(cands) + len(new) + 1:04d}"
+        new[cid] = _write_child(ctx, cid, parent, task, reply)
+        rundir.event(ctx.run_dir, "candidate", id=cid, mode=task.mode, parent=parent_id, ok=reply.ok,
+                     error=reply.error)
+    return {"iteration": iteration, "candidates": new, "pending": list(new), "usage": usage, "times": times}
+
+
+def unsupported_reason(cands: dict[str, Candidate], ids: list[str]) -> str | None:
+    """The built-in Coder says 'unsupported by the built-in coder' rather than faking a kernel."""
+    for cid in ids:
+        err = cands[cid].coder_error or ""
+        if re.search(r"\bunsupported\b", err, re.IGNORECASE):
+            return err
+    return None

@@ -1,0 +1,46 @@
+"""The finish node: final status (with the last hard rule re-checked), the best kernel as a
+standalone file, `rewards.jsonl` and `summary.json`."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from kiln.graphs import rundir
+from kiln.graphs.code import unsupported_reason
+from kiln.graphs.common import timed
+from kiln.graphs.context import RunContext
+from kiln.graphs.rules import best, budget_spent, iterations_spent
+from kiln.graphs.state import RunState
+from kiln.graphs.summary import build_summary, rewards_lines
+
+
+def final_status(state: RunState, ctx: RunContext) -> tuple[str, str | None]:
+    status, reason = state.get("status") or "running", state.get("stop_reason")
+    if status == "running":
+        cands = state.get("candidates", {})
+        last = [c for c in cands if cands[c].iteration == state.get("iteration", 0)]
+        unsupported = unsupported_reason(cands, last)
+        spent = budget_spent(state, ctx.options) or iterations_spent(state, ctx.options)
+        if unsupported and all(cands[c].source_path is None for c in last):
+            status, reason = "unsupported", unsupported
+        else:
+            status, reason = ("budget", spent) if spent else ("stopped", reason or "stopped")
+    b = best(state)
+    if status == "solved" and not (b and b.correct):  # never "solved" with a failing best kernel
+        status, reason = "failed", f"best kernel fails a check (was: {reason})"
+    return status, reason
+
+
+@timed("finish")
+def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    status, reason = final_status(state, ctx)
+    final = {**state, "status": status, "stop_reason": reason}
+    b = best(final)
+    if b is not None and b.source_path is not None:
+        rundir.write(ctx.run_dir, "best_kernel.py", (ctx.run_dir / b.source_path).read_text())
+    rundir.write(ctx.run_dir, "rewards.jsonl", rewards_lines(final))
+    summary = build_summary(final, ctx.options, ctx.run_dir)
+    rundir.write_json(ctx.run_dir, "summary.json", summary)
+    rundir.event(ctx.run_dir, "finish", status=status, reason=reason)
+    return {"status": status, "stop_reason": reason}

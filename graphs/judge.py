@@ -1,0 +1,101 @@
+"""The judge node: hard rules first (in code, over the Judge), then the Judge's typed decision per
+frontier candidate, then a typed `Command` to code, propose or finish."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from kiln.agents.base import JudgeDecision, JudgeInput
+from kiln.graphs import rundir
+from kiln.graphs.code import decision_key
+from kiln.graphs.common import problem_name, problem_src, source_of, timed
+from kiln.graphs.context import RunContext
+from kiln.graphs.rules import best, hard_rules, iterations_spent, stress_ok, valid_case_names
+from kiln.graphs.state import Candidate, RunState, TimeEntry
+from kiln.tools.records import CheckRecord
+
+Goto = Literal["code", "propose", "finish"]
+
+
+def _judge_input(ctx: RunContext, state: RunState, cand: Candidate) -> JudgeInput:
+    assert cand.check_path is not None
+    record = CheckRecord.model_validate_json((ctx.run_dir / cand.check_path).read_text())
+    note = state.get("profiles", {}).get(cand.id)
+    digest = (ctx.run_dir / note.digest_path).read_text() if note and note.digest_path else None
+    b = best(state)
+    return JudgeInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
+                      candidate_src=source_of(ctx, cand) or "", check=record, profile_digest=digest, gpu=ctx.gpu,
+                      iteration=state.get("iteration", 0), best_speedup=b.speedup_vs_eager if b else None,
+                      target_speedup=ctx.options.target_speedup,
+                      iters_without_progress=state.get("no_progress", 0),
+                      stress_passed=stress_ok(state, cand), stress_cases=len(valid_case_names(state)))
+
+
+def _no_code_decision(cand: Candidate) -> JudgeDecision:
+    return JudgeDecision(mode="correction", diagnosis=f"The Coder's reply had no usable code: {cand.coder_error}",
+                         plan="Reply with one fenced code block.", next="repair")
+
+
+def _decide(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[JudgeDecision, float]:
+    if cand.source_path is None or cand.check_path is None:
+        return _no_code_decision(cand), 0.0
+    inp = _judge_input(ctx, state, cand)
+    t0 = time.monotonic()
+    decision = ctx.judge.decide(inp)
+    secs = time.monotonic() - t0
+    rundir.log_llm_call(ctx.run_dir, "judge", inp, decision)
+    return decision, secs
+
+
+def _route(state: RunState, ctx: RunContext, top: JudgeDecision) -> tuple[Goto, JudgeDecision, dict]:
+    """Apply the hard rules to the Judge's next step."""
+    b = best(state)
+    correct = b is not None and b.correct
+    nxt = top.next
+    if nxt == "stop" and correct:
+        return "finish", top, {"status": "stopped", "stop_reason": f"Judge: {top.stop_reason or top.diagnosis}"}
+    if nxt == "stop" or (nxt == "stress" and not correct):
+        nxt = "repair"  # never stop (or stress) while the best kernel fails a check
+    if nxt == "stress" and stress_ok(state, b):  # type: ignore[arg-type]
+        nxt = "optimize"
+    if nxt == "stress":
+        return "propose", top, {}
+    top = top.model_copy(update={"next": nxt}) if nxt != top.next else top
+    spent = iterations_spent(state, ctx.options)
+    if spent:
+        return "finish", top, {"status": "budget", "stop_reason": spent}
+    return "code", top, {}
+
+
+@timed("judge")
+def judge(state: RunState, runtime: Runtime[RunContext]) -> Command[Goto]:
+    ctx = runtime.context
+    verdict = hard_rules(state, ctx.options)
+    if verdict is not None:
+        rundir.event(ctx.run_dir, "hard_rule", goto=verdict.goto, reason=verdict.reason)
+        update = {"status": verdict.status, "stop_reason": verdict.reason} if verdict.goto == "finish" else {}
+        return Command(goto=verdict.goto, update=update)
+    cands = state.get("candidates", {})
+    frontier = [cands[c] for c in state.get("frontier", []) if c in cands]  # ranked, or the stressed one first
+    if not frontier:
+        return Command(goto="code", update={})
+    decisions: dict[str, JudgeDecision] = {}
+    usage, times = [], []
+    for cand in frontier:
+        key = decision_key(cand)
+        if key in state.get("decisions", {}):
+            continue
+        decisions[key], secs = _decide(ctx, state, cand)
+        if secs:
+            usage.append(decisions[key].usage.model_copy(update={"role": decisions[key].usage.role or "judge"}))
+            times.append(TimeEntry(iteration=state.get("iteration", 0), kind="llm", seconds=secs))
+    top_key = decision_key(frontier[0])
+    top = decisions.get(top_key) or state.get("decisions", {})[top_key]
+    goto, top, update = _route(state, ctx, top)
+    decisions[top_key] = top
+    rundir.event(ctx.run_dir, "route", goto=goto, judge_next=top.next, candidate=frontier[0].id)
+    return Command(goto=goto, update={"decisions": decisions, "usage": usage, "times": times, **update})

@@ -1,0 +1,71 @@
+"""A live view of a run: iteration, stage, best speedup so far, tokens and cost, fed by the
+graph's `updates` and `custom` stream parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+
+class Progress:
+    """Folds stream parts into a few numbers; renders them as a one-row table."""
+
+    def __init__(self, console: Console | None = None, live: bool = True) -> None:
+        self.console = console or Console(stderr=True)
+        self.iteration, self.stage, self.detail = 0, "start", ""
+        self.best: str | None = None
+        self.best_speedup: float | None = None
+        self.best_correct = False
+        self.tokens, self.cost = 0, 0.0
+        self._live = Live(self.render(), console=self.console, transient=False, auto_refresh=False) \
+            if live and self.console.is_terminal else None
+
+    def __enter__(self) -> Progress:
+        if self._live:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live:
+            self._live.__exit__(*exc)
+
+    def feed(self, part: dict) -> None:
+        if part["type"] == "custom":
+            self._custom(part["data"])
+        elif part["type"] == "updates":
+            for node, update in (part["data"] or {}).items():
+                if isinstance(update, dict):
+                    self._update(node, update)
+        if self._live:
+            self._live.update(self.render(), refresh=True)
+
+    def _custom(self, data: Any) -> None:
+        if not isinstance(data, dict):
+            return
+        self.stage = data.get("stage", self.stage)
+        self.iteration = data.get("iteration", self.iteration)
+        self.detail = " ".join(f"{k}={v}" for k, v in data.items() if k in ("mode", "candidate"))
+
+    def _update(self, node: str, update: dict) -> None:
+        self.stage = node
+        self.iteration = update.get("iteration", self.iteration)
+        for u in update.get("usage") or []:
+            self.tokens += u.input_tokens + u.output_tokens
+            self.cost += u.cost_usd or 0.0
+        cands = update.get("candidates") or {}
+        best = update.get("best_id")
+        if best and best in cands:
+            self.best, self.best_speedup, self.best_correct = best, cands[best].speedup_vs_eager, cands[best].correct
+
+    def render(self) -> Table:
+        t = Table(title="kiln run", expand=False)
+        for col in ("iteration", "stage", "best", "speedup vs eager", "tokens", "cost"):
+            t.add_column(col)
+        speed = f"{self.best_speedup:.2f}x" if self.best_speedup is not None else "not measured"
+        best = f"{self.best} ({'correct' if self.best_correct else 'failing'})" if self.best else "-"
+        t.add_row(str(self.iteration), f"{self.stage} {self.detail}".strip(), best, speed, str(self.tokens),
+                  f"${self.cost:.4f}")
+        return t

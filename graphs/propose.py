@@ -1,0 +1,78 @@
+"""The propose node: stress the best kernel. Cases it has not yet been checked with go first; then
+the Proposer writes new ones aimed at the candidate, each validated against the reference. Valid
+cases join the verification suite of every later candidate; a failing one becomes a minimal repro
+for the Coder."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+
+from kiln.agents.base import ProposerInput
+from kiln.graphs import rundir
+from kiln.graphs.cases import validate
+from kiln.graphs.common import case_paths, problem_name, problem_src, source_of, timed
+from kiln.graphs.context import RunContext
+from kiln.graphs.evaluate import apply_record, best_after, run_check
+from kiln.graphs.rules import best
+from kiln.graphs.state import Candidate, RunState, StressCase, TimeEntry
+
+
+def _repro(ctx: RunContext, cand: Candidate, suite: list[Path]) -> str | None:
+    """The smallest failing case, as a module the Coder can run, with what went wrong."""
+    failing = [p for p in suite if p.stem in cand.failed_cases]
+    if not failing:
+        return cand.feedback
+    smallest = min(failing, key=lambda p: len(p.read_text()))
+    return (f"Counterexample: stress case '{smallest.stem}' breaks this kernel.\n{cand.feedback or ''}\n"
+            f"Minimal repro (problem format):\n```python\n{smallest.read_text()}\n```")
+
+
+def _recheck(ctx: RunContext, cand: Candidate, suite: list[Path]) -> Candidate:
+    record = run_check(ctx, cand, suite)
+    updated = apply_record(ctx, cand, record, suite)
+    return updated.model_copy(update={"feedback": _repro(ctx, updated, suite)})
+
+
+def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[StressCase], dict]:
+    inp = ProposerInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
+                        candidate_src=source_of(ctx, cand) or "",
+                        existing_cases=[c.name for c in state.get("cases", [])], max_cases=ctx.options.max_cases)
+    t0 = time.monotonic()
+    reply = ctx.proposer.propose(inp)
+    secs = time.monotonic() - t0
+    rundir.log_llm_call(ctx.run_dir, "proposer", inp, reply)
+    round_ = state.get("stress_rounds", 0) + 1
+    taken = {c.name for c in state.get("cases", [])}
+    new: list[StressCase] = []
+    for proposed in reply.cases[: ctx.options.max_cases]:
+        new.append(validate(ctx, proposed, taken, round_))
+        taken.add(new[-1].name)
+    usage = reply.usage.model_copy(update={"role": reply.usage.role or "proposer"})
+    it = state.get("iteration", 0)
+    return new, {"usage": [usage], "times": [TimeEntry(iteration=it, kind="llm", seconds=secs)],
+                 "stress_rounds": 1}
+
+
+@timed("propose")
+def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    cand = best(state)
+    assert cand is not None and cand.source_path is not None, "the Judge stresses only a correct kernel"
+    suite = case_paths(ctx, state)
+    update: dict = {}
+    new_cases: list[StressCase] = []
+    if not set(p.stem for p in suite) <= set(cand.cases_checked):
+        cand = _recheck(ctx, cand, suite)  # cases written for other candidates come first
+    if cand.correct:
+        new_cases, update = _ask(ctx, state, cand)
+        added = [ctx.run_dir / c.path for c in new_cases if c.valid]
+        if added:
+            cand = _recheck(ctx, cand, suite + added)
+    cands = {**state.get("candidates", {}), cand.id: cand}
+    frontier = [cand.id, *[f for f in state.get("frontier", []) if f != cand.id]]
+    rundir.event(ctx.run_dir, "stress", candidate=cand.id, correct=cand.correct, failed=cand.failed_cases)
+    return {**update, "cases": new_cases, "candidates": {cand.id: cand}, "best_id": best_after(cands),
+            "frontier": frontier}

@@ -1,0 +1,50 @@
+"""The correctness-gated reward every strategy ranks candidates by, exported per candidate
+(`rewards.jsonl`) for training use.
+
+Speed counts only once every correctness check passes (the gating KernelZero's CA-GRPO uses):
+
+- failing, rejected or not built: the fraction of correctness trials passed, in [0, 1) (0 for a
+  compile error, a crash, or an integrity rejection: a cheat earns nothing);
+- correct, speed not measured (CPU): exactly 1;
+- correct and timed: 2 + ln(speedup vs eager), floored at 1, so any correct kernel outranks every
+  failing one and a 1.0x kernel scores 2.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from kiln.tools.records import CheckRecord
+
+
+class Reward(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reward: float
+    correct: bool
+    frac_passed: float
+    log_speedup: float | None = None
+    speed_measured: bool = False
+
+
+def frac_passed(record: CheckRecord) -> float:
+    c = record.correctness
+    if c is None or c.n_trials == 0:
+        return 0.0
+    return c.n_passed / c.n_trials
+
+
+def reward_of(record: CheckRecord) -> Reward:
+    frac = frac_passed(record)
+    if record.status == "rejected":
+        return Reward(reward=0.0, correct=False, frac_passed=frac)
+    if not (record.correct and record.status == "ok"):
+        return Reward(reward=min(frac, 0.999), correct=False, frac_passed=frac)
+    speedup = record.speedup_vs_eager
+    if speedup is None or speedup <= 0:
+        return Reward(reward=1.0, correct=True, frac_passed=frac)
+    log_s = math.log(speedup)
+    return Reward(reward=max(1.0, 2.0 + log_s), correct=True, frac_passed=frac, log_speedup=log_s,
+                  speed_measured=True)

@@ -1,0 +1,100 @@
+"""Hard rules, enforced in code over the Judge, and the budget test the conditional edges use.
+
+- never stop as "solved" while the best kernel fails a check;
+- stop when the best is correct, its stress tests pass, and either the target is met (or speed
+  cannot be measured: CPU) or it is at >= 90% of its roofline;
+- go and stress the kernel first when that is all that is missing;
+- stop when a budget is spent, or after K Coder rounds without progress.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from kiln.graphs.context import RunOptions
+from kiln.graphs.state import Candidate, RunState
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    goto: Literal["finish", "propose"]
+    status: str = "running"
+    reason: str
+
+
+def best(state: RunState) -> Candidate | None:
+    bid = state.get("best_id")
+    return state.get("candidates", {}).get(bid) if bid else None
+
+
+def valid_case_names(state: RunState) -> list[str]:
+    return [c.name for c in state.get("cases", []) if c.valid]
+
+
+def stress_ok(state: RunState, cand: Candidate) -> bool:
+    """At least one propose round ran, and the candidate passed every valid case on record."""
+    if state.get("stress_rounds", 0) < 1 or not cand.correct or cand.failed_cases:
+        return False
+    return set(valid_case_names(state)) <= set(cand.cases_checked)
+
+
+def target_met(cand: Candidate, opts: RunOptions) -> tuple[bool, str]:
+    if cand.speedup_vs_eager is None:
+        return True, "correct; speed not measured on this device"
+    low = cand.speedup_eager_ci_low if cand.speedup_eager_ci_low is not None else cand.speedup_vs_eager
+    if low >= opts.target_speedup:
+        return True, f"target met: {cand.speedup_vs_eager:.2f}x vs eager (CI low {low:.2f}x)"
+    return False, ""
+
+
+def at_roofline(cand: Candidate, opts: RunOptions) -> tuple[bool, str]:
+    pct = cand.pct_of_roofline
+    if pct is not None and pct >= opts.roofline_stop_pct:
+        return True, f"at {pct:.0f}% of its roofline"
+    return False, ""
+
+
+def hard_rules(state: RunState, opts: RunOptions) -> Verdict | None:
+    cand = best(state)
+    if cand is not None and cand.correct:
+        met, why = target_met(cand, opts)
+        roof, why_roof = at_roofline(cand, opts)
+        if met or roof:
+            reason = why if met else why_roof
+            if stress_ok(state, cand):
+                return Verdict(goto="finish", status="solved", reason=f"{reason}; stress tests pass")
+            return Verdict(goto="propose", reason=f"{reason}; stress tests pending")
+    k = opts.budgets.no_progress_iters
+    if state.get("no_progress", 0) >= k:
+        return Verdict(goto="finish", status="no_progress", reason=f"no better kernel in {k} rounds")
+    return None
+
+
+def tokens_used(state: RunState) -> int:
+    return sum(u.input_tokens + u.output_tokens for u in state.get("usage", []))
+
+
+def cost_usd(state: RunState) -> float | None:
+    costs = [u.cost_usd for u in state.get("usage", []) if u.cost_usd is not None]
+    return sum(costs) if costs else None
+
+
+def budget_spent(state: RunState, opts: RunOptions) -> str | None:
+    """The first budget reached, in plain words, or None."""
+    b = opts.budgets
+    if b.tokens is not None and tokens_used(state) >= b.tokens:
+        return f"token budget spent ({tokens_used(state)} >= {b.tokens})"
+    cost = cost_usd(state)
+    if b.usd is not None and cost is not None and cost >= b.usd:
+        return f"cost budget spent (${cost:.4f} >= ${b.usd:.4f})"
+    if b.minutes is not None and state.get("elapsed_s", 0.0) >= b.minutes * 60:
+        return f"time budget spent ({state.get('elapsed_s', 0.0) / 60:.1f} >= {b.minutes} min)"
+    return None
+
+
+def iterations_spent(state: RunState, opts: RunOptions) -> str | None:
+    n = state.get("iteration", 0)
+    return f"iteration budget spent ({n} Coder rounds)" if n >= opts.budgets.max_iters else None

@@ -1,0 +1,105 @@
+"""Start or resume one run: the run directory, the roles, the evaluator, the checkpointer, and the
+streamed loop with its live display. `run_problem` is the Python entry point (batch runs call it);
+`kiln run` is a thin layer over it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from kiln.graphs import rundir
+from kiln.graphs.context import RunContext, RunOptions
+from kiln.graphs.graph import build_graph, recursion_limit
+from kiln.graphs.persist import open_checkpointer, run_config
+from kiln.graphs.profile import make_profiler
+from kiln.graphs.progress import Progress
+from kiln.graphs.roles import Roles, resolve
+from kiln.graphs.summary import RunSummary
+from kiln.tools.errors import KilnInputError
+from kiln.tools.evaluator import Evaluator
+
+RUN_FILE = "run.json"
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_run_dir(problem: Path) -> Path:
+    return Path("runs") / f"{problem.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _gpu_facts(device: str) -> Any:
+    from kiln.agents.gpufacts import read_gpu_facts
+
+    return read_gpu_facts(device)
+
+
+def _evaluator() -> Evaluator:
+    from kiln.tools.check import LocalEvaluator
+
+    return LocalEvaluator()
+
+
+def make_context(opts: RunOptions, run_dir: Path, roles: Roles | None, evaluator: Evaluator | None,
+                 gpu: Any = None) -> RunContext:
+    roles = roles or resolve(opts, run_dir)
+    profiler, skipped = make_profiler(opts.device)
+    return RunContext(options=opts, run_dir=run_dir, coder=roles.coder, judge=roles.judge, proposer=roles.proposer,
+                      evaluator=evaluator or _evaluator(), gpu=gpu or _gpu_facts(opts.device), profiler=profiler,
+                      extra={"profile_skipped": skipped})
+
+
+def _drive(ctx: RunContext, inp: dict | None, progress: Progress) -> RunSummary:
+    graph = build_graph().compile(checkpointer=open_checkpointer(ctx.run_dir))
+    config = run_config(recursion_limit(ctx.options))
+    with progress:
+        for part in graph.stream(inp, config, context=ctx, stream_mode=["updates", "custom"], durability="sync",
+                                 version="v2"):
+            progress.feed(part)
+    return RunSummary.model_validate_json((ctx.run_dir / "summary.json").read_text())
+
+
+def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None = None,
+                evaluator: Evaluator | None = None, progress: Progress | None = None, gpu: Any = None,
+                **options: Any) -> RunSummary:
+    """Run the loop on one problem file; returns the summary also written to `<run dir>/summary.json`."""
+    problem = Path(problem).resolve()
+    if not problem.is_file():
+        raise KilnInputError(f"problem file not found: {problem}")
+    opts = RunOptions(problem=str(problem), **{**options, "device": resolve_device(options.get("device", "auto"))})
+    run_dir = Path(out or default_run_dir(problem)).resolve()
+    if (run_dir / RUN_FILE).exists():
+        raise KilnInputError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rundir.write_json(run_dir, RUN_FILE, opts)
+    ctx = make_context(opts, run_dir, roles, evaluator, gpu)
+    rundir.event(run_dir, "start", problem=str(problem), device=opts.device, strategy=opts.strategy)
+    return _drive(ctx, {"status": "running", "iteration": 0}, progress or Progress(live=False))
+
+
+def load_options(run_dir: Path) -> RunOptions:
+    path = Path(run_dir) / RUN_FILE
+    if not path.exists():
+        raise KilnInputError(f"not a kiln run directory (no {RUN_FILE}): {run_dir}")
+    return RunOptions.model_validate_json(path.read_text())
+
+
+def resume_run(run_dir: Path, *, roles: Roles | None = None, evaluator: Evaluator | None = None,
+               progress: Progress | None = None, gpu: Any = None) -> RunSummary:
+    """Continue an interrupted run from its last checkpoint; finished checks come from the cache."""
+    run_dir = Path(run_dir).resolve()
+    opts = load_options(run_dir)
+    ctx = make_context(opts, run_dir, roles, evaluator, gpu)
+    graph = build_graph().compile(checkpointer=open_checkpointer(run_dir))
+    snapshot = graph.get_state(run_config(recursion_limit(opts)))
+    if snapshot.values and not snapshot.next and (run_dir / "summary.json").exists():
+        return RunSummary.model_validate_json((run_dir / "summary.json").read_text())
+    rundir.event(run_dir, "resume", next=list(snapshot.next))
+    inp = None if snapshot.values else {"status": "running", "iteration": 0}
+    return _drive(ctx, inp, progress or Progress(live=False))

@@ -1,0 +1,150 @@
+"""The graph's state: one TypedDict whose every field names its reducer, plus the pydantic records
+kept in it.
+
+State stays small: full check records, prompts and replies live in the run directory; the state
+holds their run-dir-relative paths and the few numbers that routing needs. Every type stored here
+is named in this module's schema, so the checkpointer can load it under a strict msgpack
+allowlist (see `graphs.persist`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypedDict, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kiln.agents.base import CoderMode, JudgeDecision, Usage
+
+T = TypeVar("T")
+
+Stage = Literal["start", "code", "evaluate", "profile", "judge", "propose", "finish"]
+RunStatus = Literal["running", "solved", "stopped", "budget", "no_progress", "unsupported", "failed"]
+
+
+# ----------------------------------------------------------------------------- reducers
+
+
+def replace(_old: T, new: T) -> T:
+    """Last write wins."""
+    return new
+
+
+def add(old: float, new: float) -> float:
+    """Counters: updates are increments."""
+    return (old or 0) + (new or 0)
+
+
+def append(old: list[T], new: list[T]) -> list[T]:
+    """Logs: updates are new entries."""
+    return [*(old or []), *(new or [])]
+
+
+def merge(old: dict[str, T], new: dict[str, T]) -> dict[str, T]:
+    """Keyed records: an update replaces the entries it names."""
+    return {**(old or {}), **(new or {})}
+
+
+# ----------------------------------------------------------------------------- records
+
+
+class StateRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Candidate(StateRecord):
+    """One Coder output and what the evaluator said about it (full record on disk)."""
+
+    id: str = Field(description="'c0003': creation order")
+    parent: str | None = Field(None, description="candidate it was derived from")
+    iteration: int = Field(description="Coder round that wrote it")
+    mode: CoderMode
+    source_path: str | None = Field(None, description="run-dir-relative kernel file")
+    source_sha: str | None = None
+    coder_error: str | None = Field(None, description="why the Coder's reply had no usable code")
+    status: str = Field("pending", description="'pending', 'no_code', or the CheckRecord status")
+    correct: bool = False
+    frac_passed: float = Field(0.0, description="correctness trials passed / run (0 if it never ran)")
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    speedup_eager_ci_low: float | None = None
+    pct_of_roofline: float | None = Field(None, description="physics floor / measured time, in %")
+    reward: float = Field(0.0, description="correctness-gated reward (graphs.reward)")
+    check_path: str | None = Field(None, description="run-dir-relative CheckRecord JSON")
+    cases_checked: list[str] = Field(default_factory=list, description="stress cases in its last check")
+    failed_cases: list[str] = Field(default_factory=list, description="stress cases it failed")
+    feedback: str | None = Field(None, description="what a repair needs: error, mismatch, repro")
+
+
+class StressCase(StateRecord):
+    """One Proposer case after validation against the reference."""
+
+    name: str
+    path: str = Field(description="run-dir-relative case file (problem format)")
+    valid: bool
+    reason: str = Field("", description="why rejected, or 'ok'")
+    rationale: str = ""
+    round: int = Field(description="propose round that produced it")
+
+
+class TimeEntry(StateRecord):
+    """Seconds spent in one kind of work during one iteration."""
+
+    iteration: int
+    kind: Literal["llm", "compile", "verify", "time", "profile", "other"]
+    seconds: float
+
+
+class ProfileNote(StateRecord):
+    """Profile of one candidate: a digest for the Judge, or why there is none."""
+
+    candidate: str
+    digest_path: str | None = None
+    skipped: str | None = Field(None, description="reason when not profiled")
+    seconds: float = 0.0
+
+
+class TreeStats(StateRecord):
+    """MCTS statistics of one candidate node."""
+
+    visits: int = 0
+    value_sum: float = 0.0
+
+
+# ----------------------------------------------------------------------------- the state
+
+
+class RunState(TypedDict, total=False):
+    iteration: Annotated[int, replace]
+    """Coder rounds started so far (one round = the children of one step)."""
+    stage: Annotated[str, replace]
+    """The node that last wrote the state (for progress displays)."""
+    candidates: Annotated[dict[str, Candidate], merge]
+    """Every candidate so far, by id."""
+    pending: Annotated[list[str], replace]
+    """Candidate ids written by the Coder and not yet evaluated."""
+    frontier: Annotated[list[str], replace]
+    """Candidate ids the next Coder round starts from (beam members, MCTS leaf, linear last)."""
+    decisions: Annotated[dict[str, JudgeDecision], merge]
+    """The Judge's latest decision per candidate id (after hard rules)."""
+    best_id: Annotated[str | None, replace]
+    """Highest-reward candidate."""
+    no_progress: Annotated[int, replace]
+    """Consecutive Coder rounds without a better best reward."""
+    cases: Annotated[list[StressCase], append]
+    """Every Proposer case with its validation result."""
+    stress_rounds: Annotated[int, add]
+    """Propose rounds run."""
+    usage: Annotated[list[Usage], append]
+    """Token usage and cost of every LLM call."""
+    times: Annotated[list[TimeEntry], append]
+    """Wall time per iteration and kind of work."""
+    elapsed_s: Annotated[float, add]
+    """Wall seconds spent inside nodes (survives resume; the minutes budget reads it)."""
+    profiles: Annotated[dict[str, ProfileNote], merge]
+    """Profile digest or skip reason, by candidate id."""
+    tree: Annotated[dict[str, TreeStats], merge]
+    """MCTS visit counts and value sums, by candidate id ('root' for the root)."""
+    status: Annotated[str, replace]
+    """'running' until the finish node sets the final status."""
+    stop_reason: Annotated[str | None, replace]
+    """Why the run stopped, in plain words."""

@@ -1,0 +1,124 @@
+"""`summary.json`: what a run produced, from the final state and the run directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kiln.graphs.context import RunOptions
+from kiln.graphs.rules import best, cost_usd
+from kiln.graphs.state import RunState
+
+
+class Summary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BestKernel(Summary):
+    path: str | None = Field(None, description="standalone copy of the best kernel")
+    candidate: str | None = None
+    correct: bool = False
+    speedup_vs_eager: float | None = Field(None, description="None when not measured")
+    speedup_vs_compile: float | None = Field(None, description="None when not measured")
+    reward: float | None = None
+    check_path: str | None = None
+
+
+class IterationTimes(Summary):
+    iteration: int
+    llm_s: float = 0.0
+    compile_s: float = 0.0
+    verify_s: float = 0.0
+    time_s: float = 0.0
+    profile_s: float = 0.0
+    other_s: float = 0.0
+
+
+class RoleUsage(Summary):
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class RunSummary(Summary):
+    status: str
+    stop_reason: str | None = None
+    problem: str
+    run_dir: str
+    device: str
+    lang: str
+    strategy: str
+    speed_measured: bool
+    note: str | None = None
+    best: BestKernel
+    iterations: int
+    candidates: int
+    stress_cases: int = Field(description="valid Proposer cases in the suite")
+    stress_rounds: int
+    tokens: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = Field(None, description="None when no model had a known price")
+    usage_by_role: dict[str, RoleUsage] = Field(default_factory=dict)
+    per_iteration: list[IterationTimes] = Field(default_factory=list)
+    wall_s: float = Field(description="seconds spent inside graph nodes")
+
+
+def _per_iteration(state: RunState) -> list[IterationTimes]:
+    rows: dict[int, dict[str, float]] = {}
+    for t in state.get("times", []):
+        row = rows.setdefault(t.iteration, {})
+        row[f"{t.kind}_s"] = row.get(f"{t.kind}_s", 0.0) + t.seconds
+    return [IterationTimes(iteration=i, **{k: round(v, 3) for k, v in r.items()}) for i, r in sorted(rows.items())]
+
+
+def _by_role(state: RunState) -> dict[str, RoleUsage]:
+    out: dict[str, RoleUsage] = {}
+    for u in state.get("usage", []):
+        r = out.setdefault(u.role or "unknown", RoleUsage())
+        r.calls += 1
+        r.input_tokens += u.input_tokens
+        r.output_tokens += u.output_tokens
+        if u.cost_usd is not None:
+            r.cost_usd = (r.cost_usd or 0.0) + u.cost_usd
+    return out
+
+
+def _best(state: RunState, run_dir: Path) -> BestKernel:
+    b = best(state)
+    if b is None or b.source_path is None:
+        return BestKernel()
+    return BestKernel(path=str(run_dir / "best_kernel.py"), candidate=b.id, correct=b.correct,
+                      speedup_vs_eager=b.speedup_vs_eager, speedup_vs_compile=b.speedup_vs_compile,
+                      reward=b.reward, check_path=b.check_path)
+
+
+def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummary:
+    usage = state.get("usage", [])
+    b = _best(state, run_dir)
+    measured = b.speedup_vs_eager is not None
+    note = None if measured else "speed not measured (CPU run: correctness only)" if opts.device == "cpu" \
+        else "speed not measured"
+    return RunSummary(
+        status=state.get("status") or "stopped", stop_reason=state.get("stop_reason"), problem=opts.problem,
+        run_dir=str(run_dir), device=opts.device, lang=opts.lang, strategy=opts.strategy, speed_measured=measured,
+        note=note, best=b, iterations=state.get("iteration", 0), candidates=len(state.get("candidates", {})),
+        stress_cases=sum(c.valid for c in state.get("cases", [])), stress_rounds=state.get("stress_rounds", 0),
+        tokens=sum(u.input_tokens + u.output_tokens for u in usage),
+        input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
+        cost_usd=cost_usd(state), usage_by_role=_by_role(state), per_iteration=_per_iteration(state),
+        wall_s=round(state.get("elapsed_s", 0.0), 3))
+
+
+def rewards_lines(state: RunState) -> str:
+    """One JSON line per candidate: the exported correctness-gated reward (for training use)."""
+    lines = []
+    for c in sorted(state.get("candidates", {}).values(), key=lambda c: c.id):
+        lines.append(json.dumps({"candidate": c.id, "parent": c.parent, "iteration": c.iteration,
+                                 "source": c.source_path, "status": c.status, "correct": c.correct,
+                                 "frac_passed": c.frac_passed, "speedup_vs_eager": c.speedup_vs_eager,
+                                 "reward": c.reward}))
+    return "\n".join(lines) + ("\n" if lines else "")
