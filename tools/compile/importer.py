@@ -21,6 +21,10 @@ from kiln.tools.compile.detect import cuda_backend, detect_lang
 from kiln.tools.compile.errors import log_tail, python_error, trim_errors, triton_error
 from kiln.tools.records import CompileRecord
 
+_LAST_IMPORTED: dict[str, str] = {}
+"""source and file name of the candidate this process imported last: the default for classifying
+its first-call errors (the worker imports exactly one candidate)."""
+
 
 def default_cache_root() -> Path:
     """kiln's compile cache: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln."""
@@ -73,6 +77,7 @@ def import_candidate(path: Path, *, device: str, cache_root: Path) -> tuple[Modu
     """Import the candidate under a unique module name; build CUDA extensions in a hash-keyed dir."""
     path = Path(path)
     source = path.read_text()
+    _LAST_IMPORTED.update(source=source, filename=path.name)
     lang = detect_lang(source)
     backend = _backend(lang, source, device)
     cached = False
@@ -131,6 +136,8 @@ def classify_first_call_error(exc: BaseException, *, source: str | None = None,
     """
     kind = {c.__name__ for c in type(exc).__mro__}
     text = str(exc)
+    if source is None and _LAST_IMPORTED:
+        source, filename = _LAST_IMPORTED["source"], _LAST_IMPORTED["filename"]
     if "CompilationError" in kind and type(exc).__module__.startswith("triton"):
         return CompileRecord(ok=False, lang="triton", backend="triton",
                              errors=[triton_error(text, source, filename)], log_tail=log_tail(text))

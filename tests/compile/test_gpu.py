@@ -1,0 +1,182 @@
+"""GPU tests (run on the H200 with -m gpu): the fast path launches and computes right, load_inline
+re-checks hit the cache, and timing gives sane speedups and integrity numbers."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+KERNELS = Path(__file__).parents[1] / "fixtures" / "kernels"
+
+SAXPY = r"""
+extern "C" __global__ void saxpy(const float* x, float* y, float a, long long n, double bias) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i] + (float)bias;
+}
+"""
+SMEM_REVERSE = r"""
+extern "C" __global__ void reverse_block(const float* x, float* y, int n) {
+    extern __shared__ float buf[];            // dynamic shared memory, one float per thread
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    int j = blockIdx.x * blockDim.x + (blockDim.x - 1 - threadIdx.x);
+    if (j < n) y[j] = buf[threadIdx.x];
+}
+"""
+
+
+def test_fast_path_launch_is_correct_and_compiles_fast(tmp_path):
+    from kiln.tools.cuda import CudaKernel, f64, i64, set_cache_dir
+
+    set_cache_dir(tmp_path)
+    n = 1_000_003
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    expect = 2.5 * x + y + 0.25
+    k = CudaKernel(SAXPY, "saxpy")
+    t0 = time.perf_counter()
+    k.launch(((n + 255) // 256,), (256,), [x, y, 2.5, i64(n), f64(0.25)])
+    torch.cuda.synchronize()
+    assert time.perf_counter() - t0 < 2.0
+    assert k.record is not None and k.record.backend in ("nvrtc", "nvcc")
+    torch.testing.assert_close(y, expect)
+    k2 = CudaKernel(SAXPY, "saxpy")  # same source: cubin from the disk cache
+    k2.launch(((n + 255) // 256,), (256,), [x, y, 0.0, i64(n), f64(0.0)])
+    assert k2.record is not None and k2.record.cached
+
+
+def test_fast_path_dynamic_shared_memory_and_side_stream(tmp_path):
+    from kiln.tools.cuda import CudaKernel
+
+    k = CudaKernel(SMEM_REVERSE, "reverse_block")
+    x = torch.arange(1024, device="cuda", dtype=torch.float32)
+    y = torch.empty_like(x)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # launches go to the current torch stream
+        k.launch((4,), (256,), [x, y, 1024], shared_mem=256 * 4)
+    s.synchronize()
+    assert torch.equal(y.view(4, 256), x.view(4, 256).flip(1))
+
+
+def test_fast_path_compile_error_is_classified():
+    from kiln.tools.compile import classify_first_call_error
+    from kiln.tools.cuda import CudaCompileError, CudaKernel
+
+    k = CudaKernel(SAXPY.replace("a * x[i]", "a * xx[i]"), "saxpy")
+    with pytest.raises(CudaCompileError) as info:
+        k.launch((1,), (32,), [torch.zeros(1, device="cuda")] * 2 + [1.0, 1, 1.0])
+    rec = classify_first_call_error(info.value)
+    assert rec is not None and rec.errors[0].startswith("kernel.cu:4: error:") and "xx" in rec.errors[0]
+
+
+def test_corpus_fast_path_softmax_matches_torch():
+    from kiln.tools.compile.importer import _exec_module
+
+    mod, _ = _exec_module(KERNELS / "correct" / "cuda" / "row_softmax_fast.py", "kiln_gpu_softmax_fast")
+    x = torch.randn(37, 1000, device="cuda")
+    torch.testing.assert_close(mod.ModelNew()(x), torch.softmax(x, -1), atol=1e-5, rtol=1e-5)
+
+
+_IMPORT = textwrap.dedent("""\
+    import json, sys, time
+    from pathlib import Path
+    from kiln.tools.compile import import_candidate
+    t0 = time.perf_counter()
+    mod, rec = import_candidate(Path(sys.argv[1]), device="cuda", cache_root=Path(sys.argv[2]))
+    Path(sys.argv[3]).write_text(json.dumps({"rec": rec.model_dump(), "s": time.perf_counter() - t0}))
+""")
+
+
+def _import_in_subprocess(cand: Path, cache: Path, out: Path) -> dict:
+    p = subprocess.run([sys.executable, "-c", _IMPORT, str(cand), str(cache), str(out)],
+                       capture_output=True, text=True, timeout=240, env=dict(os.environ))
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_load_inline_second_check_hits_cache(tmp_path):
+    cand = KERNELS / "correct" / "cuda" / "row_softmax_load_inline_kiln.py"
+    cold = _import_in_subprocess(cand, tmp_path, tmp_path / "a.json")
+    warm = _import_in_subprocess(cand, tmp_path, tmp_path / "b.json")
+    print(f"load_inline kiln form: cold {cold['rec']['compile_s']:.1f} s, cached {warm['rec']['compile_s']:.2f} s")
+    assert cold["rec"]["ok"] and not cold["rec"]["cached"]
+    assert warm["rec"]["ok"] and warm["rec"]["cached"] and warm["rec"]["compile_s"] <= 1.0
+
+
+class _Sigmoid(torch.nn.Module):
+    def __init__(self, repeats: int = 1):
+        super().__init__()
+        self.repeats = repeats
+
+    def forward(self, x):
+        for _ in range(self.repeats):
+            y = torch.sigmoid(x)  # the same result, `repeats` times the work
+        return y
+
+
+class _PointerCache(torch.nn.Module):
+    """A cheat: caches its output by input pointer, so refreshed inputs get stale outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        if x.data_ptr() not in self.cache:
+            self.cache[x.data_ptr()] = torch.sigmoid(x)
+        return self.cache[x.data_ptr()]
+
+
+def _make_inputs(i: int):
+    g = torch.Generator(device="cuda").manual_seed(1000 + i)
+    return (torch.randn(8192, 4096, device="cuda", generator=g),)
+
+
+def _recheck(inputs, out):
+    return torch.allclose(out, torch.sigmoid(inputs[0]), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("cand_rep", "ref_rep", "verdict"), [(1, 4, "faster"), (4, 1, "slower")])
+def test_timing_speedup_verdicts(cand_rep, ref_rep, verdict):
+    from kiln.tools.timing import run_timing_stage
+
+    rec, integ = run_timing_stage(_Sigmoid(cand_rep), _Sigmoid(ref_rep), _make_inputs,
+                                  baselines=["eager", "eager_tf32"], recheck=_recheck, max_time_s=6.0)
+    print(rec.model_dump_json(indent=1), integ.model_dump_json(indent=1))
+    sp = rec.speedups["eager"]
+    assert sp.verdict == verdict and sp.ci_low <= sp.value <= sp.ci_high
+    expected = ref_rep / cand_rep
+    assert expected / 2 < sp.value < expected * 2
+    assert rec.candidate is not None and rec.candidate.n_samples >= 30
+    assert integ.timed_outputs_checked > 0 and integ.timed_outputs_failed == 0
+    assert integ.wall_over_event is not None and integ.wall_over_event < 1.5
+    assert rec.env is not None and rec.env.gpu_name and rec.env.sm_clock_mhz_after
+    assert rec.memory.candidate_peak_bytes and rec.memory.ratio is not None
+
+
+def test_timing_against_compile_and_pointer_cache_cheat_fails_recheck():
+    from kiln.tools.timing import run_timing_stage
+
+    rec, integ = run_timing_stage(_PointerCache(), _Sigmoid(1), _make_inputs, baselines=["compile"],
+                                  recheck=_recheck, max_time_s=6.0)
+    print(rec.model_dump_json(indent=1), integ.model_dump_json(indent=1))
+    assert "compile" in rec.speedups or "compile" in rec.baseline_errors
+    assert integ.timed_outputs_failed > 0
+
+
+def test_timing_repeatability_of_a_50us_plus_kernel():
+    from kiln.tools.timing import L2Flusher, time_callable
+
+    f = _Sigmoid(1)
+    sets = [_make_inputs(i) for i in range(4)]
+    flush = L2Flusher(0)
+    meds = [time_callable(f, sets, max_time_s=3.0, flush=flush)[0].median_us for _ in range(3)]
+    print("repeat medians (us):", meds)
+    assert min(meds) >= 50 and max(meds) / min(meds) <= 1.02
