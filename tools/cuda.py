@@ -232,6 +232,7 @@ class CudaKernel:
     def __init__(self, source: str, name: str) -> None:
         self.source, self.name = source, name
         self._funcs: dict[int, Any] = {}
+        self._modules: list[Any] = []
         self.record: CompileRecord | None = None
 
     def _function(self, device_index: int) -> Any:
@@ -243,7 +244,9 @@ class CudaKernel:
         major, minor = torch.cuda.get_device_capability(device_index)
         _ensure_context(driver, device_index)
         cubin, rec = compile_cubin(self.source, f"sm_{major}{minor}")
-        module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+        image = ctypes.create_string_buffer(cubin, len(cubin))
+        module = _check(driver.cuModuleLoadData(ctypes.addressof(image)), "cuModuleLoadData")
+        self._modules.append(module)  # keep the module (and its functions) alive with the kernel
         try:
             func = _check(driver.cuModuleGetFunction(module, self.name.encode()), "cuModuleGetFunction")
         except CudaLaunchError as exc:
