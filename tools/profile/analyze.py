@@ -1,0 +1,65 @@
+"""Analyze: roofline classification against measured peaks, and the findings rule set (pure)."""
+
+from __future__ import annotations
+
+from kiln.tools.profile.records import KernelProfile, Peaks
+
+LAUNCH_BOUND_US = 5.0
+NEAR_LIMIT_PCT = 90.0
+
+
+def compute_dtype(k: KernelProfile, dtype: str) -> str:
+    """Which compute roof applies: fp32 kernels on tensor cores run at the TF32 rate."""
+    tensor = k.wgmma or (k.sass is not None and k.sass.tensor_core != "none") or (k.tensor_pct or 0) > 5
+    if dtype == "fp32":
+        return "tf32" if tensor else "fp32"
+    return dtype
+
+
+def roofline(k: KernelProfile, peaks: Peaks, dtype: str) -> KernelProfile:
+    """bound, % of roofline, headroom, limiting unit, near_limit."""
+    upd: dict[str, object] = {}
+    if k.duration_us is not None and k.duration_us < LAUNCH_BOUND_US:
+        upd.update(bound="launch", limiting_unit="launch")
+        return k.model_copy(update=upd)
+    cdt = compute_dtype(k, dtype)
+    peak_flops = peaks.matmul_tflops.get(cdt, 0.0) * 1e12
+    bw = (peaks.copy_gbps or 0.0) * 1e9
+    nbytes, flops, t = k.dram_bytes, k.flops or 0.0, (k.duration_us or 0.0) * 1e-6
+    if not nbytes or not t or not bw or not peak_flops:
+        return k.model_copy(update=_sol_only(k))
+    ai = flops / nbytes
+    ridge = peak_flops / bw
+    if ai < ridge:
+        achieved_pct = 100.0 * (nbytes / t) / bw
+        upd.update(bound="memory", limiting_unit=_memory_unit(k))
+    else:
+        achieved_pct = 100.0 * (flops / t) / peak_flops
+        upd.update(bound="compute", limiting_unit="tensor" if cdt in {"tf32", "bf16", "fp16"} else "fma")
+    upd.update(arithmetic_intensity=round(ai, 3), roofline_pct=round(achieved_pct, 1),
+               headroom_x=round(100.0 / achieved_pct, 2) if achieved_pct > 0 else None,
+               near_limit=achieved_pct >= NEAR_LIMIT_PCT,
+               achieved_tflops=round(flops / t / 1e12, 2) if flops else None)
+    return k.model_copy(update=upd)
+
+
+def _memory_unit(k: KernelProfile) -> str:
+    """DRAM unless an on-chip level is clearly busier (then L2 or L1 is the wall)."""
+    levels = {"dram": k.dram_pct, "l2": k.l2_pct, "l1": k.l1_pct}
+    present = {u: v for u, v in levels.items() if v is not None}
+    if not present:
+        return "dram"
+    best = max(present, key=lambda u: present[u])
+    return best if present[best] > (present.get("dram") or 0) + 10 else "dram"
+
+
+def _sol_only(k: KernelProfile) -> dict[str, object]:
+    """No bytes or peaks: fall back on ncu's speed-of-light percentages."""
+    mem, comp = k.memory_sol_pct, k.compute_sol_pct
+    if mem is None and comp is None:
+        return {}
+    if (mem or 0) >= (comp or 0):
+        return {"bound": "memory", "limiting_unit": _memory_unit(k), "roofline_pct": mem,
+                "near_limit": (mem or 0) >= NEAR_LIMIT_PCT}
+    unit = "tensor" if (k.tensor_pct or 0) > (k.fma_pct or 0) else "fma"
+    return {"bound": "compute", "limiting_unit": unit, "roofline_pct": comp, "near_limit": (comp or 0) >= NEAR_LIMIT_PCT}

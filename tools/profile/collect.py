@@ -1,0 +1,111 @@
+"""Collect: run the candidate under ncu or the torch profiler, in a subprocess, into a work dir.
+
+Returns the paths of what was written; parsing happens elsewhere. The only process spawned here is
+the target program (through CORE's isolation helpers); ncu itself is spawned by `ncu.run_ncu`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from kiln.tools.profile import metrics as m
+from kiln.tools.profile import ncu
+from kiln.tools.records import Record
+
+
+class Collected(Record):
+    rung: str
+    work_dir: str
+    ok: bool = False
+    error: str | None = None
+    refused: bool = Field(False, description="counters were refused: fall back")
+    files: dict[str, str] = Field(default_factory=dict, description="raw, details, source, report, trace, target")
+    wall_s: float = 0.0
+    log_tail: str = ""
+
+
+def target_env(work: Path) -> dict[str, str]:
+    try:
+        from kiln.tools.isolation import scrubbed_env  # noqa: PLC0415 - CORE's helper when present
+
+        env = scrubbed_env(device="cuda", gpu_index=0, cache_dir=work / "cache")
+    except ImportError:
+        env = dict(os.environ, TRITON_CACHE_DIR=str(work / "cache" / "triton"))
+    env.setdefault("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    return env
+
+
+def target_argv(problem: Path, candidate: Path, mode: str, out: Path, dtype: str) -> list[str]:
+    return [sys.executable, "-m", "kiln.tools.profile.target", "--problem", str(problem.resolve()),
+            "--candidate", str(candidate.resolve()), "--mode", mode, "--out", str(out), "--dtype", dtype]
+
+
+def metric_set(cache_dir: Path, gpu_name: str) -> m.MetricSet:
+    """The curated set checked against this GPU's `--query-metrics`, cached per GPU."""
+    cached = m.load_cached(cache_dir, gpu_name)
+    if cached is not None:
+        return cached
+    run = ncu.run_ncu(ncu.QUERY_ARGS, timeout_s=60)
+    available = m.parse_query_metrics(run.stdout)
+    if run.error or not available:
+        return m.unchecked_metrics()
+    mset = m.choose_metrics(available, gpu_name)
+    m.save_cached(cache_dir, mset)
+    return mset
+
+
+def collect_ncu(problem: Path, candidate: Path, *, work: Path, level: str, dtype: str, mset: m.MetricSet,
+                timeout_s: float = 240.0) -> Collected:
+    t0 = time.monotonic()
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "target"
+    report = work / "profile.ncu-rep"
+    args = ncu.profile_args(target_argv(problem, candidate, "ncu", out, dtype), report=report, metrics=mset, level=level)
+    run = ncu.run_ncu(args, timeout_s=timeout_s, env=target_env(work), cwd=work)
+    col = Collected(rung="ncu", work_dir=str(work), log_tail=(run.stdout + run.stderr)[-3000:])
+    if run.error or not report.is_file():
+        col.refused = ncu.refusal_reason(run.stdout + run.stderr) is not None
+        col.error = run.error or "ncu wrote no report: no kernel ran inside the NVTX range"
+        col.wall_s = time.monotonic() - t0
+        return col
+    col.files = {"report": str(report), "target": str(out / "target.json")}
+    for page in ("raw", "details", "source"):
+        imp = ncu.run_ncu(ncu.import_args(report, page), timeout_s=60)
+        if imp.error:  # older or newer ncu without the extra print flags: the plain page
+            imp = ncu.run_ncu(["--import", str(report), "--csv", "--page", page], timeout_s=60)
+        path = work / f"{page}.csv"
+        path.write_text(imp.stdout)
+        if not imp.error and imp.stdout.strip():
+            col.files[page] = str(path)
+    col.ok = "raw" in col.files
+    col.error = None if col.ok else "ncu could not export the raw page of its own report"
+    col.wall_s = time.monotonic() - t0
+    return col
+
+
+def collect_torch(problem: Path, candidate: Path, *, work: Path, dtype: str, timeout_s: float = 180.0) -> Collected:
+    t0 = time.monotonic()
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "target"
+    argv = target_argv(problem, candidate, "torch", out, dtype)
+    rc, tail = _run_target(argv, work, timeout_s)
+    col = Collected(rung="torch_profiler", work_dir=str(work), log_tail=tail, wall_s=time.monotonic() - t0)
+    if rc != 0 or not (out / "trace.json").is_file():
+        col.error = f"the profiled program failed (exit {rc}): " + (tail.strip().splitlines() or ["?"])[-1][:300]
+        return col
+    col.ok = True
+    col.files = {"trace": str(out / "trace.json"), "target": str(out / "target.json")}
+    return col
+
+
+def _run_target(argv: list[str], work: Path, timeout_s: float) -> tuple[int | None, str]:
+    from kiln.tools.isolation import run_isolated  # noqa: PLC0415 - CORE's contained runner
+
+    res = run_isolated(argv, env=target_env(work), cwd=work, timeout_s=timeout_s)
+    if res.timed_out:
+        return None, f"timed out after {timeout_s:.0f} s\n{res.stderr_tail}"
+    return res.returncode, res.stderr_tail
