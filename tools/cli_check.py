@@ -1,8 +1,58 @@
-"""Placeholder: the helper that owns this command replaces this file."""
+"""`kiln check PROBLEM CANDIDATE`: the verdict for people, and optionally the JSON record.
+
+Exit codes: 0 only for status `ok`; 1 for any other verdict; 2 for bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from kiln.tools.errors import KilnInputError
 
-def check() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(3)
+DEVICES = ("auto", "cuda", "cpu")
+DTYPES = ("fp32", "bf16", "fp16")
+POLICIES = ("strict", "partial")
+
+
+def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
+    if value not in allowed:
+        raise KilnInputError(f"{flag} must be one of {', '.join(allowed)} (got {value!r})")
+    return value
+
+
+def check(
+    problem: Annotated[Path, typer.Argument(help="KernelBench-format problem file (Model, get_inputs, ...)")],
+    candidate: Annotated[Path, typer.Argument(help="candidate file defining ModelNew")],
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16")] = "fp32",
+    trials: Annotated[int, typer.Option(help="trials per case and input distribution")] = 5,
+    case: Annotated[list[Path] | None, typer.Option("--case", help="extra case file (problem format); repeatable")] = None,
+    timeout: Annotated[float, typer.Option(help="overall budget in seconds; stages get shares")] = 300.0,
+    policy: Annotated[str, typer.Option(help="strict (no PyTorch compute) | partial")] = "partial",
+    atol: Annotated[float | None, typer.Option(help="absolute tolerance (default per dtype)")] = None,
+    rtol: Annotated[float | None, typer.Option(help="relative tolerance (default per dtype)")] = None,
+    no_time: Annotated[bool, typer.Option("--no-time", help="skip timing even on a GPU")] = False,
+    seed: Annotated[int | None, typer.Option(help="fixed seed (default: a fresh secret one)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the full CheckRecord here")] = None,
+) -> None:
+    """Compile, verify and (on a GPU) time one candidate against a problem."""
+    from kiln.tools.check import check as run_check
+    from kiln.tools.records import CheckOptions
+    from kiln.tools.render import print_verdict
+
+    if trials < 1 or timeout <= 0:
+        raise KilnInputError("--trials must be >= 1 and --timeout > 0")
+    options = CheckOptions(
+        device=_choice(device, DEVICES, "--device"), dtype=_choice(dtype, DTYPES, "--dtype"),  # type: ignore[arg-type]
+        trials=trials, cases=[str(c) for c in case or []], timeout_s=timeout,
+        policy=_choice(policy, POLICIES, "--policy"), atol=atol, rtol=rtol, time=not no_time, seed=seed,  # type: ignore[arg-type]
+    )
+    record = run_check(problem, candidate, options)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(record.model_dump_json(indent=2))
+    print_verdict(record)
+    raise typer.Exit(0 if record.status == "ok" else 1)

@@ -1,0 +1,131 @@
+"""`kiln check`: compile, verify, (on a GPU) time and integrity-check one candidate against a problem.
+
+1. Parent, no candidate code runs: validate the files by AST, static integrity scan, secret seed.
+2. Reference and candidate workers, side by side in contained subprocesses (see check_run).
+3. Parent: merge the stage records, integrity verdict, an extra verification round after any
+   speedup above 10x. Failures of the candidate are records; only a broken problem raises.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from kiln.tools.records import (
+    CheckOptions,
+    CheckRecord,
+    CompileRecord,
+    Finding,
+    IntegrityRecord,
+    TimingRecord,
+)
+
+STAGE_SHARES = {"compile": 0.5, "correctness": 0.3, "integrity": 0.3, "timing": 0.3}
+SPAWN_SLACK_S = 30.0
+EXTRA_ROUND_MIN_TRIALS = 10
+
+
+def resolve_device(device: str) -> str:
+    """auto: cuda when a GPU is visible and torch can use it (no device node: cpu, without importing torch)."""
+    if device != "auto":
+        return device
+    if not Path("/dev/nvidiactl").exists():
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _work_root() -> str | None:
+    """Trial outputs go to RAM when there is a tmpfs (they are written and read once)."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > 2 << 30 else None
+
+
+def stage_timeouts(o: CheckOptions) -> dict[str, float]:
+    explicit = {"compile": o.compile_timeout_s, "correctness": o.correctness_timeout_s,
+                "timing": o.timing_timeout_s}
+    return {k: explicit.get(k) or share * o.timeout_s for k, share in STAGE_SHARES.items()}
+
+
+def _static_scan(source: str, filename: str, dtype: str) -> list[Finding]:
+    try:
+        from kiln.tools.integrity import static
+    except ImportError as exc:  # INTEGRITY's scanner not installed: a visible finding, not silence
+        return [Finding(rule="static.unavailable", severity="info", evidence=str(exc))]
+
+    return static.scan_candidate(source, filename=filename, dtype=dtype)
+
+
+def _unsupported(rec: CheckRecord, lang: str, dtype: str, candidate: Path) -> CheckRecord | None:
+    """CPU can run Triton (interpreter, no bf16) and PyTorch candidates, not CUDA ones."""
+    if rec.device != "cpu":
+        return None
+    rec.timing = TimingRecord(measured=False, reason="not measured (no GPU)")
+    if lang == "cuda":
+        rec.status, rec.reasons = "unsupported", ["needs a CUDA GPU: CUDA candidates cannot run on CPU"]
+        if shutil.which("nvcc"):
+            from kiln.tools.compile import nvcc_compile_check
+
+            rec.compile = nvcc_compile_check(candidate)
+            rec.reasons.append("nvcc compile check: " + ("ok" if rec.compile.ok else "failed"))
+        return rec
+    if lang == "triton" and dtype == "bf16":
+        rec.status = "unsupported"
+        rec.reasons = ["Triton's CPU interpreter (TRITON_INTERPRET=1) has no bf16: use fp32/fp16 or a GPU"]
+        rec.compile = CompileRecord(ok=False, lang="triton", backend="triton-interpreter")
+        return rec
+    return None
+
+
+def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -> CheckRecord:
+    """The full verdict for one candidate. Raises KilnInputError only for bad input files."""
+    from kiln.tools.compile import detect_lang
+    from kiln.tools.problem import load_candidate, load_problem
+
+    options = options or CheckOptions()
+    t0 = time.monotonic()
+    prob = load_problem(Path(problem))
+    cases = [load_problem(Path(c), what="case", model_optional=True) for c in options.cases]
+    cand = load_candidate(Path(candidate), prob)
+    rec = CheckRecord(problem=prob.path, candidate=cand.path, device=resolve_device(options.device),
+                      dtype=options.dtype, status="error")
+    static = _static_scan(cand.source, Path(candidate).name, options.dtype)
+    rec.integrity = IntegrityRecord(policy=options.policy, findings=static)
+    lang = detect_lang(cand.source)
+    rec.extra["lang"] = lang
+    if _unsupported(rec, lang, options.dtype, Path(candidate)) is None:
+        from kiln.tools.check_pipeline import run_check
+
+        rec = run_check(rec, prob, cases, cand, options, static=static, seed=options.seed or secrets.randbits(63))
+    rec = _verdict(rec, options)
+    rec.stages_s["total"] = round(time.monotonic() - t0, 3)
+    return rec
+
+
+def _verdict(rec: CheckRecord, options: CheckOptions) -> CheckRecord:
+    from kiln.tools.integrity import verdict
+
+    peaks = rec.extra.pop("peaks", None)
+    if peaks is not None:
+        from kiln.tools.integrity.peaks import Peaks
+
+        peaks = Peaks.model_validate(peaks)
+    return verdict.apply(rec, threshold=options.speedup_threshold, peaks=peaks)
+
+
+class LocalEvaluator:
+    """The local Evaluator: one pair of fresh worker subprocesses per candidate."""
+
+    def __init__(self, defaults: CheckOptions | None = None) -> None:
+        self.defaults = defaults or CheckOptions()
+
+    def check(self, problem: Path, candidate: Path, options: CheckOptions | None = None) -> CheckRecord:
+        return check(problem, candidate, options or self.defaults)
+
+
+def new_workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="kiln-check-", dir=_work_root()))

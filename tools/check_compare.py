@@ -1,0 +1,120 @@
+"""Parent side of correctness: load each trial's saved outputs (reference worker vs candidate worker),
+compare them, detect input mutation and nondeterministic problems, and summarise for the Coder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kiln.tools.correctness import compare, first_failure
+from kiln.tools.records import Finding, TrialRecord
+from kiln.tools.worker import JobSpec
+
+DIST_WORDS = {"x1": "inputs as drawn by get_inputs()", "x3": "inputs scaled x3", "x0.01": "inputs scaled x0.01",
+              "neg": "inputs negated (x -1)"}
+PHASE_WORDS = {"before_reference": "candidate called before the reference",
+               "after_reference": "candidate called again after the reference"}
+MAX_FAILURES = 3  # stop loading outputs after this many failing trials
+
+
+@dataclass
+class Comparison:
+    trials: list[TrialRecord] = field(default_factory=list)
+    passed: bool = False
+    first_failure: str | None = None
+    short_reason: str | None = None
+    input_mutated: bool = False
+    findings: list[Finding] = field(default_factory=list)
+    problem_error: str | None = None  # the problem itself is nondeterministic: not the candidate's fault
+
+
+def _load(path: Any) -> dict:
+    import torch
+
+    # weights_only: the candidate wrote this file; never unpickle arbitrary objects from it
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _describe(t: TrialRecord) -> str:
+    return (f"case '{t.case}', {DIST_WORDS.get(t.distribution, t.distribution)}, trial {t.trial} "
+            f"({PHASE_WORDS[t.phase]})")
+
+
+def _phase_records(ref_spec: JobSpec, cand_spec: JobSpec, ct: dict, atol: float, rtol: float
+                   ) -> list[TrialRecord]:
+    case, dist, trial = ct["case"], ct["distribution"], ct["trial"]
+    expected = _load(ref_spec.output_path(case, dist, trial))
+    before = _load(cand_spec.output_path(case, dist, trial, "before"))
+    after = before if ct.get("after_same") else _load(cand_spec.output_path(case, dist, trial, "after"))
+    out = []
+    for phase, actual in (("before_reference", before), ("after_reference", after)):
+        mm = compare(expected, actual, atol=atol, rtol=rtol)
+        out.append(TrialRecord(case=case, distribution=dist, trial=trial, phase=phase,  # type: ignore[arg-type]
+                               passed=mm is None, mismatch=mm, input_mutated=bool(ct.get("mutated"))))
+    return out
+
+
+def compare_round(ref_spec: JobSpec, ref_data: dict, cand_spec: JobSpec, cand_data: dict) -> Comparison:
+    """Compare every trial the candidate finished against the reference worker's outputs."""
+    cmp = Comparison()
+    if ref_data.get("weights_fp") and cand_data.get("weights_fp") and \
+            ref_data["weights_fp"] != cand_data["weights_fp"]:
+        cmp.problem_error = ("building Model twice under the same seed gave different weights: the problem's "
+                             "constructor is not deterministic, so kiln cannot align weights")
+        return cmp
+    refs = {(t["case"], t["distribution"], t["trial"]): t for t in ref_data.get("trials", [])}
+    failures = 0
+    for ct in cand_data.get("trials", []):
+        rt = refs.get((ct["case"], ct["distribution"], ct["trial"]))
+        if rt is None:
+            continue
+        if rt["input_fp"] != ct["input_fp"]:
+            cmp.problem_error = ("get_inputs() gave different tensors under the same seed in two processes: it "
+                                 "uses a random source kiln does not seed, so inputs cannot be reproduced")
+            return cmp
+        records = _phase_records(ref_spec, cand_spec, ct, cand_spec.atol, cand_spec.rtol)
+        if ct.get("mutated") and not rt.get("mutated") and not ct.get("ref_mutated"):
+            _mutation(cmp, records)
+        cmp.trials += records
+        if not all(r.passed for r in records):
+            failures += 1
+            if failures >= MAX_FAILURES:
+                break
+    _summarise(cmp, cand_spec, cand_data)
+    return cmp
+
+
+def _mutation(cmp: Comparison, records: list[TrialRecord]) -> None:
+    for r in records:
+        r.passed = False
+    if not cmp.input_mutated:
+        cmp.input_mutated = True
+        t = records[0]
+        cmp.findings.append(Finding(
+            rule="correctness.input-mutation", severity="reject",
+            evidence=f"ModelNew.forward changed its input tensors on {_describe(t)}; the reference does not"))
+
+
+def _summarise(cmp: Comparison, cand_spec: JobSpec, cand_data: dict) -> None:
+    expected = len(cand_spec.cases) * len(cand_spec.distributions) * cand_spec.trials * 2
+    bad = next((t for t in cmp.trials if not t.passed), None)
+    cmp.passed = bool(cand_data.get("correctness_done")) and bad is None and len(cmp.trials) == expected
+    if bad is not None:
+        if bad.mismatch is None:  # failed by mutation only
+            cmp.first_failure = (f"ModelNew.forward wrote into its input tensors on {_describe(bad)}. Inputs are "
+                                 "read-only: allocate the output (and any scratch) separately.")
+        else:
+            cmp.first_failure = first_failure(_describe(bad), bad.mismatch)
+        cmp.short_reason = _short(bad)
+
+
+def _short(t: TrialRecord) -> str:
+    where = f"case '{t.case}', {t.distribution}, trial {t.trial}, {t.phase.replace('_', ' ')}"
+    mm = t.mismatch
+    if mm is None:
+        return f"correctness.input-mutation: the candidate changed its inputs ({where})"
+    if mm.reason == "values" or mm.reason == "nan":
+        what = f"{mm.n_mismatch} of {mm.n_total} elements outside tolerance" + (" (NaN)" if mm.reason == "nan" else "")
+    else:
+        what = f"{mm.reason} differs: expected {mm.expected_desc}, got {mm.actual_desc}"
+    return f"wrong output {mm.output} on {where}: {what}"

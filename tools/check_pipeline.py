@@ -1,0 +1,90 @@
+"""Build the worker jobs for one check, run the round(s), merge the records."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+
+from kiln.tools.check import EXTRA_ROUND_MIN_TRIALS, SPAWN_SLACK_S, new_workdir, stage_timeouts
+from kiln.tools.check_compare import compare_round
+from kiln.tools.check_merge import merge, reference_failure
+from kiln.tools.check_run import run_round
+from kiln.tools.correctness import tolerances
+from kiln.tools.problem import CandidateInfo, ProblemInfo
+from kiln.tools.records import CheckOptions, CheckRecord, Finding
+from kiln.tools.worker import CaseSpec, JobSpec
+
+
+def case_specs(prob: ProblemInfo, cases: list[ProblemInfo]) -> list[CaseSpec]:
+    specs = [CaseSpec(name="problem", path=prob.path, model_path=prob.path)]
+    for i, c in enumerate(cases):
+        specs.append(CaseSpec(name=f"{c.name}" if c.name != "problem" else f"case{i}", path=c.path,
+                              model_path=c.path if c.has_model else prob.path))
+    return specs
+
+
+def cache_root(options: CheckOptions) -> Path:
+    """$KILN_CACHE_DIR, else ~/.cache/kiln (COMPILE's rule, shared with `kiln doctor`)."""
+    from kiln.tools.compile import default_cache_root
+
+    return default_cache_root()
+
+
+def job_specs(work: Path, rec: CheckRecord, cases: list[CaseSpec], cand: CandidateInfo, options: CheckOptions,
+              *, seed: int, trials: int, time: bool) -> tuple[JobSpec, JobSpec]:
+    atol, rtol = tolerances(options.dtype, options.atol, options.rtol)
+    timing_budget = stage_timeouts(options)["timing"]
+    common = dict(cases=cases, dtype=options.dtype, device=rec.device, secret=seed, trials=trials,
+                  cache_root=str(cache_root(options)), policy=options.policy, atol=atol, rtol=rtol, time=time,
+                  baselines=list(options.baselines), timing_max_s=0.6 * timing_budget,
+                  speedup_threshold=options.speedup_threshold, gpu_index=options.gpu_index)
+    ref = JobSpec(role="reference", work_dir=str(work / "ref"), **common)  # type: ignore[arg-type]
+    cnd = JobSpec(role="candidate", candidate=cand.path, work_dir=str(work / "cand"), **common)  # type: ignore[arg-type]
+    return ref, cnd
+
+
+def one_round(rec: CheckRecord, cases: list[CaseSpec], cand: CandidateInfo, options: CheckOptions, *,
+              static: list[Finding], seed: int, trials: int, time: bool) -> CheckRecord:
+    work = new_workdir()
+    try:
+        ref_spec, cand_spec = job_specs(work, rec, cases, cand, options, seed=seed, trials=trials, time=time)
+        rnd = run_round(ref_spec, cand_spec, cache_root=cache_root(options), cand_key=cand.sha256[:16],
+                        stage_timeouts=stage_timeouts(options), timeout_s=options.timeout_s + SPAWN_SLACK_S,
+                        compare_fn=compare_round)
+        reference_failure(rnd, rec.problem, options.timeout_s)
+        out = merge(rec.model_copy(deep=True), rnd, static=static, policy=options.policy,
+                    atol=ref_spec.atol, rtol=ref_spec.rtol, timing_wanted=time)
+        if rnd.cand_data.get("peaks"):
+            out.extra["peaks"] = rnd.cand_data["peaks"]
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_check(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
+              options: CheckOptions, *, static: list[Finding], seed: int) -> CheckRecord:
+    specs = case_specs(prob, cases)
+    rec.seed = seed
+    out = one_round(rec, specs, cand, options, static=static, seed=seed, trials=options.trials, time=options.time)
+    return extra_round(out, specs, cand, options, static=static)
+
+
+def extra_round(rec: CheckRecord, specs: list[CaseSpec], cand: CandidateInfo, options: CheckOptions, *,
+                static: list[Finding]) -> CheckRecord:
+    """After a speedup above 10x: verify again with more trials and a new secret seed."""
+    from kiln.tools.integrity import verdict
+
+    if rec.status != "ok" or not verdict.needs_extra_round(rec):
+        return rec
+    trials = max(EXTRA_ROUND_MIN_TRIALS, 2 * options.trials)
+    again = one_round(rec, specs, cand, options, static=static, seed=secrets.randbits(63), trials=trials, time=False)
+    assert rec.integrity is not None
+    rec.integrity.extra_round = True
+    rec.extra["extra_round"] = {"trials": trials, "status": again.status,
+                                "n_passed": again.correctness.n_passed if again.correctness else 0}
+    if again.status != "ok":
+        rec.status, rec.correct = again.status, False
+        rec.reasons.append(f"extra verification round ({trials} trials, new seed) failed: "
+                           + "; ".join(again.reasons[:2]))
+    return rec

@@ -1,0 +1,102 @@
+"""One round of a check: start the reference and candidate workers side by side, compare the
+candidate's correctness outputs with the reference's as soon as both exist, tell the candidate
+whether to go on (integrity, timing), and collect everything the workers left in their files."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kiln.tools.isolation import IsolatedProc, ProcResult, default_as_limit, scrubbed_env, start_isolated
+from kiln.tools.worker import JobSpec
+
+POLL_S = 0.01
+
+
+@dataclass
+class Round:
+    """What a round produced, for `check_merge` to turn into records."""
+
+    ref: ProcResult
+    ref_data: dict[str, Any]
+    cand: ProcResult
+    cand_data: dict[str, Any]
+    ref_spec: JobSpec
+    cand_spec: JobSpec
+    cand_started_wall: float
+    comparison: Any = None  # check_merge.Comparison, filled when correctness outputs were compared
+    notes: list[str] = field(default_factory=list)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _start(spec: JobSpec, *, env: dict[str, str], timeout_s: float, stages: dict[str, float] | None,
+           untimed: tuple[str, ...] = ()) -> IsolatedProc:
+    work = Path(spec.work_dir)
+    (work / "out").mkdir(parents=True, exist_ok=True)
+    job = work / "job.json"
+    job.write_text(spec.model_dump_json())
+    argv = [sys.executable, "-m", "kiln.tools.worker", spec.role, str(job)]
+    return start_isolated(argv, env=env, cwd=work, timeout_s=timeout_s, heartbeat=spec.heartbeat,
+                          stage_timeouts=stages, as_limit_bytes=default_as_limit(spec.device),
+                          untimed_stages=untimed)
+
+
+def worker_env(spec: JobSpec, cache_root: Path, cand_key: str) -> dict[str, str]:
+    return scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_root / "cand" / cand_key,
+                        extra={"TORCHINDUCTOR_CACHE_DIR": str(cache_root / "inductor")})
+
+
+def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_key: str,
+              stage_timeouts: dict[str, float], timeout_s: float, compare_fn: Any) -> Round:
+    """Run both workers; `compare_fn(ref_spec, ref_data, cand_spec, cand_data)` -> Comparison, whose
+    `.passed` decides whether the candidate goes on to integrity checks and timing."""
+    ref = _start(ref_spec, env=worker_env(ref_spec, cache_root, cand_key), timeout_s=timeout_s, stages=None)
+    cand_wall = time.time()
+    cand = _start(cand_spec, env=worker_env(cand_spec, cache_root, cand_key), timeout_s=timeout_s,
+                  stages=stage_timeouts, untimed=("await",))
+    try:
+        ref_res, cand_res = _until_compare_point(ref, cand, cand_spec)
+        comparison = None
+        ref_ok = ref_res.returncode == 0 and not read_json(ref_spec.result_path).get("error")
+        if not ref_ok:  # a broken problem: the candidate's result would mean nothing
+            cand.kill()
+        else:
+            cand_data = read_json(cand_spec.result_path)
+            if cand_data.get("correctness_done"):
+                comparison = compare_fn(ref_spec, read_json(ref_spec.result_path), cand_spec, cand_data)
+        write_atomic(cand_spec.decision_path, {"go": bool(comparison and comparison.passed)})
+        cand_res = cand_res or cand.wait()
+    finally:
+        for proc in (ref, cand):
+            if proc.result is None:
+                proc.kill()
+    return Round(ref=ref_res, ref_data=read_json(ref_spec.result_path), cand=cand_res,
+                 cand_data=read_json(cand_spec.result_path), ref_spec=ref_spec, cand_spec=cand_spec,
+                 cand_started_wall=cand_wall, comparison=comparison)
+
+
+def _until_compare_point(ref: IsolatedProc, cand: IsolatedProc, cand_spec: JobSpec
+                         ) -> tuple[ProcResult, ProcResult | None]:
+    """Poll both until the reference has ended and the candidate has ended or is awaiting the verdict."""
+    while True:
+        ref_res, cand_res = ref.poll(), cand.poll()
+        if ref_res is not None and (ref_res.returncode != 0 or cand_res is not None or cand.stage == "await"):
+            return ref_res, cand_res
+        time.sleep(POLL_S)

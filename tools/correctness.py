@@ -1,0 +1,186 @@
+"""Compare a candidate's outputs with the reference's, and explain a mismatch so a Coder can act on it.
+
+Workers `pack` each output (tensor, tuple/list of tensors, numbers) into CPU tensors plus metadata
+(original device, dtype, shape, class) and `torch.save` it; the parent loads both files and calls
+`compare`. Rules: the structure (count), shape, dtype and device must match; values must satisfy
+|actual - expected| <= atol + rtol * |expected|; NaN is allowed only where the reference has NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kiln.tools.records import Mismatch, MismatchEntry
+
+DEFAULT_TOL = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
+N_FIRST = 5
+
+
+def tolerances(dtype: str, atol: float | None, rtol: float | None) -> tuple[float, float]:
+    return (DEFAULT_TOL[dtype] if atol is None else atol, DEFAULT_TOL[dtype] if rtol is None else rtol)
+
+
+# ----------------------------------------------------------------------------- packing (worker side)
+
+
+def _walk(obj: Any, name: str, meta: list[dict], tensors: dict[str, torch.Tensor]) -> None:
+    if isinstance(obj, torch.Tensor):
+        meta.append({"name": name, "kind": "tensor", "cls": type(obj).__name__, "device": str(obj.device),
+                     "dtype": str(obj.dtype).removeprefix("torch."), "shape": list(obj.shape)})
+        tensors[name] = obj.detach().to("cpu", copy=True).contiguous()  # plain tensor copy
+    elif isinstance(obj, (tuple, list)):
+        for i, item in enumerate(obj):
+            _walk(item, f"{name}[{i}]", meta, tensors)
+    elif isinstance(obj, (bool, int, float)) or obj is None:
+        meta.append({"name": name, "kind": "number", "value": obj})
+    else:
+        meta.append({"name": name, "kind": "other", "cls": type(obj).__name__})
+
+
+def pack(output: Any) -> dict[str, Any]:
+    """Flatten one forward() result into {'meta': [...], 'tensors': {name: cpu tensor}}."""
+    meta: list[dict] = []
+    tensors: dict[str, torch.Tensor] = {}
+    _walk(output, "out", meta, tensors)
+    return {"meta": meta, "tensors": tensors}
+
+
+# ----------------------------------------------------------------------------- comparison (parent side)
+
+
+def _desc(m: dict) -> str:
+    if m["kind"] == "tensor":
+        return f"{m['cls']}{tuple(m['shape'])} {m['dtype']} on {m['device'].split(':')[0]}"
+    if m["kind"] == "number":
+        return f"number {m['value']!r}"
+    return f"a {m.get('cls', '?')} object"
+
+
+def _structure(exp: dict, act: dict) -> Mismatch | None:
+    em, am = exp["meta"], act["meta"]
+    if len(em) != len(am):
+        return Mismatch(output="out", reason="count", expected_desc=f"{len(em)} output(s)",
+                        actual_desc=f"{len(am)} output(s)",
+                        message=f"forward() returned {len(am)} output value(s); the reference returns {len(em)}.")
+    for e, a in zip(em, am, strict=True):
+        bad = _meta_mismatch(e, a)
+        if bad:
+            return bad
+    return None
+
+
+def _meta_mismatch(e: dict, a: dict) -> Mismatch | None:
+    name = e["name"]
+    if e["kind"] != a["kind"] or (a["kind"] == "tensor" and a["cls"] not in ("Tensor", "Parameter")):
+        reason = "type"
+    elif e["kind"] != "tensor":
+        return None
+    elif e["shape"] != a["shape"]:
+        reason = "shape"
+    elif e["dtype"] != a["dtype"]:
+        reason = "dtype"
+    elif e["device"].split(":")[0] != a["device"].split(":")[0]:
+        reason = "device"
+    else:
+        return None
+    return Mismatch(output=name, reason=reason, expected_desc=_desc(e), actual_desc=_desc(a),
+                    message=f"{name}: expected {_desc(e)}, got {_desc(a)} ({reason} differs).")
+
+
+def compare(exp: dict, act: dict, *, atol: float, rtol: float) -> Mismatch | None:
+    """None when every output matches; else the first output that doesn't, with details."""
+    bad = _structure(exp, act)
+    if bad:
+        return bad
+    for e, a in zip(exp["meta"], act["meta"], strict=True):
+        if e["kind"] == "number":
+            if not _number_close(e["value"], a["value"], atol, rtol):
+                return Mismatch(output=e["name"], reason="values", expected_desc=repr(e["value"]),
+                                actual_desc=repr(a["value"]), n_mismatch=1, n_total=1, mismatch_frac=1.0,
+                                message=f"{e['name']}: expected {e['value']!r}, got {a['value']!r}.")
+        elif e["kind"] == "tensor":
+            bad = compare_tensors(exp["tensors"][e["name"]], act["tensors"][e["name"]],
+                                  atol=atol, rtol=rtol, name=e["name"])
+            if bad:
+                return bad
+    return None
+
+
+def _number_close(e: Any, a: Any, atol: float, rtol: float) -> bool:
+    if e is None or a is None or isinstance(e, bool) or isinstance(a, bool):
+        return e == a
+    return abs(a - e) <= atol + rtol * abs(e) or (e != e and a != a)
+
+
+def compare_tensors(e: torch.Tensor, a: torch.Tensor, *, atol: float, rtol: float, name: str = "out"
+                    ) -> Mismatch | None:
+    """Elementwise tolerance check (computed in float64), with a report when it fails."""
+    if e.dtype == torch.bool or not (e.is_floating_point() or e.is_complex()):
+        ok = torch.eq(e, a)
+        diff = (a.double() - e.double()).abs()
+    else:
+        e64, a64 = e.double(), a.double()
+        diff = (a64 - e64).abs()
+        both_nan = torch.isnan(e64) & torch.isnan(a64)
+        ok = (diff <= atol + rtol * e64.abs()) | (e64 == a64) | both_nan
+    n_bad = int((~ok).sum())
+    if n_bad == 0:
+        return None
+    return _report(e, a, ok, diff, name=name, atol=atol, rtol=rtol, n_bad=n_bad)
+
+
+def _report(e: torch.Tensor, a: torch.Tensor, ok: torch.Tensor, diff: torch.Tensor, *, name: str,
+            atol: float, rtol: float, n_bad: int) -> Mismatch:
+    e64, a64 = e.double(), a.double()
+    finite = torch.isfinite(diff)
+    n_nonfinite = int((~finite & ~ok).sum())
+    max_abs = float("inf") if n_nonfinite or not bool(finite.any()) else float(diff[finite].max())
+    rel = diff / e64.abs().clamp_min(1e-12)
+    rel_finite = rel[torch.isfinite(rel)]
+    max_rel = float("inf") if n_nonfinite or not rel_finite.numel() else float(rel_finite.max())
+    bad_idx = (~ok).nonzero()[:N_FIRST].tolist() if ok.dim() else [[]] * min(1, n_bad)
+    first = [MismatchEntry(index=idx, expected=float(e64[tuple(idx)]), actual=float(a64[tuple(idx)]))
+             for idx in bad_idx]
+    new_nan = bool((torch.isnan(a64) & ~torch.isnan(e64)).any())
+    total = e.numel()
+    mm = Mismatch(output=name, reason="nan" if new_nan else "values", expected_desc=str(tuple(e.shape)),
+                  actual_desc=str(tuple(a.shape)), max_abs_err=max_abs, max_rel_err=max_rel,
+                  n_mismatch=n_bad, n_total=total, mismatch_frac=n_bad / max(total, 1), first=first)
+    mm.message = _message(mm, atol, rtol) + _hint(e64, a64, ok, new_nan)
+    return mm
+
+
+def _message(mm: Mismatch, atol: float, rtol: float) -> str:
+    shown = "; ".join(f"{m.index}: expected {m.expected:.6g}, got {m.actual:.6g}" for m in mm.first)
+    return (f"{mm.output}: {mm.n_mismatch} of {mm.n_total} elements ({100 * mm.mismatch_frac:.3g}%) are "
+            f"outside atol={atol:g}, rtol={rtol:g}; max abs err {mm.max_abs_err:.4g}, max rel err "
+            f"{mm.max_rel_err:.4g}. First mismatches: {shown}.")
+
+
+def _hint(e: torch.Tensor, a: torch.Tensor, ok: torch.Tensor, new_nan: bool) -> str:
+    """One plain guess at the bug's shape, when the pattern is clear."""
+    if new_nan:
+        return (" NaN appears where the reference has none: output elements left unwritten (kiln fills "
+                "fresh memory with NaN) or a division by zero / log of a negative.")
+    if ok.dim() >= 1 and ok.shape[-1] > 1:
+        bad_cols = (~ok).reshape(-1, ok.shape[-1]).any(0).nonzero().flatten()
+        if bad_cols.numel() and int(bad_cols.min()) >= ok.shape[-1] - 2:
+            return " Only the last column(s) differ: check the boundary mask / off-by-one at the tail."
+    bad = ~ok & (e.abs() > 1e-6)
+    if bool(bad.any()):
+        ratio = a[bad] / e[bad]
+        if ratio.numel() > 3 and float(ratio.std()) < 1e-3 * abs(float(ratio.mean())) + 1e-9:
+            return f" actual/expected is a constant {float(ratio.mean()):.4g}: a missing or extra scale factor."
+    if float((~ok).double().mean()) > 0.5:
+        return " Most elements differ: check the reduction axis, the indexing or the formula."
+    return ""
+
+
+def first_failure(trial_desc: str, mm: Mismatch | None, error: str | None = None) -> str:
+    """The one paragraph a Coder reads first."""
+    if error:
+        return f"The candidate failed on {trial_desc}: {error}"
+    assert mm is not None
+    return f"Wrong output on {trial_desc}. {mm.message}"

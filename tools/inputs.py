@@ -1,0 +1,102 @@
+"""Inputs for correctness trials and timing, made identically in the reference and candidate workers.
+
+Every trial draws fresh inputs from the run's secret seed: `torch`, `random` and `numpy` are seeded
+with a per-(case, distribution, trial) seed, then the problem's own `get_inputs()` runs. Hidden
+distributions scale its floating tensors by x1, x3, x0.01 and x(-1) (KernelBench inputs are mostly
+`torch.rand`, never negative). Floating tensors are then cast to the run's dtype and moved to the
+device, as KernelBench does; integers and other numbers pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+DISTRIBUTIONS: dict[str, float] = {"x1": 1.0, "x3": 3.0, "x0.01": 0.01, "neg": -1.0}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class InputsError(Exception):
+    """The problem's get_inputs / get_init_inputs returned something kiln can't feed a model."""
+
+
+def derive_seed(secret: int, *parts: object) -> int:
+    """A 63-bit seed for one (case, distribution, trial), not guessable without the secret."""
+    digest = hashlib.sha256(repr((secret, *parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def seed_all(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % (2**32))
+    except ImportError:  # numpy is optional for problems
+        pass
+
+
+def validate(values: Any, where: str) -> list[Any]:
+    """Inputs must be a list/tuple of tensors or plain numbers (bool, int, float)."""
+    if not isinstance(values, (list, tuple)):
+        raise InputsError(f"{where} must return a list or tuple, got {type(values).__name__}")
+    for i, v in enumerate(values):
+        if not isinstance(v, (torch.Tensor, bool, int, float)):
+            raise InputsError(f"{where}[{i}] is a {type(v).__name__}; inputs must be tensors or numbers")
+    return list(values)
+
+
+def prepare(values: list[Any], *, dtype: str, device: str, scale: float = 1.0) -> tuple[Any, ...]:
+    """Scale floating tensors by the distribution, cast to the run dtype, move to the device."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if v.is_floating_point():
+                v = (v * scale if scale != 1.0 else v).to(DTYPES[dtype])
+            v = v.to(device)
+        out.append(v)
+    return tuple(out)
+
+
+def make_inputs(get_inputs: Callable[[], Any], *, secret: int, case: str, dist: str, trial: int,
+                dtype: str, device: str) -> tuple[Any, ...]:
+    seed_all(derive_seed(secret, case, dist, trial))
+    values = validate(get_inputs(), "get_inputs()")
+    return prepare(values, dtype=dtype, device=device, scale=DISTRIBUTIONS[dist])
+
+
+def clone(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in inputs)
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Bitwise-identical (so NaN equals NaN): used to detect input mutation."""
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            if not torch.equal(_bytes(x), _bytes(y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def fingerprint(values: Any) -> list[float]:
+    """A cheap digest (float64 sums) to prove both workers built the same inputs and weights."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(float(v.detach().double().nan_to_num(0.0).sum().item()) if v.numel() else 0.0)
+        else:
+            out.append(float(v))
+    return out

@@ -1,0 +1,210 @@
+"""Run untrusted code in a fresh, contained subprocess.
+
+* `scrubbed_env`: an allowlisted environment (no API keys, tokens or provider variables), the GPU
+  pinned, per-candidate Triton cache, `TRITON_INTERPRET=1` on CPU.
+* `start_isolated` / `IsolatedProc.poll` / `run_isolated`: a new session (`setsid`) so the whole
+  process group (ninja, nvcc, ...) can be killed; rlimits (no core files, bounded open files, an
+  address-space cap only when asked: CUDA reserves huge virtual ranges, see NOTES.md); stdout and
+  stderr go to files (never a pipe that can fill up); per-stage deadlines enforced here, in the parent,
+  by reading the heartbeat file the worker rewrites at each stage (`beat`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+ALLOW = {
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SHELL",
+    "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "PYTHONPATH",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "CC", "CXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NVIDIA_DRIVER_CAPABILITIES", "TRITON_PTXAS_PATH",
+    "TRITON_LIBCUDA_PATH", "MAX_JOBS",
+}
+DENY = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|^(OPENAI|ANTHROPIC|AZURE|AWS|GOOGLE|"
+                  r"GEMINI|HF|HUGGING|MISTRAL|COHERE|GROQ|TOGETHER|DEEPSEEK|LANGCHAIN|LANGSMITH|GITHUB|GH)_")
+ENV_NOFILE = 4096
+TAIL_CHARS = 4000
+
+
+def scrubbed_env(*, device: str, gpu_index: int, cache_dir: Path,
+                 extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: allowlisted names only, never anything that looks like a secret."""
+    env = {k: v for k, v in os.environ.items() if k in ALLOW and not DENY.search(k)}
+    env.update({
+        "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton"),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    })
+    if device == "cpu":
+        env.update({"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"})
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    for k, v in (extra or {}).items():
+        if not DENY.search(k):
+            env[k] = v
+    return env
+
+
+class ProcResult(BaseModel):
+    """How a worker process ended."""
+
+    returncode: int | None = None
+    timed_out: bool = False
+    stage: str | None = Field(None, description="last stage the worker announced in its heartbeat")
+    detail: str = Field("", description="what the worker was doing in that stage (e.g. the trial)")
+    stderr_tail: str = ""
+    wall_s: float = 0.0
+    signal_name: str | None = Field(None, description="SIGSEGV, SIGKILL, ... when killed by a signal")
+    timeout_reason: str | None = None
+
+
+def beat(path: Path | str, stage: str, detail: str = "") -> None:
+    """Worker side: announce the current stage (atomic rewrite, read by the parent)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"stage": stage, "detail": detail, "t": time.time()}, f)
+    os.replace(tmp, path)
+
+
+def read_beat(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _limits(as_limit_bytes: int | None) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = ENV_NOFILE if hard == resource.RLIM_INFINITY else min(ENV_NOFILE, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (cap, hard))
+    if as_limit_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (as_limit_bytes, as_limit_bytes))
+
+
+class IsolatedProc:
+    """A running worker. `poll()` enforces deadlines; returns a ProcResult once it has ended."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
+                 heartbeat: Path | None, stage_timeouts: dict[str, float] | None,
+                 as_limit_bytes: int | None, untimed_stages: tuple[str, ...]) -> None:
+        self.heartbeat, self.stage_timeouts = heartbeat, dict(stage_timeouts or {})
+        self.timeout_s, self.untimed = timeout_s, set(untimed_stages)
+        self.stderr_path = Path(cwd) / f"stderr.{os.getpid()}.{time.monotonic_ns()}.log"
+        self.start_wall = time.time()
+        self.t0 = self.stage_t0 = time.monotonic()
+        self.untimed_s, self.stage, self.detail = 0.0, None, ""
+        with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
+            self.proc = subprocess.Popen(  # noqa: S603 - argv is ours, the candidate is a file it reads
+                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True, preexec_fn=lambda: _limits(as_limit_bytes),
+            )
+        self.result: ProcResult | None = None
+
+    def _track_stage(self, now: float) -> None:
+        info = read_beat(self.heartbeat)
+        stage = info.get("stage")
+        if stage and stage != self.stage:
+            if self.stage in self.untimed:
+                self.untimed_s += now - self.stage_t0
+            self.stage, self.stage_t0 = stage, now
+        self.detail = info.get("detail", self.detail)
+
+    def _deadline_reason(self, now: float) -> str | None:
+        if self.stage in self.untimed:
+            return None
+        limit = self.stage_timeouts.get(self.stage or "")
+        if limit is not None and now - self.stage_t0 > limit:
+            return f"stage '{self.stage}' exceeded its {limit:.0f} s timeout"
+        if now - self.t0 - self.untimed_s > self.timeout_s:
+            return f"exceeded the {self.timeout_s:.0f} s timeout"
+        return None
+
+    def poll(self) -> ProcResult | None:
+        if self.result is not None:
+            return self.result
+        now = time.monotonic()
+        self._track_stage(now)
+        if self.proc.poll() is not None:
+            return self._finish(timed_out=False, reason=None)
+        reason = self._deadline_reason(now)
+        if reason:
+            self.kill()
+            return self._finish(timed_out=True, reason=reason)
+        return None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=30)
+
+    def _finish(self, *, timed_out: bool, reason: str | None) -> ProcResult:
+        # kill stragglers left in the group (ninja, nvcc, threads that forked) even on a clean exit
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._track_stage(time.monotonic())
+        rc = self.proc.returncode
+        self.result = ProcResult(
+            returncode=rc, timed_out=timed_out, stage=self.stage, detail=self.detail,
+            stderr_tail=tail(self.stderr_path), wall_s=time.monotonic() - self.t0,
+            signal_name=signal.Signals(-rc).name if rc is not None and rc < 0 and not timed_out else None,
+            timeout_reason=reason,
+        )
+        return self.result
+
+    def wait(self, interval_s: float = 0.02) -> ProcResult:
+        while (res := self.poll()) is None:
+            time.sleep(interval_s)
+        return res
+
+
+def tail(path: Path, n_chars: int = TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n_chars))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def start_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
+                   heartbeat: Path | None = None, stage_timeouts: dict[str, float] | None = None,
+                   as_limit_bytes: int | None = None, untimed_stages: tuple[str, ...] = ()) -> IsolatedProc:
+    """Start a worker without waiting (the check runs the reference and candidate side by side)."""
+    return IsolatedProc(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
+                        stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes,
+                        untimed_stages=untimed_stages)
+
+
+def run_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
+                 heartbeat: Path | None = None, stage_timeouts: dict[str, float] | None = None,
+                 as_limit_bytes: int | None = None) -> ProcResult:
+    """Run a worker to completion (or to its deadline, then kill its whole process group)."""
+    return start_isolated(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
+                          stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes).wait()
+
+
+def default_as_limit(device: str) -> int | None:
+    """RLIMIT_AS for a worker: 3/4 of host memory on CPU; none with CUDA (it reserves huge virtual
+    ranges and an 8 GiB cap breaks its start-up; host memory there is a cgroup's job)."""
+    if device != "cpu":
+        return None
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+    return max(4 << 30, int(pages * size * 3 // 4))

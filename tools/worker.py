@@ -1,0 +1,137 @@
+"""Worker processes of one check: `python -m kiln.tools.worker {reference|candidate} JOB.json`.
+
+The parent (kiln.tools.check) writes a `JobSpec`, starts the worker in a contained subprocess
+(kiln.tools.isolation) and reads back only files: the result JSON (rewritten atomically after every
+step, so a later crash keeps what came before), `torch.save`d outputs, and the heartbeat naming the
+stage the parent's deadlines apply to. Nothing is ever read from stdout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from kiln.tools.isolation import beat
+
+
+class CaseSpec(BaseModel):
+    name: str = Field(description="'problem' or the case file's stem")
+    path: str = Field(description="file with get_inputs / get_init_inputs")
+    model_path: str = Field(description="file with the reference Model (the case's own, or the problem's)")
+
+
+class JobSpec(BaseModel):
+    """Everything a worker needs, written by the parent as JSON."""
+
+    role: Literal["reference", "candidate"]
+    candidate: str | None = None
+    cases: list[CaseSpec]
+    dtype: str = "fp32"
+    device: str = "cpu"
+    secret: int
+    trials: int = 5
+    distributions: list[str] = Field(default_factory=lambda: ["x1", "x3", "x0.01", "neg"])
+    work_dir: str
+    cache_root: str
+    policy: str = "partial"
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    time: bool = True
+    baselines: list[str] = Field(default_factory=list)
+    timing_max_s: float = 60.0
+    speedup_threshold: float = 1.0
+    integrity: bool = True
+    gpu_index: int = 0
+
+    @property
+    def result_path(self) -> Path:
+        return Path(self.work_dir) / "result.json"
+
+    @property
+    def heartbeat(self) -> Path:
+        return Path(self.work_dir) / "heartbeat.json"
+
+    @property
+    def decision_path(self) -> Path:
+        return Path(self.work_dir) / "decision.json"
+
+    def output_path(self, case: str, dist: str, trial: int, phase: str = "") -> Path:
+        return Path(self.work_dir) / "out" / f"{case}.{dist}.{trial}{'.' + phase if phase else ''}.pt"
+
+
+class Results:
+    """The worker's result file: a dict rewritten atomically after each step."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec, self.data = spec, {"role": spec.role, "stages": {}, "trials": []}
+
+    def stage(self, name: str, detail: str = "") -> None:
+        beat(self.spec.heartbeat, name, detail)
+        self.data["stages"].setdefault(name, [time.time(), None])
+
+    def end_stage(self, name: str) -> None:
+        if name in self.data["stages"]:
+            self.data["stages"][name][1] = time.time()
+        self.save()
+
+    def save(self) -> None:
+        tmp = self.spec.result_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, default=str))
+        os.replace(tmp, self.spec.result_path)
+
+    def fail(self, kind: str, exc: BaseException, where: str) -> None:
+        """Record an exception: `kind` is 'input' (the problem's fault) or 'candidate' / 'reference'."""
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+        self.data["error"] = {"kind": kind, "where": where, "message": f"{type(exc).__name__}: {exc}",
+                              "traceback": tb[-3000:]}
+        self.save()
+
+
+def load_module(path: str, tag: str) -> ModuleType:
+    """Import a problem or case file from its real path under a unique name."""
+    name = f"kiln_{tag}_{abs(hash(path)) % 10**8}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def save_output(path: Path, packed: dict[str, Any]) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(packed, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec = JobSpec.model_validate_json(Path(argv[1]).read_text())
+    beat(spec.heartbeat, "start")
+    if argv[0] == "reference":
+        from kiln.tools.worker_reference import run
+    else:
+        from kiln.tools.worker_candidate import run
+    run(spec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""The candidate worker: compile (import + first call), correctness trials, then, once the parent has
+compared the outputs with the reference worker's and said go: runtime integrity checks and (GPU)
+timing. Each trial: identical fresh inputs; the candidate runs on its own clone before and after an
+in-process reference call on another clone; fresh allocations are poisoned with NaN; mutated inputs
+are noted. Outputs are saved for the parent to compare; this process never sees the reference's."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kiln.tools.correctness import compare, pack
+from kiln.tools.inputs import (
+    DTYPES,
+    clone,
+    derive_seed,
+    fingerprint,
+    make_inputs,
+    prepare,
+    same,
+    seed_all,
+    validate,
+)
+from kiln.tools.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
+from kiln.tools.worker_poison import poisoned_allocations, prime_cuda_cache, tensor_sizes
+
+
+class Built:
+    """One case's modules and models in this process."""
+
+    def __init__(self, case: CaseSpec, spec: JobSpec, candidate: Any) -> None:
+        self.case, self.mod = case, load_module(case.path, "case")
+        model_mod = self.mod if case.model_path == case.path else load_module(case.model_path, "problem")
+        seed_all(derive_seed(spec.secret, case.name, "init"))
+        init = prepare(validate(self.mod.get_init_inputs(), "get_init_inputs()"), dtype=spec.dtype, device="cpu")
+        seed_all(derive_seed(spec.secret, case.name, "model"))
+        ref = model_mod.Model(*init)
+        seed_all(derive_seed(spec.secret, case.name, "model"))
+        new = candidate.ModelNew(*init)
+        self.n_copied = copy_matching(ref, new)
+        self.ref = ref.to(device=spec.device, dtype=DTYPES[spec.dtype])
+        self.new = new.to(device=spec.device, dtype=DTYPES[spec.dtype])
+        self.out_sizes: list[int] = []
+
+    def inputs(self, spec: JobSpec, dist: str, trial: int, tag: str | None = None) -> tuple:
+        return make_inputs(self.mod.get_inputs, secret=spec.secret, case=tag or self.case.name, dist=dist,
+                           trial=trial, dtype=spec.dtype, device=spec.device)
+
+
+def copy_matching(ref: torch.nn.Module, new: torch.nn.Module) -> int:
+    """Copy every reference parameter/buffer whose name and shape match into ModelNew."""
+    src = ref.state_dict()
+    n = 0
+    with torch.no_grad():
+        for name, t in itertools.chain(new.named_parameters(), new.named_buffers()):
+            if name in src and src[name].shape == t.shape:
+                t.copy_(src[name])
+                n += 1
+    return n
+
+
+def call_candidate(b: Built, inputs: tuple, spec: JobSpec) -> tuple[Any, bool]:
+    """One candidate call on its own clone, with poisoned fresh memory; (output, mutated its inputs)."""
+    mine = clone(inputs)
+    prime_cuda_cache(tensor_sizes(inputs) + b.out_sizes, spec.device)
+    with torch.no_grad(), poisoned_allocations():
+        out = b.new(*mine)
+    sync(spec.device)
+    return out, not same(mine, inputs)
+
+
+def same_output(p1: dict, p2: dict) -> bool:
+    return compare(p1, p2, atol=0.0, rtol=0.0) is None
+
+
+def run_trial(b: Built, spec: JobSpec, res: Results, dist: str, trial: int) -> None:
+    where = f"{b.case.name}/{dist}/trial {trial}"
+    res.stage("correctness", where)
+    pristine = b.inputs(spec, dist, trial)
+    out1, mut1 = call_candidate(b, pristine, spec)
+    p1 = pack(out1)
+    save_output(spec.output_path(b.case.name, dist, trial, "before"), p1)
+    res.stage("correctness", where + " (after the reference)")
+    ref_in = clone(pristine)
+    with torch.no_grad():
+        ref_out = b.ref(*ref_in)
+    sync(spec.device)
+    b.out_sizes = tensor_sizes(ref_out)
+    out2, mut2 = call_candidate(b, pristine, spec)
+    p2 = pack(out2)
+    after_same = same_output(p1, p2)
+    if not after_same:
+        save_output(spec.output_path(b.case.name, dist, trial, "after"), p2)
+    res.data["trials"].append({"case": b.case.name, "distribution": dist, "trial": trial,
+                               "input_fp": fingerprint(pristine), "mutated": mut1 or mut2,
+                               "ref_mutated": not same(ref_in, pristine), "after_same": after_same})
+    res.save()
+
+
+def compile_stage(spec: JobSpec, res: Results) -> list[Built] | None:
+    from kiln.tools.compile import classify_first_call_error, import_candidate
+
+    res.stage("compile")
+    module, crec = import_candidate(Path(spec.candidate or ""), device=spec.device, cache_root=Path(spec.cache_root))
+    res.data["compile"] = crec.model_dump()
+    res.save()
+    if module is None or not crec.ok:
+        return None
+    try:
+        built = [Built(case, spec, module) for case in spec.cases]
+        res.data["weights_fp"] = {b.case.name: fingerprint([t for _, t in sorted(b.ref.state_dict().items())])
+                                  for b in built}
+        res.data["n_weights_copied"] = built[0].n_copied
+    except Exception as exc:  # noqa: BLE001 - the candidate's constructor failing is a result
+        res.fail("candidate", exc, "building ModelNew")
+        return None
+    t0 = time.time()
+    try:
+        call_candidate(built[0], built[0].inputs(spec, "x1", 0, tag="warmup"), spec)
+    except Exception as exc:  # noqa: BLE001
+        rec = classify_first_call_error(exc)
+        if rec is None:
+            res.fail("candidate", exc, "the first call")
+            return None
+        res.data["compile"] = rec.model_dump()
+        res.save()
+        return None
+    res.data["first_call_s"] = time.time() - t0
+    res.end_stage("compile")
+    return built
+
+
+def correctness_stage(built: list[Built], spec: JobSpec, res: Results) -> bool:
+    for b in built:
+        for dist in spec.distributions:
+            for trial in range(spec.trials):
+                try:
+                    run_trial(b, spec, res, dist, trial)
+                except Exception as exc:  # noqa: BLE001
+                    res.fail("candidate", exc, f"{b.case.name}/{dist}/trial {trial}")
+                    return False
+    res.data["correctness_done"] = True
+    res.end_stage("correctness")
+    return True
+
+
+def await_decision(spec: JobSpec, res: Results) -> bool:
+    """The parent compares outputs with the reference worker's, then writes go / stop."""
+    res.stage("await")
+    while not spec.decision_path.exists():
+        time.sleep(0.005)
+    return bool(json.loads(spec.decision_path.read_text()).get("go"))
+
+
+def run(spec: JobSpec) -> None:
+    from kiln.tools.worker_after import after_correctness
+
+    res = Results(spec)
+    built = compile_stage(spec, res)
+    if built is None or not correctness_stage(built, spec, res):
+        return
+    if await_decision(spec, res):
+        after_correctness(built[0], spec, res)
+    res.data["done"] = True
+    res.save()

@@ -1,0 +1,101 @@
+"""The reference worker: builds each case's `Model` after seeding, runs every trial's inputs, saves
+the outputs (the candidate process is never told where), fingerprints inputs and weights, and runs
+the reference-side integrity hooks (physics work count, degenerate-problem assessment)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kiln.tools.correctness import pack
+from kiln.tools.inputs import (
+    DTYPES,
+    InputsError,
+    clone,
+    derive_seed,
+    fingerprint,
+    make_inputs,
+    prepare,
+    same,
+    seed_all,
+    validate,
+)
+from kiln.tools.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
+
+
+def build_reference(case: CaseSpec, spec: JobSpec) -> tuple[Any, Any, torch.nn.Module]:
+    """(case module, model module, Model instance) built exactly as the candidate worker builds it."""
+    mod = load_module(case.path, "case")
+    model_mod = mod if case.model_path == case.path else load_module(case.model_path, "problem")
+    seed_all(derive_seed(spec.secret, case.name, "init"))
+    init = prepare(validate(mod.get_init_inputs(), "get_init_inputs()"), dtype=spec.dtype, device="cpu")
+    seed_all(derive_seed(spec.secret, case.name, "model"))
+    model = model_mod.Model(*init).to(device=spec.device, dtype=DTYPES[spec.dtype])
+    return mod, model_mod, model
+
+
+def weights_fingerprint(model: torch.nn.Module) -> list[float]:
+    return fingerprint([t for _, t in sorted(model.state_dict().items())])
+
+
+def run_case(case: CaseSpec, spec: JobSpec, res: Results) -> tuple[Any, torch.nn.Module]:
+    mod, _model_mod, model = build_reference(case, spec)
+    res.data.setdefault("weights_fp", {})[case.name] = weights_fingerprint(model)
+    for dist in spec.distributions:
+        for trial in range(spec.trials):
+            res.stage("reference", f"{case.name}/{dist}/trial {trial}")
+            inputs = make_inputs(mod.get_inputs, secret=spec.secret, case=case.name, dist=dist, trial=trial,
+                                 dtype=spec.dtype, device=spec.device)
+            pristine = clone(inputs)
+            with torch.no_grad():
+                out = model(*inputs)
+            sync(spec.device)
+            save_output(spec.output_path(case.name, dist, trial), pack(out))
+            res.data["trials"].append({"case": case.name, "distribution": dist, "trial": trial,
+                                       "input_fp": fingerprint(pristine), "mutated": not same(inputs, pristine)})
+        res.save()
+    return mod, model
+
+
+def run_integrity(mod: Any, model: torch.nn.Module, case: CaseSpec, spec: JobSpec, res: Results) -> None:
+    from kiln.tools.integrity import degenerate, physics
+
+    res.stage("integrity")
+
+    def make(seed: int) -> tuple:
+        return make_inputs(mod.get_inputs, secret=seed, case=case.name, dist="x1", trial=0,
+                           dtype=spec.dtype, device=spec.device)
+
+    def build(seed: int) -> torch.nn.Module:
+        seed_all(seed)
+        init = prepare(validate(mod.get_init_inputs(), "get_init_inputs()"), dtype=spec.dtype, device="cpu")
+        seed_all(seed)
+        return model.__class__(*init).to(device=spec.device, dtype=DTYPES[spec.dtype])
+
+    inputs = make(spec.secret)
+    nbytes, flops = physics.count_work(model, inputs)
+    res.data["physics"] = {"bytes_moved": nbytes, "flops": flops}
+    res.data["degenerate"] = degenerate.assess(build, make).model_dump()
+    res.end_stage("integrity")
+
+
+def run(spec: JobSpec) -> None:
+    res = Results(spec)
+    first: tuple[Any, torch.nn.Module] | None = None
+    for case in spec.cases:
+        try:
+            got = run_case(case, spec, res)
+        except InputsError as exc:
+            return res.fail("input", exc, f"case {case.name}")
+        except Exception as exc:  # noqa: BLE001 - a broken problem is reported, not raised
+            return res.fail("reference", exc, f"case {case.name}")
+        first = first or got
+    res.end_stage("reference")
+    if spec.integrity and first is not None:
+        try:
+            run_integrity(*first, spec.cases[0], spec, res)
+        except Exception as exc:  # noqa: BLE001 - integrity hooks must not sink the reference
+            res.data["integrity_error"] = f"{type(exc).__name__}: {exc}"
+    res.data["done"] = True
+    res.save()
