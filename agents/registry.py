@@ -117,7 +117,7 @@ def resolve_roles(
     redactor = Redactor([k for k in keys if k], env=env)
     install_log_redaction(redactor)
     tracker = UsageTracker(budgets)
-    cache = SqliteLLMCache(cache_path) if cache_path is not None and llm_specs else None
+    cache = SqliteLLMCache(cache_path, redact=redactor) if cache_path is not None and llm_specs else None
     settings = transport or TransportSettings()
     built: dict[str, Any] = {}
     models: dict[str, Any] = {}

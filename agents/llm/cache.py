@@ -12,13 +12,15 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.messages import message_to_dict, messages_from_dict
 from langchain_core.outputs import ChatGeneration, Generation
+
+HIT_MARK = "kiln_cache_hit"  # set in a replayed message's response_metadata
 
 # constructor kwargs of chat models that say how to reach a server, not what to ask it
 TRANSPORT_KWARGS = frozenset(
@@ -72,20 +74,29 @@ def _load(blob: str) -> list[Generation]:
     for item in json.loads(blob):
         if "message" in item:
             msg = messages_from_dict([item["message"]])[0]
+            msg.response_metadata = {**msg.response_metadata, HIT_MARK: True}
             gens.append(ChatGeneration(message=msg, generation_info=item["info"]))
         else:
             gens.append(Generation(text=item["text"], generation_info=item["info"]))
     return gens
 
 
-class SqliteLLMCache(BaseCache):
-    """One table, one row per (model, messages, params). Thread-safe; opened on first use."""
+def is_cache_hit(message: object) -> bool:
+    meta = getattr(message, "response_metadata", None) or {}
+    return bool(meta.get(HIT_MARK))
 
-    def __init__(self, path: Path) -> None:
+
+class SqliteLLMCache(BaseCache):
+    """One table, one row per (model, messages, params). Thread-safe; opened on first use.
+
+    Stored replies pass through `redact` first, so no secret is ever written to the file.
+    """
+
+    def __init__(self, path: Path, redact: Callable[[str], str] | None = None) -> None:
         self.path = Path(path)
+        self._redact = redact or (lambda text: text)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
-        self._local = threading.local()
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -97,11 +108,6 @@ class SqliteLLMCache(BaseCache):
             self._conn = conn
         return self._conn
 
-    @property
-    def hits(self) -> int:
-        """Cache hits seen by the calling thread (the LLM client compares before/after a call)."""
-        return getattr(self._local, "hits", 0)
-
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
         with self._lock:
             row = self._db().execute(
@@ -109,7 +115,6 @@ class SqliteLLMCache(BaseCache):
             ).fetchone()
         if row is None:
             return None
-        self._local.hits = self.hits + 1
         return _load(row[0])
 
     def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
@@ -117,7 +122,7 @@ class SqliteLLMCache(BaseCache):
             db = self._db()
             db.execute(
                 "INSERT OR REPLACE INTO llm_cache (key, value) VALUES (?, ?)",
-                (cache_key(prompt, llm_string), _dump(return_val)),
+                (cache_key(prompt, llm_string), self._redact(_dump(return_val))),
             )
             db.commit()
 

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from pydantic import BaseModel, ConfigDict
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kiln.agents.base import Usage
-from kiln.agents.llm.cache import SqliteLLMCache
+from kiln.agents.llm.cache import SqliteLLMCache, is_cache_hit
 from kiln.agents.llm.redact import Redactor
 from kiln.agents.llm.transport import (
     BudgetExhausted,
@@ -83,15 +84,14 @@ class LLMClient:
         reason = self.tracker.exhausted()
         if reason:
             raise BudgetExhausted(reason)
-        hits = self.cache.hits if self.cache else 0
         t0 = time.monotonic()
         try:
             out = call_with_retries(lambda: runnable.invoke(messages), self.settings, sleep=self._sleep)
         except LLMCallError as exc:
             self.tracker.record_failure(self.role)
             raise LLMCallError(self.redactor(f"{self.role} ({self.model_name}): {exc}")) from None
-        cached = bool(self.cache) and self.cache.hits > hits
-        return out, time.monotonic() - t0, cached
+        message = out.get("raw") if isinstance(out, dict) else out
+        return out, time.monotonic() - t0, is_cache_hit(message)
 
     def _usage(self, message: AIMessage | None, latency_s: float, cached: bool) -> Usage:
         meta = (message.usage_metadata if message is not None else None) or {}
@@ -110,17 +110,16 @@ class LLMClient:
 
     def structured(self, messages: list[BaseMessage], schema: type[BaseModel]) -> StructuredReply:
         """A typed reply; a parse failure is retried once with the error, then returned as data."""
-        runnable = self.chat_model.with_structured_output(schema, method=self.method, include_raw=True)
+        # A JSON-schema dict (not the class) so no SDK validates inside the call: invalid JSON and
+        # schema violations both come back here as data.
+        runnable = self.chat_model.with_structured_output(schema_dict(schema), method=self.method, include_raw=True)
         reply = StructuredReply()
         for attempt in (1, 2):
             out, latency, cached = self._invoke(runnable, messages)
             raw = out.get("raw")
             reply.usages.append(self._usage(raw, latency, cached))
             reply.raw_text = self.redactor(raw_text_of(raw))
-            error = out.get("parsing_error")
-            parsed = out.get("parsed")
-            if error is None and parsed is None:
-                error = "the reply held no structured output"
+            parsed, error = _validate(schema, out.get("parsed"), out.get("parsing_error"))
             if error is None:
                 reply.parsed, reply.error = parsed, None
                 return reply
@@ -128,6 +127,23 @@ class LLMClient:
             if attempt == 1:
                 messages = [*messages, HumanMessage(self.retry_prompt(reply.raw_text, reply.error))]
         return reply
+
+
+def schema_dict(schema: type[BaseModel]) -> dict[str, Any]:
+    """The pydantic class as a self-contained JSON schema with a title (references inlined)."""
+    fn = convert_to_openai_tool(schema)["function"]
+    return {"title": fn["name"], "description": fn.get("description", ""), **fn["parameters"]}
+
+
+def _validate(schema: type[BaseModel], parsed: Any, error: Any) -> tuple[BaseModel | None, str | None]:
+    if error is not None:
+        return None, str(error)
+    if parsed is None:
+        return None, "the reply held no structured output"
+    try:
+        return schema.model_validate(parsed), None
+    except ValidationError as exc:
+        return None, str(exc)
 
 
 def _default_retry_prompt(raw: str, error: str) -> str:

@@ -6,6 +6,7 @@ place, what is retried, how long it waits and what the final error says.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable
@@ -49,8 +50,8 @@ def is_retryable(exc: BaseException) -> bool:
     code = status_of(exc)
     if code is not None:
         return code in RETRY_STATUS or code >= 500
-    if isinstance(exc, TimeoutError | ConnectionError):
-        return True
+    if isinstance(exc, TimeoutError | ConnectionError | json.JSONDecodeError):
+        return True  # a garbled body is a server-side glitch, like a 5xx
     name = type(exc).__name__
     return any(word in name for word in ("Timeout", "Connection", "RateLimit", "Overloaded"))
 
@@ -80,6 +81,8 @@ def describe(exc: BaseException) -> str:
     """One line naming the failure: the status when there is one, then the SDK's message."""
     code = status_of(exc)
     text = " ".join(str(exc).split())[:300]
+    if isinstance(exc, json.JSONDecodeError):
+        return f"malformed response body (not JSON): {text}"
     prefix = f"HTTP {code}" if code is not None else type(exc).__name__
     return f"{prefix}: {text}" if text else prefix
 

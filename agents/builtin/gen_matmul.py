@@ -1,0 +1,104 @@
+"""Matmul / linear template with a fused elementwise epilogue (bias, activations, residuals).
+
+Tiles of BLOCK_M x BLOCK_N accumulate in fp32 with tl.dot over BLOCK_K slices. Programs are
+ordered in groups of GROUP_M rows of tiles so neighbouring programs reuse the same B columns
+from L2. A and B row/column offsets wrap modulo M/N (always in bounds), so only the K tail is
+masked on loads. fp32 inputs use `tf32x3` (three TF32 products, fp32-level accuracy) or `ieee`.
+The epilogue reads bias vectors along N and full (M, N) tensors, then stores once.
+"""
+
+from __future__ import annotations
+
+from kiln.agents.builtin.classify import Plan
+from kiln.agents.builtin.emit import expr, input_exprs, op_line
+
+
+def mm_kernel(plan: Plan) -> str:
+    extra = plan.loads[2:]
+    ptrs = "".join(f", p{k + 2}" for k in range(len(extra)))
+    lines = [
+        "pid = tl.program_id(0)",
+        "num_pid_m = tl.cdiv(M, BLOCK_M)",
+        "num_pid_n = tl.cdiv(N, BLOCK_N)",
+        "in_group = GROUP_M * num_pid_n",
+        "first_m = (pid // in_group) * GROUP_M",
+        "group_m = min(num_pid_m - first_m, GROUP_M)",
+        "pid_m = first_m + ((pid % in_group) % group_m)",
+        "pid_n = (pid % in_group) // group_m",
+        "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "rk = tl.arange(0, BLOCK_K)",
+        "am = (rm % M).to(tl.int64)",
+        "bn = (rn % N).to(tl.int64)",
+        "a_ptrs = a_ptr + am[:, None] * sam + rk[None, :] * sak",
+        "b_ptrs = b_ptr + rk[:, None] * sbk + bn[None, :] * sbn",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        "for k in range(0, tl.cdiv(K, BLOCK_K)):",
+        "    k_left = K - k * BLOCK_K",
+        "    a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)",
+        "    b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)",
+        "    acc = tl.dot(a, b, acc, input_precision=PREC)",
+        "    a_ptrs += BLOCK_K * sak",
+        "    b_ptrs += BLOCK_K * sbk",
+        "rm2 = rm[:, None]",
+        "rn2 = rn[None, :]",
+        "mask = (rm2 < M) & (rn2 < N)",
+        f"v{plan.mm} = acc",
+    ]
+    lines += _epilogue(plan)
+    lines.append(
+        f"tl.store(out_ptr + rm2.to(tl.int64) * N + rn2, {expr(plan, plan.g.out)}.to(out_ptr.dtype.element_ty), mask=mask)"
+    )
+    inner = "\n".join("    " + ln for ln in lines)
+    return (
+        "\n\n@triton.jit\n"
+        f"def _kiln_mm(a_ptr, b_ptr, out_ptr{ptrs}, M, N, K, sam, sak, sbk, sbn, BLOCK_M: tl.constexpr, "
+        "BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr):\n"
+        f"{inner}\n"
+    )
+
+
+def _epilogue(plan: Plan) -> list[str]:
+    lines = []
+    for i in plan.live:
+        n = plan.g.nodes[i]
+        if n.kind == "load" and i not in plan.loads[:2]:
+            k = plan.loads.index(i)
+            if plan.roles[i] == "vec_n":
+                lines.append(f"v{i} = tl.load(p{k} + rn2, mask=rn2 < N, other=0.0).to(tl.float32)")
+            else:
+                lines.append(f"v{i} = tl.load(p{k} + rm2.to(tl.int64) * N + rn2, mask=mask, other=0.0).to(tl.float32)")
+        elif n.kind == "op":
+            lines.append(op_line(plan, i))
+    return lines
+
+
+def mm_forward(plan: Plan, cfg: dict) -> str:
+    names = input_exprs(plan)
+    a_t = plan.g.inputs[plan.g.nodes[plan.loads[0]].input].transposed
+    b_t = plan.g.inputs[plan.g.nodes[plan.loads[1]].input].transposed
+    lines = [
+        f"a, b = {names[0]}, {names[1]}",
+        "a2 = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])" if not a_t else "a2 = a.t()",
+        "b2 = b.t()" if b_t else "b2 = b",
+        "M, K = a2.shape",
+        "N = b2.shape[1]",
+        "out_shape = tuple(a.shape[:-1]) + (N,)" if not a_t else "out_shape = (M, N)",
+        "out = torch.empty(out_shape, device=a.device, dtype=a.dtype)",
+        "if out.numel() == 0:\n    return out",
+    ]
+    rest = [
+        f"{'e' + str(k)} = {e} if {e}.is_contiguous() else {e}.contiguous()" for k, e in enumerate(names[2:])
+    ]
+    eargs = "".join(f", e{k}" for k in range(len(names) - 2))
+    bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
+    prec = cfg["prec"]
+    lines += rest + [
+        f"grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),)",
+        f"prec = {prec!r} if a.dtype == torch.float32 else 'tf32'",
+        f"_kiln_mm[grid](a2, b2, out{eargs}, M, N, K, a2.stride(0), a2.stride(1), b2.stride(0), b2.stride(1), "
+        f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={cfg['group_m']}, PREC=prec, "
+        f"num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']})",
+        "return out",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""Load a KernelBench-format problem from its source and trace its Model with torch.fx.
+
+The built-in Coder only reads the problem the user handed to kiln; it builds the Model on the
+`meta` device for shapes, so nothing big is allocated and no reference compute runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.passes.shape_prop import ShapeProp
+
+
+class Unsupported(Exception):
+    """The built-in coder does not cover this problem; the message says what."""
+
+
+@dataclass
+class Problem:
+    """What the templates need from a problem: its traced graph and the Model's source pieces."""
+
+    namespace: dict[str, Any]
+    gm: torch.fx.GraphModule
+    init_src: str = ""
+    init_args: str = ""
+    forward_args: list[str] = field(default_factory=list)
+    input_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def load_problem_src(src: str) -> dict[str, Any]:
+    """Execute the problem module's source in a fresh namespace (it is the user's own file)."""
+    ns: dict[str, Any] = {"__name__": "kiln_builtin_problem"}
+    try:
+        exec(compile(src, "<problem>", "exec"), ns)  # noqa: S102 - the user's problem file
+    except Exception as err:  # noqa: BLE001 - any failure is a broken problem, reported in one line
+        raise Unsupported(f"the problem source does not run: {type(err).__name__}: {err}") from err
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if name not in ns:
+            raise Unsupported(f"the problem defines no `{name}`")
+    return ns
+
+
+def _model_def(src: str) -> ast.ClassDef:
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            return node
+    raise Unsupported("the problem defines no `class Model`")
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise Unsupported(f"Model has no `{name}` method")
+
+
+def init_source(src: str) -> tuple[str, str]:
+    """(signature args text, body text) of Model.__init__, with `super(Model, self)` made `super()`.
+    ModelNew runs the same body, so it owns the same parameters, created in the same order."""
+    fn = _method(_model_def(src), "__init__")
+    args = ast.unparse(fn.args)
+    lines = src.splitlines()
+    body = "\n".join(lines[fn.body[0].lineno - 1 : fn.end_lineno])
+    if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant):
+        body = "\n".join(lines[fn.body[1].lineno - 1 : fn.end_lineno]) if len(fn.body) > 1 else ""
+    body = textwrap.dedent(body).replace("super(Model, self)", "super()")
+    return args, body or "super().__init__()"
+
+
+def forward_args(src: str) -> list[str]:
+    fn = _method(_model_def(src), "forward")
+    if fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs:
+        raise Unsupported("forward with *args/**kwargs/keyword-only arguments")
+    return [a.arg for a in fn.args.args[1:]]
+
+
+def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
+    inputs = list(ns["get_inputs"]())
+    for i, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor):
+            raise Unsupported(f"forward input {i} is a {type(t).__name__}, not a tensor")
+        if not t.is_floating_point():
+            raise Unsupported(f"forward input {i} has dtype {t.dtype} (only floating inputs)")
+    return inputs
+
+
+def trace(src: str) -> Problem:
+    """Build Model(*get_init_inputs()), fx-trace it, and propagate shapes on `meta` tensors."""
+    ns = load_problem_src(src)
+    torch.manual_seed(0)
+    model = ns["Model"](*ns["get_init_inputs"]())
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception as err:  # noqa: BLE001 - fx raises many types for data-dependent code
+        raise Unsupported(f"Model.forward is not traceable by torch.fx ({type(err).__name__}: {err})") from err
+    inputs = _tensor_inputs(ns)
+    meta_inputs = [torch.empty(t.shape, dtype=t.dtype, device="meta") for t in inputs]
+    gm = gm.to("meta")
+    try:
+        ShapeProp(gm).propagate(*meta_inputs)
+    except Exception as err:  # noqa: BLE001 - ops without meta kernels
+        raise Unsupported(f"shape propagation failed ({type(err).__name__}: {err})") from err
+    args, body = init_source(src)
+    attrs = {k: v for k, v in vars(model).items() if not k.startswith("_") and isinstance(v, int | float)}
+    return Problem(ns, gm, body, args, forward_args(src), [tuple(t.shape) for t in inputs], attrs)

@@ -1,0 +1,80 @@
+"""Assemble a ModelNew source file from a problem and a configuration, and read one back.
+
+Every generated file starts with a one-line JSON header (family, knobs, configurations visited
+so far), so the Coder, Judge and Proposer can continue a search from a candidate's text alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from kiln.agents.builtin import space
+from kiln.agents.builtin.classify import Plan, classify
+from kiln.agents.builtin.emit import HELPERS, IMPORTS, model_class
+from kiln.agents.builtin.gen_elementwise import COLLAPSE_HELPER, ew_forward, ew_kernel
+from kiln.agents.builtin.gen_matmul import mm_forward, mm_kernel
+from kiln.agents.builtin.gen_row import PROD_HELPER, row_forward, row_kernels
+from kiln.agents.builtin.lower import lower
+from kiln.agents.builtin.problem import Problem, trace
+
+HEADER = "# kiln-builtin: "
+HEADER_RE = re.compile(r"^# kiln-builtin: (\{.*\})$", re.M)
+
+
+@dataclass
+class Analysis:
+    problem: Problem
+    plan: Plan
+
+    @property
+    def family(self) -> str:
+        return self.plan.family
+
+
+_CACHE: dict[str, Analysis] = {}
+
+
+def analyze(problem_src: str) -> Analysis:
+    """Trace, lower and classify a problem; raises problem.Unsupported with what is missing."""
+    digest = hashlib.sha256(problem_src.encode()).hexdigest()
+    if digest not in _CACHE:
+        prob = trace(problem_src)
+        _CACHE[digest] = Analysis(prob, classify(lower(prob)))
+    return _CACHE[digest]
+
+
+def render(an: Analysis, knobs: dict, visited: set[str]) -> str:
+    fam, plan = an.family, an.plan
+    cfg = space.expand(fam, knobs)
+    if fam == "elementwise":
+        kernels, fwd, helpers = ew_kernel(plan), ew_forward(plan, cfg), HELPERS + COLLAPSE_HELPER
+    elif fam == "row":
+        kernels, fwd, helpers = row_kernels(plan), row_forward(plan, cfg), HELPERS + PROD_HELPER
+    else:
+        kernels, fwd, helpers = mm_kernel(plan), mm_forward(plan, cfg), ""
+    head = {"family": fam, "knobs": knobs, "visited": sorted(visited | {space.key(knobs)})}
+    doc = f'"""kiln built-in {fam} kernel; configuration: {json.dumps(cfg, sort_keys=True)}"""\n'
+    cls = model_class(an.problem.init_args, an.problem.init_src, an.problem.forward_args, fwd)
+    return HEADER + json.dumps(head, sort_keys=True) + "\n" + doc + IMPORTS + helpers + kernels + cls
+
+
+@dataclass
+class Header:
+    family: str
+    knobs: dict
+    visited: set[str]
+
+
+def read_header(src: str | None) -> Header | None:
+    """The search state a built-in candidate carries, or None for any other source."""
+    m = HEADER_RE.search(src or "")
+    if not m:
+        return None
+    try:
+        d = json.loads(m.group(1))
+        return Header(str(d["family"]), dict(d["knobs"]), set(d["visited"]))
+    except (ValueError, KeyError, TypeError):
+        return None

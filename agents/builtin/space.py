@@ -1,0 +1,92 @@
+"""The configuration search: knobs per template family, their ordered values, and the walk.
+
+A configuration is a dict of knob values. The search is a coordinate walk: from the best
+configuration, try one knob one step up or down (the Judge may name which); when every
+neighbour has been tried, take the next untried configuration in a fixed order; stop after
+MAX_VISITED configurations or when the space is exhausted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+MAX_VISITED = 16
+
+MM_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), small to large
+    (32, 32, 32, 4, 2),
+    (64, 64, 32, 4, 3),
+    (64, 128, 32, 4, 3),
+    (128, 64, 32, 4, 3),
+    (128, 128, 32, 8, 3),
+    (128, 128, 64, 8, 3),
+    (128, 256, 32, 8, 3),
+]
+
+KNOBS: dict[str, dict[str, list]] = {
+    "elementwise": {"block": [1024, 2048, 4096, 8192], "num_warps": [4, 8, 16], "persistent": [0, 1]},
+    "row": {"tile": [2048, 4096, 8192, 16384], "num_warps": [4, 8, 16], "persistent": [0, 1], "num_stages": [1, 2, 3]},
+    "matmul": {"tile": list(range(len(MM_TILES))), "prec": ["tf32x3", "ieee"]},
+}
+
+DEFAULTS: dict[str, dict] = {
+    "elementwise": {"block": 2048, "num_warps": 8, "persistent": 0},
+    "row": {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 1},
+    "matmul": {"tile": 4, "prec": "tf32x3"},
+}
+
+# knobs that a search step never changes (kept in the config so kernels are self-describing)
+FIXED: dict[str, dict] = {
+    "elementwise": {"waves": 4, "num_stages": 1},
+    "row": {"waves": 4, "onepass_max": 16384, "chunk": 2048, "block_n": 128},
+    "matmul": {"group_m": 8},
+}
+
+
+def key(knobs: dict) -> str:
+    return json.dumps(knobs, sort_keys=True)
+
+
+def expand(family: str, knobs: dict) -> dict:
+    """The full configuration a template reads: knob values plus the fixed ones."""
+    cfg = dict(FIXED[family]) | dict(knobs)
+    if family == "matmul":
+        bm, bn, bk, nw, ns = MM_TILES[int(knobs["tile"])]
+        cfg |= {"block_m": bm, "block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": ns}
+    return cfg
+
+
+def valid(family: str, knobs: dict) -> bool:
+    space = KNOBS[family]
+    return set(knobs) == set(space) and all(knobs[k] in space[k] for k in space)
+
+
+def neighbours(family: str, base: dict, prefer: tuple[str, str] | None = None) -> list[dict]:
+    """Configs one knob step from `base`; the preferred (knob, "up"|"down") step comes first."""
+    out: list[tuple[int, dict]] = []
+    for knob, values in KNOBS[family].items():
+        i = values.index(base[knob])
+        for step, direction in ((1, "up"), (-1, "down")):
+            if 0 <= i + step < len(values):
+                rank = 0 if prefer == (knob, direction) else (1 if prefer and prefer[0] == knob else 2)
+                out.append((rank, base | {knob: values[i + step]}))
+    return [c for _, c in sorted(out, key=lambda rc: rc[0])]
+
+
+def all_configs(family: str) -> list[dict]:
+    names = list(KNOBS[family])
+    return [dict(zip(names, vals, strict=True)) for vals in itertools.product(*KNOBS[family].values())]
+
+
+def next_config(family: str, base: dict, visited: set[str], prefer: tuple[str, str] | None = None) -> dict | None:
+    """The next untried configuration, or None when the search is over."""
+    if len(visited) >= MAX_VISITED:
+        return None
+    for cand in neighbours(family, base, prefer) + all_configs(family):
+        if key(cand) not in visited:
+            return cand
+    return None
+
+
+def exhausted(family: str, visited: set[str]) -> bool:
+    return len(visited) >= min(MAX_VISITED, len(all_configs(family)))
