@@ -64,6 +64,9 @@ def query(out: Path, cache: Path) -> dict[str, object]:
     (out / "query_metrics.txt").write_text(run.stdout + run.stderr)
     gpu = rung.gpu_name() or ""
     available = metrics.parse_query_metrics(run.stdout)
+    bases = sorted({metrics.base_name(n) for names in metrics.CURATED.values() for n in names} & available)
+    suffix = ncu.run_ncu(["--query-metrics", "--query-metrics-mode", "suffix", "--metrics", ",".join(bases)], timeout_s=60)
+    (out / "query_metrics_suffix.txt").write_text(suffix.stdout + suffix.stderr)
     mset = metrics.choose_metrics(available, gpu)
     if available:
         metrics.save_cached(cache, mset)

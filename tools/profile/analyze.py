@@ -19,6 +19,8 @@ def compute_dtype(k: KernelProfile, dtype: str) -> str:
 def roofline(k: KernelProfile, peaks: Peaks, dtype: str) -> KernelProfile:
     """bound, % of roofline, headroom, limiting unit, near_limit."""
     upd: dict[str, object] = {}
+    if k.dram_gbps is None and k.dram_bytes and k.duration_us:
+        upd["dram_gbps"] = round(k.dram_bytes / (k.duration_us * 1e-6) / 1e9, 1)
     if k.duration_us is not None and k.duration_us < LAUNCH_BOUND_US:
         upd.update(bound="launch", limiting_unit="launch")
         return k.model_copy(update=upd)

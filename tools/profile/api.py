@@ -80,7 +80,8 @@ def _collect(problem: Path, candidate: Path, work: Path, level: str, dtype: str,
 
 def profile_candidate(problem: Path, candidate: Path, *, level: str = "quick", device: str = "cuda",
                       force_rung: str | None = None, dtype: str = "fp32", cache_dir: Path | None = None,
-                      keep_dir: Path | None = None, timeout_s: float = 240.0) -> ProfileReport:
+                      keep_dir: Path | None = None, timeout_s: float = 240.0,
+                      measure_peaks: bool = True) -> ProfileReport:
     """Profile one candidate on the best rung available (or `force_rung`) and analyze it."""
     for p, what in ((problem, "problem"), (candidate, "candidate")):
         if not p.is_file():
@@ -100,7 +101,9 @@ def profile_candidate(problem: Path, candidate: Path, *, level: str = "quick", d
         if info is not None and used != "ncu" and chosen != "ncu":
             detail = f"{info.reason}; {detail}"
         kernels, notes = _enrich(kernels, target, candidate, fallback=used != "ncu")
-        pk = peaks.cached_peaks(cache_dir, target.get("gpu_name") or gpu)
+        pk, peak_s = _peaks(cache_dir, target.get("gpu_name") or gpu, measure_peaks)
+        if peak_s:
+            notes.append(f"peaks measured for this GPU in {peak_s:.1f} s (cached; not counted in wall_s)")
         if pk.sm_count is None and target.get("sm_count"):
             pk = pk.model_copy(update={"sm_count": target["sm_count"]})
         report = ProfileReport(source=used, source_detail=detail, problem=str(problem), candidate=str(candidate),  # type: ignore[arg-type]
@@ -111,7 +114,16 @@ def profile_candidate(problem: Path, candidate: Path, *, level: str = "quick", d
             shutil.copytree(work, keep_dir, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
     report = analyze(report)
-    return report.model_copy(update={"wall_s": round(time.monotonic() - t0, 2)})
+    return report.model_copy(update={"wall_s": round(time.monotonic() - t0 - peak_s, 2)})
+
+
+def _peaks(cache_dir: Path, gpu: str, measure: bool) -> tuple[Peaks, float]:
+    """Cached measured peaks; measured now (once per GPU) when none are cached, with the seconds spent."""
+    pk = peaks.cached_peaks(cache_dir, gpu)
+    if pk.source == "measured" or not measure or not gpu:
+        return pk, 0.0
+    t = time.monotonic()
+    return peaks.measure_in_subprocess(cache_dir, gpu), time.monotonic() - t
 
 
 def static_report(problem: Path, candidate: Path, *, dtype: str, level: str, wall_t0: float) -> ProfileReport:

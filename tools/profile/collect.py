@@ -64,8 +64,11 @@ def collect_ncu(problem: Path, candidate: Path, *, work: Path, level: str, dtype
     work.mkdir(parents=True, exist_ok=True)
     out = work / "target"
     report = work / "profile.ncu-rep"
-    args = ncu.profile_args(target_argv(problem, candidate, "ncu", out, dtype), report=report, metrics=mset, level=level)
-    run = ncu.run_ncu(args, timeout_s=timeout_s, env=target_env(work), cwd=work)
+    run = _profile(problem, candidate, out, report, mset, level, dtype, work, timeout_s)
+    bad = ncu.rejected_metrics(run.stdout + run.stderr, mset) if run.error and not run.timed_out else []
+    if bad:  # a name the GPU does not know after all: drop it and try once more
+        mset = mset.model_copy(update={"chosen": {r: n for r, n in mset.chosen.items() if n not in bad}})
+        run = _profile(problem, candidate, out, report, mset, level, dtype, work, timeout_s)
     col = Collected(rung="ncu", work_dir=str(work), log_tail=(run.stdout + run.stderr)[-3000:])
     if run.error or not report.is_file():
         col.refused = ncu.refusal_reason(run.stdout + run.stderr) is not None
@@ -85,6 +88,12 @@ def collect_ncu(problem: Path, candidate: Path, *, work: Path, level: str, dtype
     col.error = None if col.ok else "ncu could not export the raw page of its own report"
     col.wall_s = time.monotonic() - t0
     return col
+
+
+def _profile(problem: Path, candidate: Path, out: Path, report: Path, mset: m.MetricSet, level: str, dtype: str,
+             work: Path, timeout_s: float) -> ncu.NcuRun:
+    args = ncu.profile_args(target_argv(problem, candidate, "ncu", out, dtype), report=report, metrics=mset, level=level)
+    return ncu.run_ncu(args, timeout_s=timeout_s, env=target_env(work), cwd=work)
 
 
 def collect_torch(problem: Path, candidate: Path, *, work: Path, dtype: str, timeout_s: float = 180.0) -> Collected:

@@ -109,6 +109,12 @@ def import_args(report: Path, page: str) -> list[str]:
     return args
 
 
+def rejected_metrics(text: str, mset: MetricSet) -> list[str]:
+    """Curated names that ncu's error lines mention (e.g. 'Failed to find metric X'), pure."""
+    errors = [ln for ln in text.splitlines() if "ERROR" in ln or "rror" in ln]
+    return [n for n in set(mset.chosen.values()) if any(n in ln or n.split(".")[0] in ln for ln in errors)]
+
+
 QUERY_ARGS = ["--query-metrics"]
 _VERSION = re.compile(r"Version\s+([\w.\-() ]+)")
 
