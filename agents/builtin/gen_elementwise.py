@@ -19,7 +19,7 @@ def ew_kernel(plan: Plan) -> str:
     strides = ", ".join(f"s{k}_0, s{k}_1, s{k}_2, s{k}_3" for k in range(nin))
     flags = ", ".join(f"FLAT{k}: tl.constexpr" for k in range(nin))
     lines = [
-        "offs = t.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+        "offs = tl.cast(t, tl.int64) * BLOCK + tl.arange(0, BLOCK)",
         "mask = offs < n",
         "if not ALL_FLAT:",
         "    i3 = offs % S3",

@@ -62,7 +62,7 @@ class RowKernel:
             "m = t // nblk",
             "ncol = (t % nblk) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]",
             "n_ok = ncol < N",
-            "base = m.to(tl.int64) * R * N + ncol",
+            "base = tl.cast(m, tl.int64) * R * N + ncol",
         ]
 
     def _chunk(self, start: str) -> list[str]:
@@ -100,7 +100,7 @@ class RowKernel:
             return f"tl.store(out_ptr + {self._off()}, {cast}, mask=mask)"
         if self.layout == "rows":
             return f"tl.store(out_ptr + rows, {cast}, mask=row_ok)"
-        return f"tl.store(out_ptr + m.to(tl.int64) * N + ncol, {cast}, mask=n_ok)"
+        return f"tl.store(out_ptr + tl.cast(m, tl.int64) * N + ncol, {cast}, mask=n_ok)"
 
     # ------------------------------------------------------------------ bodies
 

@@ -1,0 +1,146 @@
+"""BuiltinProposer: a fuzzer of shapes and values that writes stress-case modules, no LLM.
+
+A case is the problem's own source with its module-level size constants changed (so Model,
+get_inputs and get_init_inputs stay consistent), or with get_inputs wrapped to scale the
+values. Sizes are aimed at the candidate's tile constants: exactly a tile, one past it, a
+non-power of two, batch 1, and past the one-pass limit. Each case runs the reference first and
+is dropped if it fails, produces non-finite values, or is too slow.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from dataclasses import dataclass
+
+import torch
+
+from kiln.agents.base import ProposerInput, ProposerReply, StressCase, Usage
+from kiln.agents.builtin import space
+from kiln.agents.builtin.problem import Unsupported, load_problem_src
+from kiln.agents.builtin.source import read_header
+
+BLOCK_RE = re.compile(r"\b(?:BLOCK\w*|TILE\w*|ROWS|block_\w+|tile|chunk|onepass_max)\W{1,4}(\d+)")
+SIZE_NAME_RE = re.compile(r"features|hidden|channels", re.I)
+
+
+@dataclass
+class Idea:
+    name: str
+    sizes: dict[str, int]
+    scale: float | None
+    rationale: str
+
+
+class BuiltinProposer:
+    """The Proposer role's offline policy (kiln.agents.base.Proposer)."""
+
+    def __init__(self, max_numel: int = 1 << 20, max_ref_s: float = 10.0) -> None:
+        self.max_numel, self.max_ref_s = max_numel, max_ref_s
+
+    def propose(self, inp: ProposerInput) -> ProposerReply:
+        sizes = size_globals(inp.problem_src)
+        cases: list[StressCase] = []
+        held = set(inp.existing_cases)
+        for idea in ideas(sizes, candidate_blocks(inp.candidate_src)):
+            if len(cases) >= inp.max_cases:
+                break
+            if idea.name in held:
+                continue
+            src = case_source(inp.problem_src, idea.sizes, idea.scale)
+            if self._valid(src):
+                cases.append(StressCase(name=idea.name, source=src, rationale=idea.rationale))
+                held.add(idea.name)
+        err = None if cases else "no new valid stress case (sizes exhausted or the reference rejects them)"
+        return ProposerReply(cases=cases, error=err, usage=Usage(role="proposer", model="builtin"))
+
+    def _valid(self, src: str) -> bool:
+        """Run the reference on the case: it must build, stay small enough, finish and be finite."""
+        try:
+            ns = load_problem_src(src)
+            inputs = list(ns["get_inputs"]())
+            if sum(t.numel() for t in inputs if isinstance(t, torch.Tensor)) > self.max_numel:
+                return False
+            model = ns["Model"](*ns["get_init_inputs"]())
+            start = time.perf_counter()
+            with torch.no_grad():
+                out = model(*inputs)
+            ok = isinstance(out, torch.Tensor) and bool(torch.isfinite(out).all())
+            return ok and time.perf_counter() - start < self.max_ref_s
+        except (Unsupported, Exception):  # noqa: BLE001 - any failure means an invalid case
+            return False
+
+
+def size_globals(src: str) -> dict[str, int]:
+    """Module-level int constants that size the inputs (used in get_inputs, or named like sizes)."""
+    tree = ast.parse(src)
+    consts = {
+        n.targets[0].id: n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+        and isinstance(n.value, ast.Constant) and type(n.value.value) is int
+    }  # fmt: skip
+    used = _names_in(tree, "get_inputs")
+    return {k: v for k, v in consts.items() if v >= 1 and (k in used or SIZE_NAME_RE.search(k))}
+
+
+def _names_in(tree: ast.Module, fn: str) -> set[str]:
+    for n in tree.body:
+        if isinstance(n, ast.FunctionDef) and n.name == fn:
+            return {x.id for x in ast.walk(n) if isinstance(x, ast.Name)}
+    return set()
+
+
+def candidate_blocks(src: str) -> list[int]:
+    """Tile sizes the candidate relies on: its built-in header, else BLOCK-like constants."""
+    head = read_header(src)
+    vals: set[int] = set()
+    if head is not None:
+        cfg = space.expand(head.family, head.knobs)
+        vals |= {int(v) for k, v in cfg.items() if isinstance(v, int) and k not in ("num_warps", "num_stages", "waves", "persistent")}
+    vals |= {int(m) for m in BLOCK_RE.findall(src or "")}
+    return sorted(v for v in vals if v >= 8 and v & (v - 1) == 0 or v in (16384,))
+
+
+def ideas(sizes: dict[str, int], blocks: list[int]) -> list[Idea]:
+    batch = next((k for k in sizes if "batch" in k.lower()), None)
+    dims = sorted((k for k in sizes if k != batch), key=lambda k: -sizes[k])
+    out: list[Idea] = []
+    if dims:
+        d = dims[0]
+        b = _edge(sizes[d], blocks)
+        out.append(Idea(f"{d}_{b + 1}", {d: b + 1}, None, f"{d} one past the tile size {b} (masking of a partial tile)"))
+        out.append(Idea(f"{d}_97", {d: 97}, None, f"{d} = 97, a prime below typical tiles"))
+    if batch:
+        out.append(Idea(f"{batch}_1", {batch: 1}, None, "batch 1 (a single row / program)"))
+    out.append(Idea("magnitude_1e3", {}, 1e3, "inputs x1000 (overflow in exp / variance cancellation)"))
+    if dims:
+        d = dims[0]
+        out += [Idea(f"{d}_{b}", {d: b}, None, f"{d} exactly the tile size {b}") for b in blocks[:2]]
+        big = max(blocks) + 3 if blocks else 4099
+        out.append(Idea(f"{d}_{big}", {d: big} | ({batch: 2} if batch else {}), None, f"{d} past the largest tile"))
+    for d in dims[1:]:
+        out.append(Idea(f"{d}_{sizes[d] + 1}", {d: sizes[d] + 1}, None, f"{d} one past its usual size"))
+    out.append(Idea("magnitude_1e-3", {}, 1e-3, "tiny inputs x0.001"))
+    return out
+
+
+def _edge(size: int, blocks: list[int]) -> int:
+    """The tile boundary at or just below `size`: a candidate constant or a power of two."""
+    below = [b for b in blocks if b <= size] + [1 << (size.bit_length() - 1)]
+    return max(b for b in below if b >= 1)
+
+
+def case_source(problem_src: str, sizes: dict[str, int], scale: float | None) -> str:
+    src = problem_src
+    for name, val in sizes.items():
+        src = re.sub(rf"^{re.escape(name)}\s*=\s*\d+\s*$", f"{name} = {val}", src, flags=re.M)
+    if scale is not None:
+        src += (
+            "\n\n_kiln_case_base_inputs = get_inputs\n\n\ndef get_inputs():\n"
+            f'    """Stress case: the problem\'s inputs scaled by {scale!r}."""\n'
+            f"    return [t * {scale!r} if isinstance(t, torch.Tensor) and t.is_floating_point() else t "
+            "for t in _kiln_case_base_inputs()]\n"
+        )
+    return src
