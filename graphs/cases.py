@@ -71,7 +71,7 @@ def run_reference(case: Path, device: str, timeout_s: float) -> str | None:
 
 
 def safe_name(name: str, taken: set[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_")[:48] or "case"
+    base = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")[:48] or "case"
     base = base if base[0].isalpha() else f"case_{base}"
     out, i = base, 2
     while out in taken or out == "problem":

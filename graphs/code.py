@@ -56,7 +56,7 @@ def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: Code
     lineage = parent.id if parent and parent.source_path else (parent.parent if parent else None)
     cand = Candidate(id=cid, parent=lineage, iteration=task.iteration, mode=task.mode)
     if not reply.ok or not reply.source:
-        return cand.model_copy(update={"status": "no_code", "coder_error": reply.error or "no usable code"})
+        return cand.model_copy(update={"status": "no_code", "coder_error": rundir.redact(reply.error or "no usable code")})
     rel = f"candidates/{cid}/kernel.py"
     rundir.write(ctx.run_dir, rel, reply.source)
     return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16]})
@@ -79,7 +79,7 @@ def code(state: RunState, runtime: Runtime[RunContext]) -> dict:
         reply = ctx.coder.write(task)
         times.append(TimeEntry(iteration=iteration, kind="llm", seconds=time.monotonic() - t0))
         usage.append(reply.usage.model_copy(update={"role": reply.usage.role or "coder"}))
-        rundir.log_llm_call(ctx.run_dir, "coder", task, reply)
+        rundir.log_llm_call(ctx.run_dir, "coder", task, reply, ctx.coder)
         cid = f"c{len(cands) + len(new) + 1:04d}"
         new[cid] = _write_child(ctx, cid, parent, task, reply)
         rundir.event(ctx.run_dir, "candidate", id=cid, mode=task.mode, parent=parent_id, ok=reply.ok,

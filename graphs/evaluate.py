@@ -16,7 +16,8 @@ from kiln.graphs.state import Candidate, RunState, TimeEntry
 from kiln.graphs.strategies import next_frontier, rank
 from kiln.tools.records import CheckOptions, CheckRecord
 
-_STAGE_KIND = {"compile": "compile", "timing": "time"}
+_STAGE_KIND = {"compile": "compile", "timing": "time"}  # every other stage is verification work
+_NOT_A_STAGE = {"total"}
 
 
 def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
@@ -55,7 +56,7 @@ def failure_text(record: CheckRecord) -> str | None:
         parts += [f"Integrity {f.rule}: {f.evidence}" for f in record.integrity.findings if f.severity == "reject"]
     if len(parts) == 1 and record.stderr_tail:
         parts.append("stderr:\n" + record.stderr_tail[-1500:])
-    return "\n".join(parts)
+    return rundir.redact("\n".join(parts))
 
 
 def failed_case_names(record: CheckRecord) -> list[str]:
@@ -86,6 +87,8 @@ def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: l
 def stage_times(record: CheckRecord, iteration: int) -> list[TimeEntry]:
     out: dict[str, float] = {}
     for stage, secs in record.stages_s.items():
+        if stage in _NOT_A_STAGE:
+            continue
         kind = _STAGE_KIND.get(stage, "verify")
         out[kind] = out.get(kind, 0.0) + secs
     return [TimeEntry(iteration=iteration, kind=k, seconds=s) for k, s in out.items()]  # type: ignore[arg-type]

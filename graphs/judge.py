@@ -45,9 +45,9 @@ def _decide(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[JudgeDec
         return _no_code_decision(cand), 0.0
     inp = _judge_input(ctx, state, cand)
     t0 = time.monotonic()
-    decision = ctx.judge.decide(inp)
+    decision = rundir.redact_model(ctx.judge.decide(inp))
     secs = time.monotonic() - t0
-    rundir.log_llm_call(ctx.run_dir, "judge", inp, decision)
+    rundir.log_llm_call(ctx.run_dir, "judge", inp, decision, ctx.judge)
     return decision, secs
 
 

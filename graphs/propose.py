@@ -43,7 +43,7 @@ def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[Stress
     t0 = time.monotonic()
     reply = ctx.proposer.propose(inp)
     secs = time.monotonic() - t0
-    rundir.log_llm_call(ctx.run_dir, "proposer", inp, reply)
+    rundir.log_llm_call(ctx.run_dir, "proposer", inp, reply, ctx.proposer)
     round_ = state.get("stress_rounds", 0) + 1
     taken = {c.name for c in state.get("cases", [])}
     new: list[StressCase] = []

@@ -11,6 +11,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -33,6 +34,14 @@ def redact(text: str) -> str:
     for value in _secrets():
         text = text.replace(value, "[redacted]")
     return _URL_USERINFO.sub(r"\1[redacted]@", text)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def redact_model(model: M) -> M:
+    """The same record with secrets replaced (for records kept in checkpointed state)."""
+    return type(model).model_validate_json(redact(model.model_dump_json()))
 
 
 def write(run_dir: Path, rel: str, text: str) -> Path:
@@ -90,11 +99,22 @@ def next_llm_index(run_dir: Path) -> int:
     return 1 + (len(list(folder.glob("*.json"))) if folder.exists() else 0)
 
 
-def log_llm_call(run_dir: Path, role: str, request: BaseModel, reply: BaseModel) -> str:
+def prompt_of(agent: object, request: BaseModel) -> str | None:
+    """The exact messages an LLM-backed role sends for this request (None for other backends)."""
+    render = getattr(agent, "messages", None)
+    if not callable(render):
+        return None
+    try:
+        return "\n\n".join(f"[{m.type}]\n{m.content}" for m in render(request))
+    except Exception as err:  # noqa: BLE001 - logging must never break the run
+        return f"(prompt not rendered: {type(err).__name__}: {err})"
+
+
+def log_llm_call(run_dir: Path, role: str, request: BaseModel, reply: BaseModel, agent: object = None) -> str:
     """One file per call: the request record, the prompt when the backend exposes it, the reply."""
     idx = next_llm_index(run_dir)
     rel = f"llm/{idx:04d}_{role}.json"
-    prompt = getattr(reply, "prompt", None) or getattr(request, "prompt", None)
+    prompt = prompt_of(agent, request)
     payload = {
         "role": role,
         "request": request.model_dump(mode="json"),

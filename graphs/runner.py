@@ -16,17 +16,21 @@ from kiln.graphs.profile import make_profiler
 from kiln.graphs.progress import Progress
 from kiln.graphs.roles import Roles, resolve
 from kiln.graphs.summary import RunSummary
-from kiln.tools.errors import KilnInputError
+from kiln.tools.errors import KilnConfigError, KilnInputError
 from kiln.tools.evaluator import Evaluator
 
 RUN_FILE = "run.json"
 
 
 def resolve_device(device: str) -> str:
-    if device != "auto":
+    if device not in ("auto", "cuda", "cpu"):
+        raise KilnConfigError(f"--device must be auto, cuda or cpu, not {device!r}")
+    if device == "cpu":
         return device
     import torch
 
+    if device == "cuda" and not torch.cuda.is_available():
+        raise KilnConfigError("--device cuda: no CUDA GPU is visible here (use --device cpu)")
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -65,6 +69,21 @@ def _drive(ctx: RunContext, inp: dict | None, progress: Progress) -> RunSummary:
     return RunSummary.model_validate_json((ctx.run_dir / "summary.json").read_text())
 
 
+_BUDGET_FLAGS = {"max_iters": "max_iters", "budget_usd": "usd", "budget_tokens": "tokens",
+                 "budget_minutes": "minutes", "no_progress": "no_progress_iters"}
+
+
+def make_options(problem: Path, options: dict[str, Any]) -> RunOptions:
+    """RunOptions from keyword arguments; budgets may come flat (max_iters=, budget_usd=, ...)."""
+    options = dict(options)
+    budgets = dict(options.pop("budgets", None) or {})
+    for flag, field in _BUDGET_FLAGS.items():
+        if flag in options:
+            budgets[field] = options.pop(flag)
+    device = resolve_device(options.pop("device", "auto"))
+    return RunOptions(problem=str(problem), device=device, budgets=budgets, **options)
+
+
 def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None = None,
                 evaluator: Evaluator | None = None, progress: Progress | None = None, gpu: Any = None,
                 **options: Any) -> RunSummary:
@@ -72,7 +91,7 @@ def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None =
     problem = Path(problem).resolve()
     if not problem.is_file():
         raise KilnInputError(f"problem file not found: {problem}")
-    opts = RunOptions(problem=str(problem), **{**options, "device": resolve_device(options.get("device", "auto"))})
+    opts = make_options(problem, options)
     run_dir = Path(out or default_run_dir(problem)).resolve()
     if (run_dir / RUN_FILE).exists():
         raise KilnInputError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")

@@ -1,0 +1,55 @@
+"""`kiln run` as a user runs it: a planted API key never reaches the run directory or the output;
+bad input is one clear line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+
+from conftest import PROBLEM, judge, kernel
+
+REQUIRED = {"status", "best", "iterations", "tokens", "cost_usd", "per_iteration"}
+
+
+def kiln_run(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kiln.evals.cli", "run", *args], env=env or os.environ.copy(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_planted_api_key_never_lands_in_the_run_dir(tmp_path):
+    key = "sk-planted-" + secrets.token_hex(16)
+    leaky = kernel("good").replace('"""Correct:', f'"""key {key}. Correct:')
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({
+        "coder": [f"Using key {key}.\n```python\n{leaky}```"],
+        "judge": [judge("repair", diagnosis=f"the key is {key}")],
+        "proposer": [{"cases": [], "error": f"no cases ({key})"}],
+    }))
+    env = {**os.environ, "OPENAI_API_KEY": key, "KILN_TEST_TOKEN": key}
+    run_dir = tmp_path / "run"
+    done = kiln_run(str(PROBLEM), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir),
+                    "--base-url", f"http://user:{key}@127.0.0.1:9/v1", "--quiet", env=env)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary.keys() >= REQUIRED and summary["status"] == "solved"
+    assert summary["best"]["correct"] and summary["best"]["speedup_vs_compile"] is None
+    assert summary["speed_measured"] is False and "not measured" in summary["note"]
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert len(files) > 8 and any(p.suffix == ".sqlite" for p in files)
+    for path in files:
+        assert key.encode() not in path.read_bytes(), f"key leaked into {path}"
+    assert key not in done.stdout + done.stderr
+    assert "[redacted]" in (run_dir / "best_kernel.py").read_text()
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    missing = kiln_run(str(tmp_path / "nope.py"), "--device", "cpu")
+    assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0
+    assert "problem file not found" in missing.stderr
+    bad = kiln_run(str(PROBLEM), "--strategy", "sideways", "--device", "cpu", "--out", str(tmp_path / "r"))
+    assert bad.returncode == 2 and "strategy" in bad.stderr and "Traceback" not in bad.stderr
+    not_run = kiln_run("--resume", str(tmp_path))
+    assert not_run.returncode == 2 and "not a kiln run directory" in not_run.stderr
