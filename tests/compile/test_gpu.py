@@ -180,3 +180,13 @@ def test_timing_repeatability_of_a_50us_plus_kernel():
     meds = [time_callable(f, sets, max_time_s=3.0, flush=flush)[0].median_us for _ in range(3)]
     print("repeat medians (us):", meds)
     assert min(meds) >= 50 and max(meds) / min(meds) <= 1.02
+
+
+def test_doc_fast_path_example_runs(tmp_path):
+    import re
+
+    doc = (Path(__file__).parents[2] / "docs" / "cuda-fast-path.md").read_text()
+    example = tmp_path / "doc_fast_path.py"
+    example.write_text(re.findall(r"```python\n(.*?)```", doc, re.S)[0])
+    p = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
