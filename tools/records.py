@@ -172,6 +172,7 @@ class TimingRecord(Record):
     speedups: dict[str, Speedup] = Field(default_factory=dict)
     memory: MemoryRecord = Field(default_factory=MemoryRecord)
     env: EnvRecord | None = None
+    baseline_errors: dict[str, str] = Field(default_factory=dict, description="baselines that failed to run, and why")
 
 
 # ----------------------------------------------------------------------------- integrity
@@ -194,6 +195,10 @@ class OpAccounting(Record):
     library_kernels: list[str] = Field(default_factory=list)
     own_time_share: float | None = Field(None, description="GPU time in own kernels / all kernel time")
     decoy_kernels: list[str] = Field(default_factory=list)
+    own_launches: dict[str, int] = Field(default_factory=dict, description="own kernel name -> launches seen")
+    own_time_us: float | None = Field(None, description="GPU time in own kernels, one forward")
+    library_time_us: float | None = Field(None, description="GPU time in library kernels, one forward")
+    method: str = Field("", description="how own kernels were seen: launch hooks, profiler")
 
 
 class PhysicsRecord(Record):
@@ -204,6 +209,8 @@ class PhysicsRecord(Record):
     floor_us: float | None = None
     measured_us: float | None = None
     pct_of_floor: float | None = Field(None, description="floor / measured, in %")
+    bound: str | None = Field(None, description="'memory' or 'compute': which term sets the floor")
+    peak_source: str | None = Field(None, description="where the peaks came from (measured, cache file)")
 
 
 class DegenerateRecord(Record):
@@ -218,6 +225,9 @@ class TimingIntegrity(Record):
     timed_outputs_checked: int = 0
     timed_outputs_failed: int = 0
     distinct_inputs: bool = False
+    wall_us: float | None = Field(None, description="host wall time of the same calls, incl. final device sync")
+    event_us: float | None = Field(None, description="CUDA-event time of those calls on the timed stream")
+    n_calls: int | None = Field(None, description="how many calls wall_us / event_us cover")
 
 
 class IntegrityRecord(Record):

@@ -1,0 +1,172 @@
+"""A small C/C++/CUDA tokenizer and the integrity rules for kernel source strings.
+
+Comments, string and character literals are dropped (so a commented-out `cudaStreamCreate` is not
+a finding and a `"cudaStreamCreate"` string is not a call), line continuations are joined,
+`a ## b` token pastes are joined, and `ns::name` chains become one qualified token. Rules look at
+tokens, never at raw text, so spacing and comments can't hide a call.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kiln.tools.integrity.ops import is_compute
+
+_TOKEN = re.compile(r"""
+    (?P<comment>//[^\n]*|/\*.*?\*/)
+  | (?P<string>R"(?P<delim>[^(\s]{0,16})\(.*?\)(?P=delim)"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
+  | (?P<ident>(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*~?[A-Za-z_]\w*)*)
+  | (?P<number>\.?\d[\w.]*)
+  | (?P<punct><<<|>>>|\#\#|->|::|[^\s\w])
+""", re.S | re.X)
+
+
+@dataclass(frozen=True)
+class Tok:
+    kind: str  # ident | number | punct
+    text: str
+    line: int
+
+
+def tokenize(src: str) -> list[Tok]:
+    src = src.replace("\\\r\n", "").replace("\\\n", "")
+    toks: list[Tok] = []
+    for m in _TOKEN.finditer(src):
+        kind = m.lastgroup if m.lastgroup != "delim" else "string"
+        if kind in ("comment", "string"):
+            continue
+        line = src.count("\n", 0, m.start()) + 1
+        toks.append(Tok(kind or "punct", re.sub(r"\s+", "", m.group(0)), line))
+    return _paste(toks)
+
+
+def _paste(toks: list[Tok]) -> list[Tok]:
+    """`a ## b` -> `ab`, as the preprocessor would paste them."""
+    out: list[Tok] = []
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        while i + 2 < len(toks) and toks[i + 1].text == "##" and toks[i + 2].kind == "ident":
+            t = Tok("ident", t.text + toks[i + 2].text, t.line)
+            i += 2
+        out.append(t)
+        i += 1
+    return out
+
+
+STREAM = frozenset({
+    "cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority", "cuStreamCreate",
+    "cuStreamCreateWithPriority", "cudaStreamNonBlocking", "CU_STREAM_NON_BLOCKING", "cudaStreamPerThread",
+    "CU_STREAM_PER_THREAD", "getStreamFromPool", "getStreamFromExternal", "setCurrentCUDAStream",
+    "CUDAStreamGuard", "OptionalCUDAStreamGuard", "CUDAMultiStreamGuard", "cudaLaunchHostFunc",
+    "cuLaunchHostFunc", "cudaStreamAddCallback", "cudaStreamBeginCapture", "cudaGraphLaunch",
+})
+THREADS = frozenset({"std::thread", "std::jthread", "std::async", "pthread_create", "fork", "vfork",
+                     "CreateThread", "std::launch::async"})
+ENV_FILE = frozenset({"getenv", "std::getenv", "secure_getenv", "fopen", "freopen", "std::ifstream",
+                      "std::ofstream", "std::fstream", "ifstream", "ofstream", "fstream", "mmap", "readlink",
+                      "opendir", "popen", "system"})
+INTROSPECTION = frozenset({"dlsym", "dlopen", "PyImport_ImportModule", "PyRun_SimpleString", "PyEval_GetFrame",
+                           "py::module_::import", "pybind11::module_::import", "py::module::import",
+                           "pybind11::module::import", "py::eval", "py::exec", "pybind11::eval", "pybind11::exec"})
+DOWNCAST = frozenset({"__half", "half", "half2", "__half2", "__nv_bfloat16", "__nv_bfloat162", "nv_bfloat16",
+                      "__float2half", "__float2half_rn", "__float2bfloat16", "__float2bfloat16_rn",
+                      "__floats2half2_rn", "__float22half2_rn", "__nv_fp8_e4m3", "__nv_fp8_e5m2"})
+_NOT_OPS = frozenset({"cuda", "native", "indexing", "nn", "functional", "autograd", "detail", "check",
+                      "globalContext", "zeros", "empty", "getCurrentCUDAStream", "device", "dtype"})
+
+
+@dataclass(frozen=True)
+class CHit:
+    rule: str
+    token: str
+    line: int
+
+
+def scan_source(src: str) -> list[CHit]:
+    """Every rule hit in one C/C++/CUDA source, with its line inside the source."""
+    toks = tokenize(src)
+    hits: list[CHit] = []
+    device = _device_regions(toks)
+    for i, t in enumerate(toks):
+        if t.kind != "ident":
+            continue
+        called = i + 1 < len(toks) and toks[i + 1].text == "("
+        hits += _ident_hits(t, called)
+        if called and _is_torch_op(t.text):
+            hits.append(CHit("static.cpp-torch-op", t.text, t.line))
+        elif called and i in device.host_methods and _is_method_op(toks, i):
+            hits.append(CHit("static.cpp-torch-op", "." + t.text, t.line))
+    return hits
+
+
+def has_kernel(src: str) -> bool:
+    return any(t.text == "__global__" for t in tokenize(src))
+
+
+def _ident_hits(t: Tok, called: bool) -> list[CHit]:
+    last = t.text.split("::")[-1]
+    out = []
+    if t.text in STREAM or last in STREAM:
+        out.append(CHit("static.stream", t.text, t.line))
+    if t.text in THREADS or (called and last in ("pthread_create", "fork", "vfork")):
+        out.append(CHit("static.threads", t.text, t.line))
+    if (t.text in ENV_FILE or last in ("getenv", "secure_getenv")) and (called or "stream" in last):
+        out.append(CHit("static.env-or-file", t.text, t.line))
+    if t.text in INTROSPECTION or last in ("dlsym", "dlopen"):
+        out.append(CHit("static.introspection", t.text, t.line))
+    if t.text in DOWNCAST or last in DOWNCAST:
+        out.append(CHit("static.downcast", t.text, t.line))
+    return out
+
+
+def _is_torch_op(name: str) -> bool:
+    parts = name.lstrip(":").split("::")
+    if len(parts) < 2 or parts[0] not in ("torch", "at"):
+        return False
+    last = parts[-1]
+    if last in _NOT_OPS or not last[:1].islower() or any(p in ("cuda", "detail", "indexing") for p in parts[1:-1]):
+        return False
+    return _aten_has(last) and is_compute(last)
+
+
+def _is_method_op(toks: list[Tok], i: int) -> bool:
+    prev = toks[i - 1].text if i else ""
+    return prev in (".", "->") and "::" not in toks[i].text and _aten_has(toks[i].text) and is_compute(toks[i].text)
+
+
+def _aten_has(name: str) -> bool:
+    import torch
+
+    try:
+        return hasattr(torch.ops.aten, name)
+    except Exception:  # noqa: BLE001 - an odd name is simply not an ATen op
+        return False
+
+
+@dataclass
+class _Regions:
+    host_methods: set[int]
+
+
+def _device_regions(toks: list[Tok]) -> _Regions:
+    """Token indices outside `__global__` / `__device__` function bodies (host code)."""
+    host: set[int] = set()
+    depth, device_depth, pending = 0, -1, False
+    for i, t in enumerate(toks):
+        if t.text in ("__global__", "__device__") and device_depth < 0:
+            pending = True
+        elif t.text == "{":
+            if pending and device_depth < 0:
+                device_depth, pending = depth, False
+            depth += 1
+        elif t.text == "}":
+            depth -= 1
+            if depth == device_depth:
+                device_depth = -1
+        elif t.text == ";" and device_depth < 0:
+            pending = False  # a declaration, not a definition
+        if device_depth < 0:
+            host.add(i)
+    return _Regions(host)

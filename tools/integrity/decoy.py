@@ -1,0 +1,131 @@
+"""Decoy detection: does each own kernel's output actually feed the result?
+
+For each own kernel, the forward is re-run with that kernel's outputs poisoned right after every
+launch of it: first with NaN, then with an affine flip (-2x + 1, which survives NaN-dropping ops
+like `tl.maximum`). A kernel's outputs are the tensor arguments its launch changed (all of its
+arguments other than the forward's inputs and the model's parameters when it changed none, since
+a fresh buffer may already hold the right values) plus, for extension functions, what they return.
+If no poison changes the final output beyond the run-to-run noise, the kernel is a decoy.
+Model state the poison touched (buffers or caches that existed before the forward) is restored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from kiln.tools.integrity.accounting import AtenRecorder, _sid
+from kiln.tools.integrity.launches import LaunchHooks
+
+MAX_KERNELS = 8
+SNAPSHOT_MAX_BYTES = 2 << 30
+
+
+class _Poisoner:
+    def __init__(self, target: str, mode: str, protected: set[int]) -> None:
+        self.target, self.mode, self.protected = target, mode, protected
+        self.recorder: AtenRecorder | None = None
+        self.saved: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def before(self, name: str, tensors: list[torch.Tensor]) -> list[torch.Tensor] | None:
+        if name != self.target or sum(t.numel() * t.element_size() for t in tensors) > SNAPSHOT_MAX_BYTES:
+            return None
+        return [t.detach().clone() for t in tensors]
+
+    def after(self, name: str, tensors: list[torch.Tensor], state: Any, result: Any) -> None:
+        if name != self.target:
+            return
+        candidates = [t for t in tensors if _sid(t) not in self.protected]
+        written = [t for t, c in zip(tensors, state or [], strict=False) if not _same_bits(t, c)]
+        written = [t for t in written if _sid(t) not in self.protected] or candidates
+        written += [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
+        for t in written:
+            if t.is_floating_point() and t.numel():
+                self._poison(t)
+
+    def _poison(self, t: torch.Tensor) -> None:
+        fresh = self.recorder.fresh if self.recorder else set()
+        with torch.no_grad():
+            if _sid(t) not in fresh:
+                self.saved.append((t, t.detach().clone()))
+            if self.mode == "nan":
+                t.fill_(float("nan"))
+            else:
+                t.mul_(-2.0).add_(1.0)
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for t, c in reversed(self.saved):
+                t.copy_(c)
+        self.saved.clear()
+
+
+def find_decoys(model: torch.nn.Module, inputs: tuple, kernels: list[str], roots: list[Any]) -> list[str]:
+    """Names of own kernels whose outputs don't reach the result."""
+    base = _forward(model, inputs)
+    noise = _max_diff(base, _forward(model, inputs))
+    decoys = []
+    for name in kernels[:MAX_KERNELS]:
+        if not any(_feeds(model, inputs, name, mode, base, noise, roots) for mode in ("nan", "flip")):
+            decoys.append(name)
+    return decoys
+
+
+def _feeds(model: torch.nn.Module, inputs: tuple, name: str, mode: str, base: list[torch.Tensor],
+           noise: float, roots: list[Any]) -> bool:
+    args = _clone(inputs)
+    protected = {_sid(t) for t in args if isinstance(t, torch.Tensor)}
+    protected |= {_sid(p) for p in list(model.parameters()) + list(model.buffers())}
+    poisoner = _Poisoner(name, mode, protected)
+    hooks = LaunchHooks(poisoner, roots)
+    recorder = AtenRecorder(hooks)
+    poisoner.recorder = recorder
+    try:
+        with hooks, recorder:
+            out = _forward(model, args, clone=False)
+    except Exception:  # noqa: BLE001 - the poisoned output broke what consumed it: it feeds the result
+        return True
+    finally:
+        poisoner.restore()
+    return _max_diff(base, out) > max(10 * noise, 0.0)
+
+
+def _clone(inputs: Any) -> list[Any]:
+    return [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+
+
+def _forward(model: torch.nn.Module, inputs: Any, *, clone: bool = True) -> list[torch.Tensor]:
+    with torch.no_grad():
+        out = model(*(_clone(inputs) if clone else inputs))
+    return [t.detach().clone() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+
+
+def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """Largest difference between two output lists; inf when shapes or NaN patterns differ."""
+    if len(a) != len(b):
+        return float("inf")
+    worst = 0.0
+    for x, y in zip(a, b, strict=True):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return float("inf")
+        if not x.is_floating_point():
+            if not torch.equal(x, y):
+                return float("inf")
+            continue
+        if not torch.equal(torch.isnan(x), torch.isnan(y)):
+            return float("inf")
+        ok = ~torch.isnan(x)
+        if ok.any():
+            d = (x[ok].double() - y[ok].double()).abs()
+            worst = max(worst, float(torch.nan_to_num(d, nan=float("inf"), posinf=float("inf")).max()))
+    return worst
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape:
+        return False
+    if a.is_floating_point():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return torch.equal(a, b)

@@ -1,0 +1,132 @@
+"""Runtime integrity in the candidate process: operator and kernel accounting, decoys, hygiene.
+
+`inspect_forward` runs `ModelNew.forward` (after correctness passed, before timing) under
+- `AtenRecorder`: every ATen operator, compute vs allocation/view/copy/reshape;
+- `LaunchHooks`: every launch of the candidate's own Triton / CUDA kernels, so an own kernel is
+  seen running under the Triton interpreter on CPU too;
+- on a GPU, the torch profiler: every kernel launched, own (a name the candidate defined) vs
+  library, and the own kernels' share of GPU time;
+then re-runs it with each own kernel's outputs poisoned to find decoys (`decoy.find_decoys`).
+
+Policies: `strict` forbids any PyTorch compute operator; `partial` (KernelBench's rules) allows
+them for parts. Both require at least one own kernel to run and every own kernel to feed the result.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+import torch
+from torch import nn
+
+from kiln.tools.integrity.accounting import AtenRecorder
+from kiln.tools.integrity.decoy import find_decoys
+from kiln.tools.integrity.hygiene import check_outputs as _check_outputs
+from kiln.tools.integrity.launches import EXT, CountingObserver, LaunchHooks
+from kiln.tools.records import Finding, OpAccounting
+
+__all__ = ["inspect_forward", "check_outputs"]
+
+check_outputs = _check_outputs
+
+
+def inspect_forward(model_new: nn.Module, inputs: tuple, *, policy: str, device: str) -> tuple[OpAccounting, list[Finding]]:
+    """Account for one forward and judge it under `policy` ('strict' or 'partial')."""
+    roots = candidate_roots(model_new)
+    counter = CountingObserver()
+    hooks = LaunchHooks(counter, roots)
+    recorder = AtenRecorder(hooks, counter.snapshots)
+    args = _clone(inputs)
+    with hooks, recorder, torch.no_grad():
+        model_new(*args)
+    kernels = sorted(n for n in counter.counts if not n.startswith(EXT))
+    acc = OpAccounting(aten_ops=dict(sorted(recorder.counts.items())), compute_ops=recorder.compute_ops,
+                       own_launches=dict(counter.counts), own_kernels=kernels, method="launch hooks")
+    if device == "cuda" and torch.cuda.is_available():
+        _profile_into(acc, model_new, inputs, roots)
+    elif not kernels:  # no profiler: the candidate's own C++ host code is its own work
+        acc.own_kernels = sorted(counter.counts)
+    if counter.counts:
+        acc.decoy_kernels = find_decoys(model_new, inputs, sorted(counter.counts), roots)
+    acc.decoy_kernels += [f"{n} (returns the output of {op} unchanged)" for n, op in sorted(counter.torch_results.items())]
+    return acc, judge(acc, policy)
+
+
+def judge(acc: OpAccounting, policy: str) -> list[Finding]:
+    """Findings from an accounting record under a policy."""
+    out: list[Finding] = []
+    if not acc.own_kernels:
+        ops = ", ".join(acc.compute_ops[:6]) or "no compute at all"
+        out.append(Finding(rule="runtime.no-own-kernel", severity="reject",
+                           evidence=f"no kernel of the candidate's own ran during forward ({acc.method}); "
+                                    f"PyTorch ops: {ops}"))
+    if acc.compute_ops:
+        sev = "reject" if policy == "strict" else "info"
+        out.append(Finding(rule="runtime.torch-compute", severity=sev,
+                           evidence=f"PyTorch compute ops in forward: {', '.join(acc.compute_ops[:10])}"
+                                    + (" (forbidden under the strict policy)" if policy == "strict" else "")))
+    if acc.decoy_kernels:
+        out.append(Finding(rule="runtime.decoy", severity="reject",
+                           evidence=f"kernel(s) {', '.join(acc.decoy_kernels)} ran but poisoning their output "
+                                    "did not change the result"))
+    return out
+
+
+def candidate_roots(model_new: nn.Module) -> list[Any]:
+    """The model and the module its class was defined in (where extension modules live)."""
+    roots: list[Any] = [model_new]
+    mod = sys.modules.get(type(model_new).__module__)
+    if mod is not None:
+        roots.append(mod)
+    return roots
+
+
+def own_kernel_names(roots: list[Any]) -> set[str]:
+    """Names the candidate defined: Triton functions and `__global__` functions in its sources."""
+    names: set[str] = set()
+    for root in roots:
+        for value in (vars(root).values() if hasattr(root, "__dict__") else []):
+            fn = getattr(value, "fn", None)
+            if fn is not None and hasattr(value, "run"):
+                names.add(getattr(fn, "__name__", ""))
+            if isinstance(value, str) and "__global__" in value:
+                names |= set(re.findall(r"__global__\s+(?:[\w:<>]+\s+)*?(\w+)\s*\(", value))
+            if type(value).__name__ == "CudaKernel":
+                names.add(str(getattr(value, "name", "")))
+    return {n for n in names if len(n) >= 3}
+
+
+def _profile_into(acc: OpAccounting, model_new: nn.Module, inputs: tuple, roots: list[Any]) -> None:
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    own_names = own_kernel_names(roots) | set(acc.own_kernels)
+    args = _clone(inputs)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
+        model_new(*args)
+        torch.cuda.synchronize()
+    own_us = lib_us = 0.0
+    own, lib = set(), set()
+    for e in prof.events():
+        if e.device_type != DeviceType.CUDA:
+            continue
+        us = float(e.time_range.elapsed_us())
+        if any(n in e.name for n in own_names):
+            own.add(e.name)
+            own_us += us
+        else:
+            lib.add(e.name)
+            lib_us += us
+    acc.library_kernels = sorted(lib)
+    acc.own_time_us, acc.library_time_us = own_us, lib_us
+    acc.own_time_share = own_us / (own_us + lib_us) if own_us + lib_us > 0 else None
+    acc.method = "launch hooks + torch profiler"
+    if own and not acc.own_kernels:  # own kernels launched from C++ (load_inline) show up here only
+        acc.own_kernels = sorted(own)
+
+
+def _clone(inputs: tuple) -> list[Any]:
+    return [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]

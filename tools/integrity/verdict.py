@@ -1,0 +1,138 @@
+"""The integrity verdict: the last step of every check, in the parent process.
+
+`apply` judges the timing-integrity measurements, the physics floor and the speedup intervals,
+escalates policy-dependent findings, and turns every finding of severity `reject` into
+`status: "rejected"`, `correct: False` and a reason naming the rule. It is pure: it reads and
+returns a `CheckRecord`, so a record can be re-judged offline.
+"""
+
+from __future__ import annotations
+
+from kiln.tools.integrity import physics
+from kiln.tools.integrity.peaks import Peaks
+from kiln.tools.records import CheckRecord, Finding, IntegrityRecord, Speedup, TimingIntegrity
+
+EXTRA_ROUND_SPEEDUP = 10.0
+"""Any speedup above this triggers an extra verification round (more trials, new seeds, sizes)."""
+WALL_OVER_EVENT_MAX = 1.5
+"""Host wall time may exceed event time by this factor (plus the slack below) before we call it
+escaped work: the wall clock also covers the final device-wide sync and launch latency."""
+WALL_SLACK_US = 50.0
+WALL_SLACK_PER_CALL_US = 10.0
+STRICT_ESCALATE = frozenset({"static.cpp-torch-op"})
+"""Findings that are warnings under `partial` (parts in PyTorch are allowed) but rejections under
+`strict` (no PyTorch compute at all)."""
+
+
+def apply(record: CheckRecord, *, threshold: float = 1.0, peaks: Peaks | None = None) -> CheckRecord:
+    """Judge `record` and return the updated copy."""
+    rec = record.model_copy(deep=True)
+    integ = rec.integrity or IntegrityRecord()
+    rec.integrity = integ
+    if integ.policy == "strict":
+        integ.findings = [_escalate(f) for f in integ.findings]
+    integ.findings += judge_timing(integ.timing)
+    integ.findings += _judge_physics(rec, peaks)
+    _noise_aware(rec, threshold)
+    if integ.degenerate and integ.degenerate.degenerate:
+        rec.reasons += [f"problem is degenerate ({r}); speedups on it mean nothing" for r in integ.degenerate.reasons]
+    if needs_extra_round(rec) and not integ.extra_round:
+        rec.reasons.append(f"speedup above {EXTRA_ROUND_SPEEDUP:g}x: needs an extra verification round")
+    _reject(rec, [f for f in integ.findings if f.severity == "reject"])
+    return rec
+
+
+def needs_extra_round(record: CheckRecord) -> bool:
+    """Any measured speedup above 10x."""
+    t = record.timing
+    return bool(t and t.measured and any(s.value > EXTRA_ROUND_SPEEDUP for s in t.speedups.values()))
+
+
+def judge_timing(ti: TimingIntegrity | None) -> list[Finding]:
+    """Findings from COMPILE's timing-integrity measurements."""
+    if ti is None:
+        return []
+    out = []
+    if _escaped(ti):
+        out.append(Finding(rule="timing.escaped-stream", severity="reject", evidence=_escaped_evidence(ti)))
+    if ti.threads_before is not None and ti.threads_after is not None and ti.threads_after > ti.threads_before:
+        out.append(Finding(rule="timing.threads", severity="reject",
+                           evidence=f"threads grew from {ti.threads_before} to {ti.threads_after} during timed calls"))
+    if ti.timed_outputs_failed:
+        out.append(Finding(rule="timing.recheck-failed", severity="reject",
+                           evidence=f"{ti.timed_outputs_failed} of {ti.timed_outputs_checked} outputs produced "
+                                    "during timed runs did not match the reference"))
+    return out
+
+
+def _escaped(ti: TimingIntegrity) -> bool:
+    if ti.wall_us is not None and ti.event_us is not None:
+        slack = WALL_SLACK_US + WALL_SLACK_PER_CALL_US * (ti.n_calls or 1)
+        return ti.wall_us > WALL_OVER_EVENT_MAX * ti.event_us + slack
+    return ti.wall_over_event is not None and ti.wall_over_event > 2 * WALL_OVER_EVENT_MAX
+
+
+def _escaped_evidence(ti: TimingIntegrity) -> str:
+    if ti.wall_us is not None and ti.event_us is not None:
+        return (f"host wall time {ti.wall_us:.1f} us around a device-wide sync vs {ti.event_us:.1f} us "
+                f"of event time over {ti.n_calls or '?'} calls: work ran outside the timed stream")
+    return f"host wall / event time = {ti.wall_over_event:.2f}: work ran outside the timed stream"
+
+
+def _judge_physics(rec: CheckRecord, peaks: Peaks | None) -> list[Finding]:
+    integ = rec.integrity
+    assert integ is not None
+    ph = integ.physics
+    measured = rec.timing.candidate.median_us if rec.timing and rec.timing.measured and rec.timing.candidate else None
+    if ph is None or measured is None:
+        return []
+    if peaks is not None or ph.floor_us is None:
+        p = peaks or Peaks(gbps=ph.peak_gbps, tflops=ph.peak_tflops, source=ph.peak_source or "record")
+        ph = physics.floor(ph.bytes_moved, ph.flops, p, measured_us=measured)
+    else:
+        ph = ph.model_copy(update={"measured_us": measured, "pct_of_floor": 100.0 * ph.floor_us / measured})
+    integ.physics = ph
+    if ph.floor_us is None or measured >= ph.floor_us:
+        return []
+    return [Finding(rule="physics.faster-than-hardware", severity="reject",
+                    evidence=f"faster than the hardware allows: measured {measured:.2f} us < {ph.bound} floor "
+                             f"{ph.floor_us:.2f} us ({ph.bytes_moved} bytes at {ph.peak_gbps} GB/s, "
+                             f"{ph.flops} FLOPs at {ph.peak_tflops} TFLOP/s, with margin)")]
+
+
+def _noise_aware(rec: CheckRecord, threshold: float) -> None:
+    if rec.timing is None:
+        return
+    rec.timing.speedups = {k: _verdict(s, threshold) for k, s in rec.timing.speedups.items()}
+
+
+def _verdict(s: Speedup, threshold: float) -> Speedup:
+    """Faster only if the CI's low end is above the threshold; slower only if its high end is
+    below; an interval containing the threshold is a tie."""
+    if s.ci_low > threshold:
+        v = "faster"
+    elif s.ci_high < threshold:
+        v = "slower"
+    else:
+        v = "tie"
+    return s.model_copy(update={"verdict": v})
+
+
+def _escalate(f: Finding) -> Finding:
+    if f.rule in STRICT_ESCALATE and f.severity == "warn":
+        return f.model_copy(update={"severity": "reject", "evidence": f.evidence + " (strict policy)"})
+    return f
+
+
+def _reject(rec: CheckRecord, rejects: list[Finding]) -> None:
+    if not rejects:
+        return
+    if rec.status not in ("rejected",):
+        rec.reasons.append(f"was: {rec.status}")
+    rec.status, rec.correct = "rejected", False
+    for f in rejects:
+        where = f" (line {f.line})" if f.line else ""
+        prefix = "rejected: faster than the hardware allows" if f.rule == "physics.faster-than-hardware" else "rejected"
+        reason = f"{prefix}: {f.rule}{where}: {f.evidence}"
+        if reason not in rec.reasons:
+            rec.reasons.append(reason)
