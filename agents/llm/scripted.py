@@ -114,11 +114,15 @@ def _to_message(item: Any, tools: list[dict] | None, messages: list[BaseMessage]
 
 
 def load_script(path: Path) -> dict[str, list[Any]]:
-    """A JSON file {"coder": [...], "judge": [...], "proposer": [...]} (any role may be missing)."""
+    """A JSON file {"model": NAME?, "coder": [...], "judge": [...], "proposer": [...]}.
+
+    Any role may be missing; "model" names the model whose prices apply (default: unpriced).
+    """
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise KilnConfigError(f"cannot read LLM script {path}: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+    roles_ok = isinstance(data, dict) and all(isinstance(v, list) for k, v in data.items() if k != "model")
+    if not roles_ok or not isinstance(data.get("model", ""), str):
         raise KilnConfigError(f"LLM script {path} must map role names to lists of replies")
     return data

@@ -1,0 +1,55 @@
+"""The Coder's few-shot examples are runnable kernels, checked by kiln's own checker."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from kiln.agents.prompts import example_paths
+from kiln.tools.check import check
+from kiln.tools.records import CheckOptions
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+EXAMPLES = example_paths()
+IDS = [cand.stem for _, cand, _ in EXAMPLES]
+
+
+def test_every_example_names_its_problem():
+    for lang, cand, prob in EXAMPLES:
+        header = cand.read_text().splitlines()[0]
+        assert f"problem: problems/{prob.name}" in header and f"lang: {lang}" in header
+
+
+@pytest.mark.parametrize("lang,cand,prob", [e for e in EXAMPLES if e[0] == "triton"],
+                         ids=[i for i, e in zip(IDS, EXAMPLES, strict=True) if e[0] == "triton"])
+def test_triton_examples_are_correct_on_cpu(lang, cand, prob):
+    rec = check(prob, cand, CheckOptions(device="cpu", trials=2))
+    assert rec.compile is not None and rec.compile.ok, rec.compile
+    assert rec.correctness is not None and rec.correctness.passed, rec.correctness.first_failure
+    assert rec.correctness.n_trials >= 2
+    static = [f for f in rec.integrity.findings if f.rule.startswith("static.")]
+    assert static == []
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("lang,cand,prob", [e for e in EXAMPLES if e[0] == "cuda"],
+                         ids=[i for i, e in zip(IDS, EXAMPLES, strict=True) if e[0] == "cuda"])
+def test_cuda_examples_compile_with_nvcc(lang, cand, prob):
+    rec = check(prob, cand, CheckOptions(device="cpu", trials=1))
+    assert rec.compile is not None and rec.compile.ok, rec.compile.errors
+    assert rec.compile.backend.startswith("nvcc-check")
+    assert [f for f in rec.integrity.findings if f.severity == "reject"] == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("lang,cand,prob", EXAMPLES, ids=IDS)
+def test_examples_pass_the_full_check_on_gpu(lang, cand, prob):
+    rec = check(prob, cand, CheckOptions(device="cuda", trials=3))
+    assert rec.status == "ok" and rec.correct, (rec.status, rec.reasons)

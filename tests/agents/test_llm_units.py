@@ -1,0 +1,112 @@
+"""Transport classification, redaction, the scripted model and GPU facts (no server needed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from kiln.agents.gpufacts import probe_device, read_gpu_facts
+from kiln.agents.llm.cache import cache_key
+from kiln.agents.llm.redact import MASK, Redactor, install_log_redaction
+from kiln.agents.llm.scripted import ScriptedChatModel, ScriptedTransportError
+from kiln.agents.llm.transport import (
+    LLMCallError,
+    TransportSettings,
+    backoff_s,
+    call_with_retries,
+    is_retryable,
+)
+
+
+class StatusError(Exception):
+    def __init__(self, code: int, retry_after: str | None = None) -> None:
+        super().__init__(f"status {code}")
+        self.status_code = code
+        self.response = type("R", (), {"headers": {"retry-after": retry_after} if retry_after else {}})()
+
+
+def test_retryable_classification():
+    assert all(is_retryable(StatusError(c)) for c in (429, 500, 502, 503, 529))
+    assert not any(is_retryable(StatusError(c)) for c in (400, 401, 403, 404, 422))
+    assert is_retryable(TimeoutError()) and is_retryable(json.JSONDecodeError("x", "y", 0))
+    assert not is_retryable(ValueError("bad schema"))
+
+
+def test_backoff_grows_is_capped_and_honours_retry_after():
+    s = TransportSettings(backoff_base_s=1.0, backoff_max_s=5.0)
+    waits = [backoff_s(a, s, StatusError(500)) for a in (1, 2, 3, 4, 5)]
+    assert 1.0 <= waits[0] <= 1.25 and 2.0 <= waits[1] <= 2.5 and waits[4] == 5.0
+    assert backoff_s(1, s, StatusError(429, "3")) == 3.0
+    assert backoff_s(1, s, StatusError(429, "600")) == 5.0
+
+
+def test_call_with_retries_counts_attempts_and_sleeps():
+    calls, sleeps = [], []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise StatusError(503)
+        return "ok"
+
+    s = TransportSettings(max_attempts=3, backoff_base_s=0.5)
+    assert call_with_retries(flaky, s, sleep=sleeps.append) == "ok" and len(sleeps) == 2
+    with pytest.raises(LLMCallError, match="after 1 attempt \\(not retryable\\): HTTP 400"):
+        call_with_retries(lambda: (_ for _ in ()).throw(StatusError(400)), s, sleep=sleeps.append)
+
+
+def test_redactor_masks_known_values_and_key_shapes():
+    r = Redactor(["my-private-token-123"], env={"HF_TOKEN": "hf_abcdefghijk", "HOME": "/root", "X_KEY": "EMPTY"})
+    text = r("a my-private-token-123 b hf_abcdefghijk c sk-proj-ABCDEFGHIJKLMNOP d Bearer abc.def.ghi123 /root EMPTY")
+    assert "my-private-token" not in text and "hf_abc" not in text and "sk-proj" not in text
+    assert "abc.def" not in text and "/root" in text and "EMPTY" in text and text.count(MASK) == 4
+    assert r.deep({"a": ["my-private-token-123"], "b": 1}) == {"a": [MASK], "b": 1}
+
+
+def test_log_redaction(caplog):
+    r = Redactor(["sekrit-value-42"])
+    install_log_redaction(r, ["kiln.test"])
+    logger = logging.getLogger("kiln.test")
+    with caplog.at_level(logging.INFO, logger="kiln.test"):
+        logger.info("calling with %s", "sekrit-value-42")
+    assert "sekrit-value-42" not in caplog.text and MASK in caplog.text
+
+
+def test_scripted_model_text_tools_and_errors():
+    from pydantic import BaseModel
+
+    class Out(BaseModel):
+        x: int
+
+    m = ScriptedChatModel(replies=["hello", {"structured": {"x": 3}}, {"raise": "rate_limit"}])
+    assert m.invoke("hi").content == "hello"
+    assert m.with_structured_output(Out).invoke("give x") == Out(x=3)
+    with pytest.raises(ScriptedTransportError) as err:
+        m.invoke("again")
+    assert err.value.status_code == 429 and is_retryable(err.value)
+    with pytest.raises(IndexError, match="ran out of replies after 3"):
+        m.invoke("more")
+    assert len(m.calls) == 4
+
+
+def test_cache_key_ignores_transport_settings():
+    a = '{"id": ["x"], "kwargs": {"model_name": "m", "request_timeout": 5, "max_retries": 0}}---[]'
+    b = '{"id": ["x"], "kwargs": {"model_name": "m", "request_timeout": 60, "openai_api_base": "http://h"}}---[]'
+    c = '{"id": ["x"], "kwargs": {"model_name": "m2"}}---[]'
+    assert cache_key("p", a) == cache_key("p", b) != cache_key("p", c)
+    assert cache_key("p", a) != cache_key("q", a)
+
+
+def test_gpu_facts_on_this_machine():
+    facts = read_gpu_facts("cpu")
+    assert facts.device == "cpu" and facts.sm_count is None
+    props = probe_device(0)  # a real subprocess asking torch
+    import torch
+
+    if torch.cuda.is_available():
+        assert props["sm_count"] == torch.cuda.get_device_properties(0).multi_processor_count
+        assert read_gpu_facts("cuda").sm_count == props["sm_count"]
+    else:
+        assert props is None and read_gpu_facts("cuda").device == "cpu"

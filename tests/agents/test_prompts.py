@@ -1,0 +1,98 @@
+"""Prompt templates: StrictUndefined, bounded context, facts from the machine, the CUDA forms."""
+
+from __future__ import annotations
+
+import jinja2
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from kiln.agents import prompts
+from kiln.agents.base import GpuFacts
+from kiln.agents.coder import LLMCoder, clip
+from kiln.agents.judge import LLMJudge
+from kiln.agents.llm.client import LLMClient
+from kiln.agents.llm.redact import Redactor
+from kiln.agents.llm.scripted import ScriptedChatModel
+from kiln.agents.llm.usage import UsageTracker
+from kiln.agents.proposer import LLMProposer
+
+from .helpers import coder_task, judge_input, proposer_input
+
+STATIC = {"lang_triton.j2", "lang_cuda.j2", "proposer_system.j2"}
+TEMPLATES = sorted(p.name for p in prompts.PROMPTS_DIR.glob("*.j2"))
+
+
+def client(role: str = "coder") -> LLMClient:
+    return LLMClient(role, ScriptedChatModel(replies=[]), model_name="scripted", tracker=UsageTracker(),
+                     redactor=Redactor())
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_every_template_fails_on_a_missing_variable(name):
+    if name in STATIC:
+        assert prompts.render(name)  # no variables at all
+        return
+    with pytest.raises(jinja2.UndefinedError):
+        prompts.render(name)
+
+
+def test_missing_variable_in_coder_user_names_it():
+    with pytest.raises(jinja2.UndefinedError, match="feedback_title"):
+        prompts.render("coder_user.j2", mode="repair", problem_name="p", problem_src="x", best_src=None,
+                       best_note="", last_src=None, feedback="err")
+
+
+def test_coder_prompt_is_bounded_to_task_best_last_feedback():
+    task = coder_task("repair", best_src="BEST_KERNEL_SRC", last_src="LAST_KERNEL_SRC",
+                      feedback="IndexError at line 12", iteration=7)
+    system, user = LLMCoder(client()).messages(task)
+    assert isinstance(system, SystemMessage) and isinstance(user, HumanMessage)
+    for part in ("BEST_KERNEL_SRC", "LAST_KERNEL_SRC", "IndexError at line 12", "class Model(nn.Module)"):
+        assert part in user.content
+    assert "What went wrong" in user.content and "Fix exactly the problem" in user.content
+    assert "softmax_rows" in system.content  # the few-shot example, pasted verbatim
+    long = coder_task("repair", feedback="x" * 50_000)
+    assert len(LLMCoder(client(), max_feedback_chars=1000).messages(long)[1].content) < 8000
+
+
+def test_optimize_mode_shows_the_plan_and_generate_has_no_best():
+    _, user = LLMCoder(client()).messages(coder_task("optimize", best_src="B", feedback="use 8 warps"))
+    assert "The Judge's plan" in user.content and "use 8 warps" in user.content
+    _, user = LLMCoder(client()).messages(coder_task("generate"))
+    assert "current best" not in user.content and "first correct" in user.content
+
+
+def test_gpu_facts_come_from_the_record_never_hard_coded():
+    gpu = GpuFacts(device="cuda", name="Some GPU", sm_count=77, capability="9.0", smem_per_sm_bytes=233472,
+                   l2_bytes=12345678, copy_gbps=3210.5, tflops={"bf16": 654.3})
+    system = LLMCoder(client()).messages(coder_task(gpu=gpu))[0].content
+    for value in ("77", "233472", "12345678", "3210.5 GB/s", "654.3 TFLOP/s", "Some GPU"):
+        assert value in system
+    cpu = LLMCoder(client()).messages(coder_task())[0].content
+    assert "Triton interpreter" in cpu and "SMs" not in cpu
+    unmeasured = LLMCoder(client()).messages(coder_task(gpu=GpuFacts(device="cuda", name="g")))[0].content
+    assert "measured copy bandwidth: not measured" in unmeasured
+
+
+def test_cuda_prompt_teaches_kiln_fast_path_and_load_inline_form():
+    system = LLMCoder(client()).messages(coder_task(lang="cuda"))[0].content
+    assert "kiln.tools.cuda.CudaKernel" in system and "i64(" in system
+    assert "no_implicit_headers=True" in system and "getCurrentCUDAStream" in system
+    assert "relu_f32" in system and "scale_add_launch" in system  # both CUDA examples
+    assert "softmax_rows" not in system
+
+
+def test_judge_and_proposer_prompts_render_from_records():
+    system, user = LLMJudge(client("judge"), no_progress_k=4).messages(judge_input(correct=False, iteration=3))
+    assert "no progress for 4 iterations" in system.content
+    assert "expected 0.1, got 0.3" in user.content and "status: incorrect" in user.content
+    assert "speed is not measured" in user.content
+    system, user = LLMProposer(client("proposer")).messages(proposer_input(existing_cases=["batch1"], max_cases=2))
+    assert "verbatim" in system.content and "batch1" in user.content and "at most 2" in user.content
+
+
+def test_clip_keeps_head_and_tail():
+    text = "A" * 100 + "B" * 100
+    out = clip(text, 50)
+    assert out.startswith("A" * 25) and out.endswith("B" * 25) and "150 characters cut" in out
+    assert clip("short", 50) == "short" and clip(None, 5) is None
