@@ -55,7 +55,7 @@ def role_specs(llm: str | None, overrides: Mapping[str, str | None], base_url: s
     return out
 
 
-def _builtin(role: str, lang: str, device: str) -> Any:
+def _builtin(role: str, lang: str, device: str, no_progress_k: int) -> Any:
     try:
         import kiln.agents.builtin as builtin
     except ImportError as exc:
@@ -64,7 +64,8 @@ def _builtin(role: str, lang: str, device: str) -> Any:
     if cls is None:
         raise KilnConfigError(f"kiln.agents.builtin has no {BUILTIN_CLASSES[role]}")
     params = inspect.signature(cls).parameters
-    kwargs = {k: v for k, v in (("lang", lang), ("device", device)) if k in params}
+    offered = {"lang": lang, "device": device, "patience": no_progress_k}
+    kwargs = {k: v for k, v in offered.items() if k in params}
     return cls(**kwargs)
 
 
@@ -123,7 +124,7 @@ def resolve_roles(
     models: dict[str, Any] = {}
     for role, spec in specs.items():
         if spec.provider == "builtin":
-            built[role] = _builtin(role, lang, device)
+            built[role] = _builtin(role, lang, device, no_progress_k)
             continue
         script = scripts.get(spec.model)
         chat = build_chat_model(spec, settings=settings, env=env, cache=cache,
