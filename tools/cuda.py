@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
@@ -87,11 +88,8 @@ def _bindings() -> tuple[Any, Any] | None:
         return driver, nvrtc
     except ImportError:
         pass
-    try:
-        from cuda import cuda as driver  # type: ignore[no-redef]
-        from cuda import nvrtc  # type: ignore[no-redef]
-
-        return driver, nvrtc
+    try:  # cuda-python < 12.6 layout
+        return importlib.import_module("cuda.cuda"), importlib.import_module("cuda.nvrtc")
     except ImportError:
         return None
 

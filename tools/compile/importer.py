@@ -19,7 +19,7 @@ from types import ModuleType
 
 from kiln.tools.compile.detect import cuda_backend, detect_lang
 from kiln.tools.compile.errors import log_tail, python_error, trim_errors, triton_error
-from kiln.tools.records import CompileRecord
+from kiln.tools.records import CompileRecord, Lang
 
 _LAST_IMPORTED: dict[str, str] = {}
 """source and file name of the candidate this process imported last: the default for classifying
@@ -102,27 +102,27 @@ def import_candidate(path: Path, *, device: str, cache_root: Path) -> tuple[Modu
     return module, rec
 
 
-def _backend(lang: str, source: str, device: str) -> str:
+def _backend(lang: Lang, source: str, device: str) -> str:
     if lang == "triton":
         return "triton-interpreter" if device == "cpu" else "triton"
     return cuda_backend(source) if lang == "cuda" else lang
 
 
-def _failed_import(exc: BaseException, source: str, filename: str, lang: str, backend: str) -> CompileRecord:
+def _failed_import(exc: BaseException, source: str, filename: str, lang: Lang, backend: str) -> CompileRecord:
     rec = classify_first_call_error(exc, source=source, filename=filename)
     if rec is not None:
-        rec.lang = lang  # type: ignore[assignment]
+        rec.lang = lang
         rec.backend = rec.backend or backend
         return rec
     if isinstance(exc, SystemExit):
         msg = f"{filename}: the candidate called sys.exit({exc.code}) while being imported"
-        return CompileRecord(ok=False, lang=lang, backend=backend, errors=[msg])  # type: ignore[arg-type]
+        return CompileRecord(ok=False, lang=lang, backend=backend, errors=[msg])
     text = f"{type(exc).__name__}: {exc}"
     errors = [python_error(exc, filename)]
     if isinstance(exc, ImportError) and "undefined symbol" in str(exc):
         errors.append("the extension built but does not link: a function declared in cpp_sources has no "
                       "definition in cuda_sources (check names and signatures)")
-    return CompileRecord(ok=False, lang=lang, backend=backend, errors=errors,  # type: ignore[arg-type]
+    return CompileRecord(ok=False, lang=lang, backend=backend, errors=errors,
                          log_tail=log_tail(text))
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kiln.tools import gpuenv
-from kiln.tools.records import MemoryRecord, TimingIntegrity, TimingRecord
+from kiln.tools.records import MemoryRecord, TimingIntegrity, TimingRecord, TimingStat
 from kiln.tools.timing.bench import L2Flusher, time_callable
 from kiln.tools.timing.stats import speedup
 
@@ -79,7 +79,9 @@ def run_timing_stage(candidate: Any, reference: Any, make_inputs: Callable[[int]
     return rec, integ
 
 
-def _time_candidate(candidate, sets, flush, max_s, recheck, integ, throttle):  # type: ignore[no-untyped-def]
+def _time_candidate(candidate: Any, sets: list[tuple], flush: L2Flusher, max_s: float,
+                    recheck: Callable[[tuple, Any], bool] | None, integ: TimingIntegrity,
+                    throttle: _ThrottleSampler) -> tuple[TimingStat, list[float]]:
     import torch
 
     def on_output(_i: int, inputs: tuple, out: Any) -> None:

@@ -49,7 +49,7 @@ def half_width_pct(samples: Sequence[float]) -> float:
 
 def summarize(samples: Sequence[float]) -> TimingStat:
     x = np.asarray(samples, dtype=float)
-    lo, hi = bootstrap_median_ci(x)
+    lo, hi = bootstrap_median_ci(samples)
     med = float(np.median(x))
     return TimingStat(median_us=med, ci_low_us=lo, ci_high_us=hi,
                       half_width_pct=100.0 * (hi - lo) / 2 / med if med > 0 else float("inf"),
