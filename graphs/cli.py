@@ -48,6 +48,7 @@ def run(
     budget_tokens: Annotated[int | None, typer.Option(help="stop after this many tokens")] = None,
     budget_minutes: Annotated[float | None, typer.Option(help="stop after this many minutes")] = None,
     no_progress: Annotated[int, typer.Option(help="stop after K rounds without a better kernel")] = 4,
+    trials: Annotated[int, typer.Option(help="correctness trials per case and input distribution")] = 3,
     quiet: Annotated[bool, typer.Option(help="no live display")] = False,
 ) -> None:
     """Run the Coder / Judge / Proposer loop on PROBLEM until the kernel is verified and fast enough."""
@@ -67,7 +68,7 @@ def run(
                 problem, out=out, progress=progress, lang=lang, llm=_abs_replay(llm),
                 coder_llm=_abs_replay(coder_llm), judge_llm=_abs_replay(judge_llm),
                 proposer_llm=_abs_replay(proposer_llm), base_url=base_url, target_speedup=target_speedup,
-                strategy=strategy, device=device,
+                strategy=strategy, device=device, trials=trials,
                 budgets={"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens,
                          "minutes": budget_minutes, "no_progress_iters": no_progress})
         except ValidationError as err:

@@ -19,6 +19,7 @@ class Progress:
         self.best: str | None = None
         self.best_speedup: float | None = None
         self.best_correct = False
+        self.candidates: dict[str, Any] = {}
         self.tokens, self.cost = 0, 0.0
         self._live = Live(self.render(), console=self.console, transient=False, auto_refresh=False) \
             if live and self.console.is_terminal else None
@@ -55,10 +56,11 @@ class Progress:
         for u in update.get("usage") or []:
             self.tokens += u.input_tokens + u.output_tokens
             self.cost += u.cost_usd or 0.0
-        cands = update.get("candidates") or {}
-        best = update.get("best_id")
-        if best and best in cands:
-            self.best, self.best_speedup, self.best_correct = best, cands[best].speedup_vs_eager, cands[best].correct
+        self.candidates.update(update.get("candidates") or {})
+        self.best = update.get("best_id") or self.best
+        if self.best in self.candidates:
+            cand = self.candidates[self.best]
+            self.best_speedup, self.best_correct = cand.speedup_vs_eager, cand.correct
 
     def render(self) -> Table:
         t = Table(title="kiln run", expand=False)

@@ -36,7 +36,8 @@ def _registry(opts: RunOptions, specs: dict[str, str], run_dir: Path) -> Any:
     b = opts.budgets
     return resolve_roles(opts.llm, coder=specs["coder"], judge=specs["judge"], proposer=specs["proposer"],
                          base_url=opts.base_url, lang=opts.lang, cache_path=run_dir / "llm_cache.sqlite",
-                         budgets=Budgets(usd=b.usd, tokens=b.tokens, minutes=b.minutes))
+                         budgets=Budgets(usd=b.usd, tokens=b.tokens, minutes=b.minutes), device=opts.device,
+                         no_progress_k=b.no_progress_iters)
 
 
 def resolve(opts: RunOptions, run_dir: Path) -> Roles:
@@ -51,4 +52,4 @@ def resolve(opts: RunOptions, run_dir: Path) -> Roles:
             out[r] = load_replay(Path(specs[r][len(REPLAY):]), r, memo_dir=run_dir)
         else:
             out[r] = getattr(resolved, r)
-    return Roles(**out, usage=getattr(resolved, "usage", None))
+    return Roles(**out, usage=getattr(resolved, "tracker", None))

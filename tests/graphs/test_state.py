@@ -66,3 +66,20 @@ def test_checkpointer_loads_schema_types_and_blocks_others(tmp_path, caplog):
     assert not [r for r in caplog.records if "unregistered" in r.getMessage()]
     blocked = serde.loads_typed(serde.dumps_typed({"x": NotInSchema()}))
     assert not isinstance(blocked["x"], NotInSchema)
+
+
+def test_progress_folds_stream_parts_into_the_live_numbers():
+    from rich.console import Console
+
+    from kiln.graphs.progress import Progress
+
+    p = Progress(console=Console(file=open("/dev/null", "w")), live=False)  # noqa: SIM115 - closed with the process
+    cand = Candidate(id="c0001", iteration=1, mode="generate", correct=True, speedup_vs_eager=1.7)
+    p.feed({"type": "custom", "ns": (), "data": {"stage": "code", "iteration": 1, "mode": "generate"}})
+    assert (p.stage, p.iteration) == ("code", 1)
+    p.feed({"type": "updates", "ns": (), "data": {"code": {"iteration": 1, "candidates": {"c0001": cand},
+                                                          "usage": [Usage(input_tokens=10, output_tokens=5,
+                                                                          cost_usd=0.01)]}}})
+    p.feed({"type": "updates", "ns": (), "data": {"evaluate": {"best_id": "c0001"}}})
+    assert (p.tokens, p.cost, p.best, p.best_speedup, p.best_correct) == (15, 0.01, "c0001", 1.7, True)
+    assert p.render().row_count == 1

@@ -1,0 +1,92 @@
+"""The whole graph through the LLM roles (real prompts, structured output) on scripted chat models,
+and the built-in offline policies end to end through `kiln run` on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import PROBLEM, CountingEvaluator, case_source, kernel, reply
+
+from kiln.agents.base import GpuFacts
+from kiln.graphs.runner import run_problem
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "problems"
+
+
+def _verdict(next_: str, plan: str) -> dict:
+    return {"structured": {"mode": "correction", "diagnosis": "negative inputs are not clamped",
+                           "bottleneck": None, "evidence": ["neg distribution fails"], "plan": plan,
+                           "next": next_, "stop_reason": None}}
+
+
+def test_whole_graph_on_scripted_chat_models(tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps({
+        "coder": [reply("no_relu"), reply("good")],
+        "judge": [_verdict("repair", "apply max(x, 0) before scaling")],
+        "proposer": [{"structured": {"cases": [{"name": "rows_301", "source": case_source(301),
+                                                "rationale": "past one 8192-element block"}]}}],
+    }))
+    ev = CountingEvaluator()
+    summary = run_problem(PROBLEM, out=tmp_path / "run", llm=f"scripted:{script}", evaluator=ev, gpu=GpuFacts(),
+                          device="cpu", trials=1)
+    run_dir = tmp_path / "run"
+
+    assert summary.status == "solved" and summary.best.candidate == "c0002"
+    assert summary.tokens > 0 and set(summary.usage_by_role) == {"coder", "judge", "proposer"}
+    calls = sorted((run_dir / "llm").glob("*.json"))
+    logged = [json.loads(p.read_text()) for p in calls]
+    assert [c["role"] for c in logged] == ["coder", "judge", "coder", "proposer"]
+    assert "2.0 * torch.relu(x)" in logged[0]["prompt"]  # the rendered prompt, with the problem
+    assert "apply max(x, 0) before scaling" in logged[2]["prompt"]  # the Judge's plan reached the Coder
+    assert logged[3]["request"]["candidate_src"] == kernel("good")
+    assert summary.stress_cases == 1 and ev.calls[-1][1] == ["rows_301"]
+
+
+def test_builtin_policies_end_to_end_through_kiln_run(tmp_path):
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "kiln.evals.cli", "run", str(FIXTURES / "row_softmax.py"),
+                           "--device", "cpu", "--out", str(run_dir), "--trials", "1", "--max-iters", "4", "--quiet"],
+                          capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert done.returncode == 0, (summary["status"], summary["stop_reason"], done.stderr[-2000:])
+    assert summary["status"] == "solved" and summary["best"]["correct"]
+    assert summary["stress_rounds"] >= 1 and summary["speed_measured"] is False
+    best = (run_dir / "best_kernel.py").read_text()
+    assert "@triton.jit" in best and "class ModelNew" in best
+
+
+CONV = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.rand(2, 3, 16, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_builtin_coder_says_unsupported_and_the_run_stops_without_a_fake_kernel(tmp_path):
+    problem = tmp_path / "conv.py"
+    problem.write_text(CONV)
+    ev = CountingEvaluator()
+    summary = run_problem(problem, out=tmp_path / "run", llm="builtin", evaluator=ev, gpu=GpuFacts(), device="cpu")
+    assert summary.status == "unsupported" and "unsupported by the built-in coder" in summary.stop_reason
+    assert ev.calls == [] and summary.best.path is None and summary.iterations == 1
+    assert not (tmp_path / "run" / "best_kernel.py").exists()
