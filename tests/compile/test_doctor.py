@@ -20,15 +20,20 @@ def test_doctor_json_reports_every_item(tmp_path):
     assert p.returncode == (1 if any(it["status"] == "FAIL" for it in items.values()) else 0)
 
 
-def test_doctor_table_and_unwritable_cache_fails(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    p = subprocess.run(["kiln", "doctor", "--cache-dir", str(ro / "sub")], capture_output=True, text=True,
-                       timeout=180)
-    ro.chmod(0o700)
-    assert "kiln doctor" in p.stdout and "compile cache" in p.stdout
-    import os
+def test_table_render_shows_status_and_fix(capsys):
+    from kiln.tools.cli_doctor import DoctorItem, render
 
-    if os.geteuid() != 0:  # root can write anywhere: the FAIL path is only reachable as a user
-        assert "FAIL" in p.stdout and p.returncode == 1
+    render([DoctorItem(name="GPU / driver", status="WARN", detail="no CUDA GPU", fix="use a GPU machine"),
+            DoctorItem(name="compile cache", status="OK", detail="/tmp/x (0.0 MiB)")])
+    out = capsys.readouterr().out
+    assert "kiln doctor" in out and "WARN" in out and "use a GPU machine" in out and "compile cache" in out
+
+
+def test_cache_item_counts_bytes(tmp_path):
+    from kiln.tools.cli_doctor import check_cache
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.cubin").write_bytes(b"1" * 2**20)
+    item = check_cache(tmp_path)
+    assert item.status == "OK" and item.detail == f"{tmp_path} (1.0 MiB)"
+    assert check_cache(tmp_path / "missing").detail.endswith("(0.0 MiB)")
