@@ -1,0 +1,131 @@
+"""`check()` end to end on CPU: real worker subprocesses, the Triton interpreter, real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kiln.tools.check import LocalEvaluator, check
+from kiln.tools.evaluator import Evaluator
+from kiln.tools.records import CheckOptions, CheckRecord
+
+DATA = Path(__file__).parent / "data"
+PROBLEM = DATA / "add_problem.py"
+FAST = CheckOptions(device="cpu", trials=1, timeout_s=120)
+
+
+def run(candidate: str, **kw) -> CheckRecord:
+    return check(PROBLEM, DATA / candidate, FAST.model_copy(update=kw))
+
+
+@pytest.fixture(scope="module")
+def wrong() -> CheckRecord:
+    return run("wrong_scale.py")
+
+
+def test_correct_triton_candidate_passes_every_trial() -> None:
+    rec = run("add_triton.py", trials=2)
+    assert rec.status == "ok" and rec.correct, rec.reasons
+    c = rec.correctness
+    assert c is not None and c.passed and c.n_trials == c.n_passed == 2 * 4 * 2  # trials x dists x before/after
+    assert {t.distribution for t in c.trials} == {"x1", "x3", "x0.01", "neg"}
+    assert {t.phase for t in c.trials} == {"before_reference", "after_reference"}
+    assert rec.compile and rec.compile.ok and rec.compile.backend == "triton-interpreter"
+    assert rec.timing and not rec.timing.measured and rec.timing.reason == "not measured (no GPU)"
+    assert {"spawn", "compile", "correctness", "total"} <= set(rec.stages_s)
+    assert rec.seed is not None
+
+
+def test_wrong_candidate_gets_a_diagnosis_a_coder_can_use(wrong: CheckRecord) -> None:
+    rec = wrong
+    assert rec.status == "incorrect" and not rec.correct
+    c = rec.correctness
+    assert c is not None and not c.passed and c.first_failure
+    assert "constant 0.5" in c.first_failure and "max abs err" in c.first_failure
+    bad = next(t for t in c.trials if not t.passed)
+    assert bad.mismatch and bad.mismatch.n_mismatch == 1023 and bad.mismatch.first
+    assert rec.timing and not rec.timing.measured
+
+
+def test_input_mutation_fails() -> None:
+    rec = run("mutate_inputs.py")
+    assert not rec.correct and rec.correctness and rec.correctness.input_mutated
+    assert any("correctness.input-mutation" in r for r in rec.reasons)
+
+
+CRASHERS = [
+    ("crash_segfault.py", "crashed", "SIGSEGV"),
+    ("crash_import_segfault.py", "crashed", "SIGSEGV"),
+    ("crash_exit.py", "crashed", "exited early"),
+    ("crash_huge_alloc.py", "crashed", "can't allocate memory"),
+    ("crash_raise.py", "crashed", "ValueError: kernel launch parameters are wrong"),
+    ("crash_hang.py", "timeout", "exceeded its"),
+]
+
+
+@pytest.fixture(scope="module")
+def crash_run() -> dict[str, CheckRecord]:
+    """Every crasher through one evaluator, then a correct candidate: it must still run normally."""
+    ev: Evaluator = LocalEvaluator(FAST)
+    opts = FAST.model_copy(update={"timeout_s": 20, "compile_timeout_s": 6})
+    out = {name: ev.check(PROBLEM, DATA / name, opts) for name, _, _ in CRASHERS}
+    out["after"] = ev.check(PROBLEM, DATA / "add_triton.py", FAST)
+    return out
+
+
+@pytest.mark.parametrize("name, status, words", CRASHERS)
+def test_crashing_candidates_are_contained(crash_run: dict[str, CheckRecord], name: str, status: str,
+                                           words: str) -> None:
+    rec = crash_run[name]
+    assert not rec.correct
+    # static integrity may also reject (ctypes); the crash itself must still be on record
+    assert rec.status in (status, "rejected"), rec.reasons
+    assert any(words in r for r in rec.reasons), rec.reasons
+    if status == "timeout":
+        assert rec.stages_s["total"] < 40
+
+
+def test_the_next_candidate_runs_normally_after_crashes(crash_run: dict[str, CheckRecord]) -> None:
+    assert crash_run["after"].status == "ok", crash_run["after"].reasons
+
+
+def test_no_secret_reaches_the_worker(tmp_path: Path, monkeypatch) -> None:
+    cand = tmp_path / "env_dump.py"
+    cand.write_text((DATA / "env_dump.py").read_text())
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-in-the-parent")
+    monkeypatch.setenv("KILN_TEST_TOKEN", "planted-token")
+    check(PROBLEM, cand, FAST)
+    seen = json.loads(cand.with_suffix(".env.json").read_text())
+    assert "OPENAI_API_KEY" not in seen and "KILN_TEST_TOKEN" not in seen
+    assert "sk-planted-in-the-parent" not in json.dumps(seen)
+    assert seen["TRITON_INTERPRET"] == "1" and seen["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_extra_case_is_checked_too() -> None:
+    rec = run("add_triton.py", cases=[str(DATA / "add_case_big.py")])
+    assert rec.status == "ok", rec.reasons
+    assert rec.correctness and {t.case for t in rec.correctness.trials} == {"problem", "add_case_big"}
+
+
+def test_cuda_candidate_on_cpu_is_unsupported(tmp_path: Path) -> None:
+    cand = tmp_path / "cuda_cand.py"
+    cand.write_text(
+        "import torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+        "src = '__global__ void k(float* x) { x[threadIdx.x] = 0; }'\n"
+        "mod = load_inline(name='k', cpp_sources='', cuda_sources=src, functions=[])\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x, y):\n        return x + y\n")
+    rec = check(PROBLEM, cand, FAST)
+    assert rec.status == "unsupported" and "needs a CUDA GPU" in rec.reasons[0]
+    assert rec.timing and rec.timing.reason == "not measured (no GPU)"
+
+
+def test_bf16_triton_on_cpu_is_unsupported() -> None:
+    rec = run("add_triton.py", dtype="bf16")
+    assert rec.status == "unsupported" and "no bf16" in rec.reasons[0]
+
+
+def test_record_json_round_trip(wrong: CheckRecord) -> None:
+    again = CheckRecord.model_validate_json(wrong.model_dump_json())
+    assert again == wrong and json.loads(wrong.model_dump_json())["status"] == "incorrect"
