@@ -50,13 +50,21 @@ def _evaluator(executor: str, ray_address: str | None, device: str, cpu_slots: i
     return SlottedEvaluator(LocalEvaluator(), gpus, cpu_slots)
 
 
+def _resolve_device(device: str) -> str:
+    if device not in ("auto", "cuda", "cpu"):
+        raise KilnInputError(f"--device must be auto, cuda or cpu, not {device!r}")
+    if device == "auto":
+        return "cuda" if visible_gpus() else "cpu"
+    return device
+
+
 def _validate_roles(cfg: BatchConfig) -> None:
     """Fail at start (missing provider package, key, unknown name), not once per problem."""
     from kiln.agents.registry import resolve_roles
     from kiln.evals.jobs import _budgets
 
     resolve_roles(cfg.llm, coder=cfg.coder_llm, judge=cfg.judge_llm, proposer=cfg.proposer_llm,
-                  base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg))
+                  base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg), device=cfg.device)
 
 
 def eval_(
@@ -92,6 +100,7 @@ def eval_(
 ) -> None:
     """Run kiln over many problems; resumable (rerun the same command to continue)."""
     refs = _problems(target, root, level, problems)
+    device = _resolve_device(device)
     try:
         cfg = BatchConfig(mode=mode, samples=samples, llm=llm, coder_llm=coder_llm, judge_llm=judge_llm,
                           proposer_llm=proposer_llm, base_url=base_url, lang=lang, device=device, dtype=dtype,

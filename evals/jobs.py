@@ -6,6 +6,7 @@ anywhere else. LLM calls happen here; every check goes through the evaluator it 
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Literal
@@ -86,6 +87,14 @@ def outcome_from_record(problem: str, sample: int, rec: CheckRecord | None, *, t
     )
 
 
+@functools.cache
+def gpu_facts(device: str):  # noqa: ANN201 - GpuFacts lives in kiln.agents (imported lazily)
+    """Read once per batch: the probe runs a subprocess."""
+    from kiln.agents.gpufacts import read_gpu_facts
+
+    return read_gpu_facts(device)
+
+
 def check_options(cfg: BatchConfig) -> CheckOptions:
     return CheckOptions(device=cfg.device, dtype=cfg.dtype, trials=cfg.trials, timeout_s=cfg.check_timeout_s)
 
@@ -101,15 +110,15 @@ def run_job(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evalu
 def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evaluator, job_dir: Path) -> JobResult:
     """One generation, one check: the standard way to score a model (pass@k)."""
     from kiln.agents.base import CoderTask
-    from kiln.agents.gpufacts import read_gpu_facts
     from kiln.agents.registry import resolve_roles
 
     start = time.monotonic()
     roles = resolve_roles(cfg.llm, coder=cfg.coder_llm, judge=cfg.judge_llm, proposer=cfg.proposer_llm,
-                          base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg))
+                          base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg),
+                          device=cfg.device)
     src = Path(problem.path).read_text()
     task = CoderTask(mode="generate", lang=cfg.lang, problem_name=problem.key, problem_src=src,
-                     gpu=read_gpu_facts(cfg.device), iteration=sample)
+                     gpu=gpu_facts(cfg.device), iteration=sample)
     reply = roles.coder.write(task)
     (job_dir / "reply.md").write_text(reply.raw or "")
     tokens = reply.usage.input_tokens + reply.usage.output_tokens
@@ -130,11 +139,49 @@ def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Eval
 
 
 def _budgets(cfg: BatchConfig):  # noqa: ANN202 - type lives in kiln.agents (imported lazily)
-    from kiln.agents.llm.budget import Budgets
+    from kiln.agents.llm.usage import Budgets
 
     return Budgets(usd=cfg.budget_usd, tokens=cfg.budget_tokens, minutes=cfg.budget_minutes)
 
 
+def _last_check(folder: Path) -> Path | None:
+    """A candidate's final check record (re-checks against new stress cases are check_1.json, ...)."""
+    checks = sorted(folder.glob("check*.json"), key=lambda p: (len(p.name), p.name))
+    return checks[-1] if checks else None
+
+
+def _candidate_rows(run: Path) -> list[CandidateRow]:
+    rows = []
+    for i, folder in enumerate(sorted((run / "candidates").glob("*"))):
+        check = _last_check(folder)
+        if check is None:
+            continue
+        kernel = folder / "kernel.py"
+        rows.append(CandidateRow(candidate=i, record=CheckRecord.model_validate_json(check.read_text()),
+                                 source_path=str(kernel) if kernel.exists() else None))
+    return rows
+
+
 def _agent(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evaluator, job_dir: Path) -> JobResult:
-    """The full `kiln run` graph on one problem, with its budgets."""
-    raise NotImplementedError("agent mode is wired once kiln.graphs.run_problem exists")
+    """The full `kiln run` graph on one problem, with its budgets; an interrupted run is resumed."""
+    from kiln.graphs import resume_run, run_problem
+
+    start = time.monotonic()
+    run = job_dir / "run"
+    if (run / "run.json").exists():
+        summary = resume_run(run, evaluator=evaluator)
+    else:
+        summary = run_problem(Path(problem.path), out=run, evaluator=evaluator, lang=cfg.lang, device=cfg.device,
+                              llm=cfg.llm, coder_llm=cfg.coder_llm, judge_llm=cfg.judge_llm,
+                              proposer_llm=cfg.proposer_llm, base_url=cfg.base_url,
+                              target_speedup=cfg.target_speedup, strategy=cfg.strategy, trials=cfg.trials,
+                              check_timeout_s=cfg.check_timeout_s, max_iters=cfg.max_iters,
+                              budget_usd=cfg.budget_usd, budget_tokens=cfg.budget_tokens,
+                              budget_minutes=cfg.budget_minutes)
+    best_check = summary.best.check_path
+    best = CheckRecord.model_validate_json(Path(best_check).read_text()) if best_check else None
+    status = None if best else ("unsupported" if "unsupported" in (summary.stop_reason or "") else summary.status)
+    outcome = outcome_from_record(problem.key, sample, best, tokens=summary.tokens, cost_usd=summary.cost_usd,
+                                  wall_s=time.monotonic() - start, status=status)
+    return JobResult(outcome=outcome, candidates=_candidate_rows(run),
+                     best_path=summary.best.path if summary.best.correct else None)
