@@ -72,17 +72,21 @@ def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_k
     cand = _start(cand_spec, env=worker_env(cand_spec, cache_root, cand_key), timeout_s=timeout_s,
                   stages=stage_timeouts, untimed=("await",))
     try:
-        ref_res, cand_res = _until_compare_point(ref, cand, cand_spec)
+        ref_res, cand_res = _until_compare_point(ref, cand)
+        ref_data = read_json(ref_spec.result_path)
         comparison = None
-        ref_ok = ref_res.returncode == 0 and not read_json(ref_spec.result_path).get("error")
-        if not ref_ok:  # a broken problem: the candidate's result would mean nothing
-            cand.kill()
+        if (ref_res is not None and ref_res.returncode != 0) or ref_data.get("error"):
+            cand.kill()  # a broken problem: the candidate's result would mean nothing
         else:
             cand_data = read_json(cand_spec.result_path)
             if cand_data.get("correctness_done"):
-                comparison = compare_fn(ref_spec, read_json(ref_spec.result_path), cand_spec, cand_data)
-        write_atomic(cand_spec.decision_path, {"go": bool(comparison and comparison.passed)})
+                comparison = compare_fn(ref_spec, ref_data, cand_spec, cand_data)
+        go = bool(comparison and comparison.passed)
+        if go and cand_spec.device == "cuda" and cand_spec.time:
+            ref_res = ref_res or ref.wait()  # nothing else on the GPU while the candidate is timed
+        write_atomic(cand_spec.decision_path, {"go": go})
         cand_res = cand_res or cand.wait()
+        ref_res = ref_res or ref.wait()
     finally:
         for proc in (ref, cand):
             if proc.result is None:
@@ -92,11 +96,14 @@ def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_k
                  cand_started_wall=cand_wall, comparison=comparison)
 
 
-def _until_compare_point(ref: IsolatedProc, cand: IsolatedProc, cand_spec: JobSpec
-                         ) -> tuple[ProcResult, ProcResult | None]:
-    """Poll both until the reference has ended and the candidate has ended or is awaiting the verdict."""
+def _until_compare_point(ref: IsolatedProc, cand: IsolatedProc) -> tuple[ProcResult | None, ProcResult | None]:
+    """Poll both until the reference's trial outputs exist (its integrity stage may still run) and
+    the candidate has ended or awaits the verdict."""
     while True:
         ref_res, cand_res = ref.poll(), cand.poll()
-        if ref_res is not None and (ref_res.returncode != 0 or cand_res is not None or cand.stage == "await"):
+        ref_ready = ref_res is not None or ref.stage == "integrity"
+        if ref_res is not None and ref_res.returncode != 0:
+            return ref_res, cand_res
+        if ref_ready and (cand_res is not None or cand.stage == "await"):
             return ref_res, cand_res
         time.sleep(POLL_S)

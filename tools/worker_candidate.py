@@ -120,6 +120,7 @@ def compile_stage(spec: JobSpec, res: Results) -> list[Built] | None:
         res.fail("candidate", exc, "building ModelNew")
         return None
     t0 = time.time()
+    res.stage("compile", "first call of ModelNew.forward")
     try:
         call_candidate(built[0], built[0].inputs(spec, "x1", 0, tag="warmup"), spec)
     except Exception as exc:  # noqa: BLE001
