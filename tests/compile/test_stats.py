@@ -78,3 +78,23 @@ def test_noisy_speedup_is_a_tie_not_faster():
     b, c = _samples(105.0, 0.4, 30, 1), _samples(100.0, 0.4, 30, 2)
     sp = speedup(b, c, name="compile")
     assert sp.verdict == "tie" and sp.ci_low < 1.0 < sp.ci_high
+
+
+def test_input_rotation_refreshes_in_place_with_distinct_contents():
+    import torch
+
+    from kiln.tools.timing.bench import InputRotation, _wants_check
+
+    pool = [(torch.full((4,), float(i + 1)), torch.tensor([i, i]), 3) for i in range(3)]
+    rot = InputRotation(pool, n_slots=2)
+    ptrs, seen = set(), []
+    for _ in range(12):
+        x, idx, k = rot.next()
+        ptrs.add(x.data_ptr())
+        seen.append(x.clone())
+        assert k == 3 and idx.dtype == torch.int64
+    assert len(ptrs) == 2  # two working slots, refreshed in place
+    assert len({tuple(t.tolist()) for t in seen}) == 12  # every call saw different float contents
+    assert torch.equal(pool[0][0], torch.full((4,), 1.0))  # the pool itself is never modified
+    assert all(abs(t[0].item() / (i % 3 + 1) - 1) < 1e-3 for i, t in enumerate(seen))
+    assert [i for i in range(40) if _wants_check(i)] == [0, 1, 3, 7, 15, 31]

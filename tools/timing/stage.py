@@ -48,6 +48,18 @@ def os_threads() -> int:
         return threading.active_count()
 
 
+def input_sets(make_inputs: Callable[[int], tuple], n_max: int = N_INPUT_SETS) -> list[tuple]:
+    """Up to n_max input sets, fewer when they would take more than a quarter of free GPU memory
+    (each set is held once in the pool; InputRotation adds two working slots)."""
+    import torch
+
+    first = make_inputs(0)
+    nbytes = sum(t.untyped_storage().nbytes() for t in first if isinstance(t, torch.Tensor))
+    free, _ = torch.cuda.mem_get_info()
+    n = max(1, min(n_max, int(free * 0.25 // max(nbytes, 1)) - 2))
+    return [first] + [make_inputs(i) for i in range(1, n)]
+
+
 def run_timing_stage(candidate: Any, reference: Any, make_inputs: Callable[[int], tuple], *,
                      baselines: list[str], recheck: Callable[[tuple, Any], bool] | None,
                      max_time_s: float, threshold: float = 1.0) -> tuple[TimingRecord, TimingIntegrity]:
@@ -56,7 +68,7 @@ def run_timing_stage(candidate: Any, reference: Any, make_inputs: Callable[[int]
 
     env = gpuenv.env_record("cuda", torch.cuda.current_device())
     throttle = _ThrottleSampler(env.gpu_index)
-    sets = [make_inputs(i) for i in range(N_INPUT_SETS)]
+    sets = input_sets(make_inputs)
     flush = L2Flusher(torch.cuda.current_device())
     share = max_time_s / (1 + len(baselines))
     integ = TimingIntegrity(threads_before=os_threads(), distinct_inputs=True)
