@@ -17,6 +17,7 @@ See docs/cuda-fast-path.md.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import importlib
 import os
@@ -80,8 +81,10 @@ def cache_dir() -> Path:
 # ----------------------------------------------------------------------------- bindings
 
 
+@functools.cache
 def _bindings() -> tuple[Any, Any] | None:
-    """(driver, nvrtc) from cuda-bindings (12.x+/13.x layout, then the older `cuda.cuda`), or None."""
+    """(driver, nvrtc) from cuda-bindings (12.x+/13.x layout, then the older `cuda.cuda`), or None.
+    Cached: it is on every launch's path."""
     try:
         from cuda.bindings import driver, nvrtc
 
