@@ -1,0 +1,89 @@
+"""Compare huge outputs on a secret-seeded sketch instead of copying them whole.
+
+KernelBench's level-1 problems produce outputs of 6–8 GB (e.g. 4096×393216 fp32). Saving 20 of
+those per check for the parent to compare is out of the question, so above `SKETCH_MIN_NUMEL`
+elements each worker reduces an output tensor, on the device, to:
+- a uniform sample of `N_UNIFORM` elements at positions drawn from the run's secret seed;
+- `N_EDGE` more samples pinned to the first or last index of each dimension in turn, so boundary
+  bugs (an off-by-one mask, an unwritten tail row or column) are always in the sample;
+- exact whole-tensor counts of NaN, +inf and -inf (kiln poisons fresh memory with NaN, so any
+  unwritten element anywhere shows up in the NaN count), and the float64 sum of |x| over finite
+  elements (a gross-error check on everything outside the sample).
+Both workers draw the same positions, so the parent compares like with like. What this cannot
+catch: an error confined to a few interior elements that the sample misses and that is too small
+to move the sum of |x|. Outputs below the threshold are always compared element by element.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+SKETCH_MIN_NUMEL = 1 << 26  # 64 Mi elements: 256 MB in fp32
+N_UNIFORM = 1 << 22
+N_EDGE = 1 << 16
+
+
+def _positions(shape: tuple[int, ...], seed: int, device: torch.device, n_uniform: int, n_edge: int
+               ) -> torch.Tensor:
+    """Flat indices: uniform ones, then edge ones (coordinate d set to 0 or size-1, d in turn)."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed & ((1 << 63) - 1))
+    numel = 1
+    for s in shape:
+        numel *= s
+    uniform = torch.randint(0, numel, (n_uniform,), generator=gen, device=device)
+    coords = [torch.randint(0, s, (n_edge,), generator=gen, device=device) for s in shape]
+    side = torch.randint(0, 2, (n_edge,), generator=gen, device=device)
+    which = torch.arange(n_edge, device=device) % len(shape)
+    for d, s in enumerate(shape):
+        pin = which == d
+        coords[d] = torch.where(pin, side * (s - 1), coords[d])
+    edge = torch.zeros(n_edge, dtype=torch.long, device=device)
+    for d, s in enumerate(shape):
+        edge = edge * s + coords[d]
+    return torch.cat([uniform, edge])
+
+
+def make_sketch(t: torch.Tensor, seed: int, *, n_uniform: int = N_UNIFORM, n_edge: int = N_EDGE) -> dict[str, Any]:
+    """The sketch of one big tensor, as CPU data ready for torch.save."""
+    flat = t.detach().reshape(-1)
+    pos = _positions(tuple(t.shape), seed, flat.device, n_uniform, n_edge)
+    values = flat[pos]
+    with torch.no_grad():
+        f = flat if flat.is_floating_point() else flat.double()
+        finite = torch.isfinite(f)
+        stats = {
+            "nan": int(torch.isnan(f).sum()),
+            "posinf": int((f == float("inf")).sum()),
+            "neginf": int((f == float("-inf")).sum()),
+            "sum_abs": float(torch.where(finite, f, torch.zeros((), dtype=f.dtype, device=f.device))
+                             .abs().sum(dtype=torch.float64)),
+        }
+    return {"kind": "sketch", "shape": list(t.shape), "positions": pos.cpu(), "values": values.cpu(), **stats}
+
+
+def is_sketch(obj: Any) -> bool:
+    return isinstance(obj, dict) and obj.get("kind") == "sketch"
+
+
+def unravel(flat_index: int, shape: list[int]) -> list[int]:
+    out = []
+    for s in reversed(shape):
+        out.append(flat_index % s)
+        flat_index //= s
+    return out[::-1]
+
+
+def stats_mismatch(e: dict[str, Any], a: dict[str, Any], rtol: float) -> str | None:
+    """A whole-tensor disagreement the sample alone might miss, in words; None if none."""
+    for key, what in (("nan", "NaN"), ("posinf", "+inf"), ("neginf", "-inf")):
+        if a[key] != e[key]:
+            return (f"the output holds {a[key]} {what} element(s) where the reference has {e[key]}"
+                    + (" (unwritten elements: kiln fills fresh memory with NaN)" if key == "nan" else ""))
+    scale = max(abs(e["sum_abs"]), 1e-30)
+    if abs(a["sum_abs"] - e["sum_abs"]) / scale > max(10 * rtol, 1e-3):
+        return (f"the sum of |output| over the whole tensor is {a['sum_abs']:.6g}, the reference's is "
+                f"{e['sum_abs']:.6g}: elements outside the compared sample differ")
+    return None
