@@ -33,6 +33,7 @@ class FakeOpenAIServer:
     def __init__(self) -> None:
         self.script: deque[dict[str, Any]] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.responder: Any = None  # request json -> completion body, used when the script is empty
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,7 +43,7 @@ class FakeOpenAIServer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "json": json.loads(body)})
-                item = server.script.popleft() if server.script else {"status": 500, "body": {"error": "script empty"}}
+                item = server.next_item()
                 time.sleep(item.get("delay", 0.0))
                 payload = item["raw"] if "raw" in item else json.dumps(item["body"]).encode()
                 try:
@@ -59,6 +60,13 @@ class FakeOpenAIServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def next_item(self) -> dict[str, Any]:
+        if self.script:
+            return self.script.popleft()
+        if self.responder is not None:
+            return {"body": self.responder(self.requests[-1]["json"])}
+        return {"status": 500, "body": {"error": "script empty"}}
 
     @property
     def url(self) -> str:
