@@ -114,3 +114,46 @@ def test_extract_sources_from_load_inline_and_fast_path():
     assert len(li["cpp"]) == 1 and "torch/extension.h" in li["cpp"][0]
     fast = extract_cuda_sources((KERNELS / "correct" / "cuda" / "row_softmax_fast.py").read_text())
     assert len(fast["kernel"]) == 1 and 'extern "C"' in fast["kernel"][0]
+
+
+INTERP_DRIVER = textwrap.dedent("""\
+    import json, sys
+    from pathlib import Path
+    import torch
+    from kiln.tools.compile import classify_first_call_error, import_candidate
+    mod, rec = import_candidate(Path(sys.argv[1]), device="cpu", cache_root=Path(sys.argv[2]))
+    try:
+        mod.ModelNew()(torch.zeros(100))
+        out = None
+    except Exception as exc:
+        r = classify_first_call_error(exc)
+        out = r.model_dump() if r else repr(exc)
+    Path(sys.argv[3]).write_text(json.dumps(out))
+""")
+
+
+def test_interpreter_name_error_is_a_compile_error(tmp_path):
+    cand = _write(tmp_path, """\
+        import torch
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def k(x_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, undefined_thing, mask=offs < n)
+
+
+        class ModelNew(torch.nn.Module):
+            def forward(self, x):
+                k[(1,)](x, x.numel(), BLOCK=128)
+                return x
+    """)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    p = subprocess.run([sys.executable, "-c", INTERP_DRIVER, str(cand), str(tmp_path / "c"), str(tmp_path / "r.json")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rec = json.loads((tmp_path / "r.json").read_text())
+    assert isinstance(rec, dict) and rec["backend"] == "triton-interpreter"
+    assert rec["errors"][0].startswith("cand.py:9: NameError:") and "undefined_thing" in rec["errors"][0]

@@ -141,6 +141,11 @@ def classify_first_call_error(exc: BaseException, *, source: str | None = None,
     if "CompilationError" in kind and type(exc).__module__.startswith("triton"):
         return CompileRecord(ok=False, lang="triton", backend="triton",
                              errors=[triton_error(text, source, filename)], log_tail=log_tail(text))
+    cause = exc.__cause__ or exc.__context__
+    if "InterpreterError" in kind and isinstance(cause, (NameError, AttributeError, TypeError, SyntaxError)):
+        # under TRITON_INTERPRET=1 these are what the GPU compiler reports as a CompilationError
+        return CompileRecord(ok=False, lang="triton", backend="triton-interpreter",
+                             errors=[python_error(cause, filename)], log_tail=log_tail(text))
     if "OutOfResources" in kind:
         return CompileRecord(ok=False, lang="triton", backend="triton",
                              errors=[f"{filename}: error: {text.strip()} (reduce BLOCK sizes or num_stages)"])
