@@ -118,6 +118,7 @@ def time_callable(fn: Callable[..., Any], input_sets: Sequence[tuple], *, max_ti
     rot = InputRotation(input_sets)
     warm_up(fn, rot)
     samples: list[float] = []
+    next_check = min_samples
     t_start = time.perf_counter()
     while True:
         events = []
@@ -140,8 +141,12 @@ def time_callable(fn: Callable[..., Any], input_sets: Sequence[tuple], *, max_ti
             on_output(i, inputs, out)  # type: ignore[misc]
         if on_batch is not None:
             on_batch()
-        stop, _ = should_stop(samples, time.perf_counter() - t_start, max_time_s=max_time_s,
-                              min_samples=min_samples, target_pct=target_pct, max_samples=max_samples)
+        elapsed = time.perf_counter() - t_start
+        if len(samples) < next_check and elapsed < max_time_s and len(samples) < max_samples:
+            continue  # the bootstrap is re-run only when the sample count grew by 10%
+        next_check = int(len(samples) * 1.1) + 1
+        stop, _ = should_stop(samples, elapsed, max_time_s=max_time_s, min_samples=min_samples,
+                              target_pct=target_pct, max_samples=max_samples)
         if stop:
             return summarize(samples), samples
 
