@@ -28,13 +28,14 @@ def roofline(k: KernelProfile, peaks: Peaks, dtype: str) -> KernelProfile:
     peak_flops = peaks.matmul_tflops.get(cdt, 0.0) * 1e12
     bw = (peaks.copy_gbps or 0.0) * 1e9
     nbytes, flops, t = k.dram_bytes, k.flops or 0.0, (k.duration_us or 0.0) * 1e-6
-    if not nbytes or not t or not bw or not peak_flops:
+    tensor_flops_unknown = not flops and (k.tensor_pct or 0) > 5  # ncu's FP32 instruction counts miss MMA work
+    if not nbytes or not t or not bw or not peak_flops or tensor_flops_unknown:
         return k.model_copy(update=_sol_only(k))
     ai = flops / nbytes
     ridge = peak_flops / bw
     if ai < ridge:
         achieved_pct = 100.0 * (nbytes / t) / bw
-        upd.update(bound="memory", limiting_unit=_memory_unit(k))
+        upd.update(bound="memory", limiting_unit=_memory_unit(k, _dram_vs_copy(nbytes / t, peaks)))
     else:
         achieved_pct = 100.0 * (flops / t) / peak_flops
         upd.update(bound="compute", limiting_unit="tensor" if cdt in {"tf32", "bf16", "fp16"} else "fma")
@@ -45,14 +46,22 @@ def roofline(k: KernelProfile, peaks: Peaks, dtype: str) -> KernelProfile:
     return k.model_copy(update=upd)
 
 
-def _memory_unit(k: KernelProfile) -> str:
-    """DRAM unless an on-chip level is clearly busier (then L2 or L1 is the wall)."""
-    levels = {"dram": k.dram_pct, "l2": k.l2_pct, "l1": k.l1_pct}
-    present = {u: v for u, v in levels.items() if v is not None}
-    if not present:
+ONCHIP_MARGIN_PCT = 15.0
+
+
+def _dram_vs_copy(bytes_per_s: float, peaks: Peaks) -> float | None:
+    return 100.0 * bytes_per_s / (peaks.copy_gbps * 1e9) if peaks.copy_gbps else None
+
+
+def _memory_unit(k: KernelProfile, dram_rel_pct: float | None = None) -> str:
+    """DRAM unless L1 or L2 is clearly busier than DRAM. DRAM is judged against the measured copy
+    bandwidth when known: ncu's DRAM % is of a theoretical peak no copy reaches."""
+    dram = dram_rel_pct if dram_rel_pct is not None else k.dram_pct
+    onchip = {u: v for u, v in (("l2", k.l2_pct), ("l1", k.l1_pct)) if v is not None}
+    if not onchip or dram is None:
         return "dram"
-    best = max(present, key=lambda u: present[u])
-    return best if present[best] > (present.get("dram") or 0) + 10 else "dram"
+    best = max(onchip, key=lambda u: onchip[u])
+    return best if onchip[best] >= 60 and onchip[best] > dram + ONCHIP_MARGIN_PCT else "dram"
 
 
 def _sol_only(k: KernelProfile) -> dict[str, object]:

@@ -49,9 +49,10 @@ def dedupe_launches(kernels: list[KernelProfile]) -> list[KernelProfile]:
     return list(seen.values())
 
 
-def _enrich(kernels: list[KernelProfile], target: dict[str, Any], candidate: Path, *, fallback: bool) -> tuple[list[KernelProfile], list[str]]:
+def _enrich(kernels: list[KernelProfile], target: dict[str, Any], target_dir: Path, candidate: Path, *,
+            fallback: bool) -> tuple[list[KernelProfile], list[str]]:
     triton = {t["name"]: t for t in target.get("triton_kernels", [])}
-    binaries = [Path(t["cubin"]) for t in triton.values() if t.get("cubin")]
+    binaries = [_local(Path(t["cubin"]), target_dir) for t in triton.values() if t.get("cubin")]
     binaries += [Path(f) for f in target.get("extension_files", [])]
     sass = enrich.sass_from_binaries([b for b in binaries if b.is_file()])
     sources = target.get("cuda_sources") or enrich.cuda_sources_of(candidate)
@@ -61,21 +62,42 @@ def _enrich(kernels: list[KernelProfile], target: dict[str, Any], candidate: Pat
     return enrich.apportion_work(kernels, target.get("work") or {}, bytes_too=fallback), notes
 
 
+def _local(path: Path, target_dir: Path) -> Path:
+    """A cubin recorded with an absolute path, looked up next to target.json if it moved."""
+    return path if path.is_file() else target_dir / path.name
+
+
 def _collect(problem: Path, candidate: Path, work: Path, level: str, dtype: str, chosen: str,
-             cache_dir: Path, gpu: str, timeout_s: float) -> tuple[str, str, list[KernelProfile], dict[str, Any]]:
+             cache_dir: Path, gpu: str, timeout_s: float) -> tuple[str, str, dict[str, str]]:
     detail = ""
     if chosen == "ncu":
         col = collect.collect_ncu(problem, candidate, work=work / "ncu", level=level, dtype=dtype,
                                   mset=collect.metric_set(cache_dir, gpu), timeout_s=timeout_s)
         if col.ok:
-            return "ncu", "Nsight Compute counters", kernels_from_ncu_files(col.files), enrich.load_target(Path(col.files["target"]))
+            return "ncu", "Nsight Compute counters", col.files
         detail = f"ncu failed ({col.error}); "
     col = collect.collect_torch(problem, candidate, work=work / "torch", dtype=dtype, timeout_s=timeout_s)
     if not col.ok:
         raise KilnInputError(f"profiling failed: {detail}{col.error}")
-    target = enrich.load_target(Path(col.files["target"]))
-    kernels = parse_torch.parse_trace(Path(col.files["trace"]).read_text(), reps=int(target.get("reps", 1)))
-    return "torch_profiler", detail + "torch profiler (CUPTI activity), compiled metadata, counted work", kernels, target
+    return "torch_profiler", detail + "torch profiler (CUPTI activity), compiled metadata, counted work", col.files
+
+
+def build_report(used: str, files: dict[str, str], *, candidate: Path, peaks_: Peaks, dtype: str = "fp32",
+                 level: str = "quick", detail: str = "", problem: str = "") -> ProfileReport:
+    """Parse what a rung collected (ncu CSV pages, or the torch trace) plus target.json, enrich, analyze."""
+    target_path = Path(files["target"])
+    target = enrich.load_target(target_path)
+    if used == "ncu":
+        kernels = kernels_from_ncu_files(files)
+    else:
+        kernels = parse_torch.parse_trace(Path(files["trace"]).read_text(), reps=int(target.get("reps", 1)))
+    kernels, notes = _enrich(kernels, target, target_path.parent, candidate, fallback=used != "ncu")
+    if peaks_.sm_count is None and target.get("sm_count"):
+        peaks_ = peaks_.model_copy(update={"sm_count": target["sm_count"]})
+    report = ProfileReport(source=used, source_detail=detail, problem=problem, candidate=str(candidate),  # type: ignore[arg-type]
+                           level=level, dtype=dtype, gpu_name=target.get("gpu_name"), peaks=peaks_,  # type: ignore[arg-type]
+                           kernels=kernels, notes=notes)
+    return analyze(report)
 
 
 def profile_candidate(problem: Path, candidate: Path, *, level: str = "quick", device: str = "cuda",
@@ -97,23 +119,18 @@ def profile_candidate(problem: Path, candidate: Path, *, level: str = "quick", d
     gpu = rung.gpu_name() or ""
     work = Path(tempfile.mkdtemp(prefix="kiln-profile-"))
     try:
-        used, detail, kernels, target = _collect(problem, candidate, work, level, dtype, chosen, cache_dir, gpu, timeout_s)
-        if info is not None and used != "ncu" and chosen != "ncu":
+        used, detail, files = _collect(problem, candidate, work, level, dtype, chosen, cache_dir, gpu, timeout_s)
+        if info is not None and used != "ncu":
             detail = f"{info.reason}; {detail}"
-        kernels, notes = _enrich(kernels, target, candidate, fallback=used != "ncu")
-        pk, peak_s = _peaks(cache_dir, target.get("gpu_name") or gpu, measure_peaks)
-        if peak_s:
-            notes.append(f"peaks measured for this GPU in {peak_s:.1f} s (cached; not counted in wall_s)")
-        if pk.sm_count is None and target.get("sm_count"):
-            pk = pk.model_copy(update={"sm_count": target["sm_count"]})
-        report = ProfileReport(source=used, source_detail=detail, problem=str(problem), candidate=str(candidate),  # type: ignore[arg-type]
-                               level=level, dtype=dtype, gpu_name=target.get("gpu_name") or gpu, peaks=pk,  # type: ignore[arg-type]
-                               kernels=kernels, notes=notes)
+        pk, peak_s = _peaks(cache_dir, enrich.load_target(Path(files["target"])).get("gpu_name") or gpu, measure_peaks)
+        report = build_report(used, files, candidate=candidate, peaks_=pk, dtype=dtype, level=level, detail=detail,
+                              problem=str(problem))
     finally:
         if keep_dir is not None:
             shutil.copytree(work, keep_dir, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
-    report = analyze(report)
+    if peak_s:
+        report.notes.append(f"peaks measured for this GPU in {peak_s:.1f} s (cached; not counted in wall_s)")
     return report.model_copy(update={"wall_s": round(time.monotonic() - t0 - peak_s, 2)})
 
 

@@ -53,7 +53,10 @@ def metric_set(cache_dir: Path, gpu_name: str) -> m.MetricSet:
     available = m.parse_query_metrics(run.stdout)
     if run.error or not available:
         return m.unchecked_metrics()
-    mset = m.choose_metrics(available, gpu_name)
+    bases = sorted({m.base_name(n) for names in m.CURATED.values() for n in names} & available)
+    suffix = ncu.run_ncu(ncu.suffix_query_args(bases), timeout_s=60)
+    full = m.parse_query_suffixes(suffix.stdout) if not suffix.error else None
+    mset = m.choose_metrics(available, gpu_name, full or None)
     m.save_cached(cache_dir, mset)
     return mset
 

@@ -35,7 +35,13 @@ def uncoalesced(k: KernelProfile, _: Peaks) -> ProfileFinding | None:
     bps = k.global_load_bytes_per_sector
     if bps is not None and bps < 16:
         return _f("memory.uncoalesced", f"global loads use {bps:.1f} of 32 bytes per sector: uncoalesced or strided access")
+    ex = k.global_excess_sectors_pct
+    if ex is not None and ex >= 10:
+        return _f("memory.uncoalesced", f"{ex:.0f}% of global sectors are excess over the ideal: misaligned rows "
+                  "(pad the stride to 16 B) or uncoalesced access", "warn" if ex >= 25 else "info")
     mem, dram = k.memory_sol_pct, k.dram_pct
+    if k.bound == "compute":  # a GEMM lives in L2 and shared memory by design
+        return None
     if mem is not None and dram is not None and mem >= 60 and dram < mem / 2:
         return _f("memory.onchip-bound", f"memory SOL {mem:.0f}% but DRAM only {dram:.0f}%: L1/L2 traffic dominates "
                   "(uncoalesced access, re-reads, or a grid too small to pull DRAM bandwidth)")
@@ -51,11 +57,19 @@ def long_scoreboard(k: KernelProfile, _: Peaks) -> ProfileFinding | None:
 
 
 def bank_conflicts(k: KernelProfile, _: Peaks) -> ProfileFinding | None:
+    """Excess shared wavefronts when SourceCounters measured them (the raw conflict counter also counts
+    arbitration stalls, so it fires on healthy kernels); else the counter, above a floor."""
+    ex = k.shared_excess_wavefronts_pct
+    if ex is not None:
+        if ex < 10:
+            return None
+        return _f("shared.bank-conflicts", f"{ex:.0f}% of shared-memory wavefronts are bank-conflict replays: "
+                  "pad or swizzle the tile")
     n = k.bank_conflicts
-    if not n or n < 1000:
+    if not n or n < 10_000:
         return None
-    share = f" ({100.0 * n / k.shared_wavefronts:.0f}% of shared wavefronts)" if k.shared_wavefronts else ""
-    return _f("shared.bank-conflicts", f"{n:,} shared-memory bank conflicts{share}: pad or swizzle the tile")
+    return _f("shared.bank-conflicts", f"{n:,} shared-memory bank conflicts (counter; level full measures the "
+              "excess wavefronts): pad or swizzle the tile", "info")
 
 
 def spills(k: KernelProfile, _: Peaks) -> ProfileFinding | None:

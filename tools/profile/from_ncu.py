@@ -98,14 +98,28 @@ def kernel_profile(d: NcuKernelData) -> KernelProfile:
         waves_per_sm=get(d, "waves"), stalls=stalls(d),
         global_load_bytes_per_sector=_bytes_per_sector(get(d, "ld_bytes_per_sector")),
         global_store_bytes_per_sector=_bytes_per_sector(get(d, "st_bytes_per_sector")),
+        global_excess_sectors_pct=_excess_pct(d, "derived__memory_l2_theoretical_sectors_global_excessive",
+                                              "memory_l2_theoretical_sectors_global"),
         bank_conflicts=_int(_sum(get(d, "bank_ld"), get(d, "bank_st"))),
+        shared_wavefronts=_int(d.metrics.get("memory_l1_wavefronts_shared")),
+        shared_excess_wavefronts_pct=_excess_pct(d, "derived__memory_l1_wavefronts_shared_excessive",
+                                                 "memory_l1_wavefronts_shared"),
         wgmma=(gmma > 0) if gmma is not None else None, ncu_rules=d.rules, hotspots=d.hotspots,
     )
 
 
 def _bytes_per_sector(pct: float | None) -> float | None:
-    """ncu reports bytes used per 32-byte sector as a % of 32."""
-    return round(pct * 32 / 100, 2) if pct is not None else None
+    """ncu reports bytes used per 32-byte sector as a % of 32; 0 means no LDG/STG ran (e.g. all loads
+    went through cp.async or TMA), which says nothing about coalescing."""
+    return round(pct * 32 / 100, 2) if pct else None
+
+
+def _excess_pct(d: NcuKernelData, excess: str, total: str) -> float | None:
+    """SourceCounters' excess sectors/wavefronts (counted in sectors, whatever the unit says) over all."""
+    ex, tot = d.metrics.get(excess), d.metrics.get(total)
+    if ex is None or not tot:
+        return None
+    return round(100.0 * ex / tot, 1)
 
 
 def merge(raw: list[NcuKernelData], details: list[NcuKernelData]) -> list[NcuKernelData]:

@@ -51,6 +51,10 @@ CURATED: dict[str, tuple[str, ...]] = {
     "fmul": ("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",),
 }
 
+# Roles whose metric only the sections provide (ncu does not list it in --query-metrics, so it is never
+# passed to --metrics; the Occupancy section reports it).
+SECTION_ONLY = {"theoretical_occupancy"}
+
 SECTIONS_QUICK = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats")
 SECTIONS_FULL = SECTIONS_QUICK + ("MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis", "SourceCounters")
 
@@ -76,17 +80,34 @@ def parse_query_metrics(text: str) -> set[str]:
     return names
 
 
+_FULL = re.compile(r"^([a-z0-9]+__[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)+)\s")
+
+
+def parse_query_suffixes(text: str) -> set[str]:
+    """Full names (with rollup and submetric) from `--query-metrics-mode suffix --metrics ...` (pure)."""
+    return {m.group(1) for line in text.splitlines() if (m := _FULL.match(line.strip() + " "))}
+
+
 def base_name(metric: str) -> str:
     """`dram__bytes_read.sum` -> `dram__bytes_read` (what --query-metrics lists)."""
     return metric.split(".", 1)[0]
 
 
-def choose_metrics(available: set[str], gpu_name: str = "") -> MetricSet:
-    """Pick, per role, the first name the GPU knows (pure). `launch__*` are always present."""
+def choose_metrics(available: set[str], gpu_name: str = "", full: set[str] | None = None) -> MetricSet:
+    """Pick, per role, the first name the GPU knows (pure): its base in `available` and, when the
+    suffix listing `full` is given, the whole name in it. `launch__*` are always present."""
     chosen: dict[str, str] = {}
     missing: list[str] = []
+
+    def known(n: str) -> bool:
+        if n.startswith("launch__"):
+            return True
+        return base_name(n) in available and (full is None or "." not in n or n in full)
+
     for role, names in CURATED.items():
-        hit = next((n for n in names if base_name(n) in available or n.startswith("launch__")), None)
+        if role in SECTION_ONLY:
+            continue
+        hit = next((n for n in names if known(n)), None)
         if hit is None:
             missing.append(role)
         else:
@@ -96,7 +117,7 @@ def choose_metrics(available: set[str], gpu_name: str = "") -> MetricSet:
 
 def unchecked_metrics() -> MetricSet:
     """The first name of every role, used when `--query-metrics` could not be read."""
-    return MetricSet(chosen={r: n[0] for r, n in CURATED.items()}, checked=False)
+    return MetricSet(chosen={r: n[0] for r, n in CURATED.items() if r not in SECTION_ONLY}, checked=False)
 
 
 def gpu_slug(gpu_name: str) -> str:

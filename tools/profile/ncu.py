@@ -116,6 +116,11 @@ def rejected_metrics(text: str, mset: MetricSet) -> list[str]:
 
 
 QUERY_ARGS = ["--query-metrics"]
+
+
+def suffix_query_args(bases: list[str]) -> list[str]:
+    """List every rollup/submetric of the given base metrics (to check full names)."""
+    return ["--query-metrics", "--query-metrics-mode", "suffix", "--metrics", ",".join(bases)]
 _VERSION = re.compile(r"Version\s+([\w.\-() ]+)")
 
 

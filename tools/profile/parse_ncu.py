@@ -100,12 +100,13 @@ def _details_row(k: NcuKernelData, c: dict[str, str]) -> None:
     if rule:
         est = to_number(c.get("Estimated Speedup", ""))
         k.rules.append(NcuRule(name=rule, kind=(c.get("Rule Type") or "").strip(),
-                               message=" ".join((c.get("Rule Description") or "").split()), est_speedup_pct=est))
+                               message=clean_message(c.get("Rule Description") or ""), est_speedup_pct=est))
         return
     name = (c.get("Metric Name") or "").strip()
     if not name:
         return
-    key = f"{(c.get('Section Name') or '').strip()}/{name}"
+    # raw metric names (the "Command line profiler metrics" rows) stand alone; display names keep their section
+    key = name if "__" in name else f"{(c.get('Section Name') or '').strip()}/{name}"
     num = to_number(c.get("Metric Value", ""))
     if num is not None:
         k.metrics[key] = _scale(num, (c.get("Metric Unit") or "").strip())
@@ -124,40 +125,31 @@ def _scale(value: float, unit: str) -> float:
 
 
 def parse_source_csv(text: str, top: int = 5) -> dict[str, list[SourceHotspot]]:
-    """`ncu --csv --page source`: per kernel, the lines with the most warp-stall samples."""
-    out: dict[str, list[SourceHotspot]] = {}
-    kernel = "?"
-    block: list[str] = []
-    for line in text.splitlines():
-        if line.startswith('"') or (block and line.strip()):
-            block.append(line)
-            continue
-        if block:
-            out.setdefault(kernel, []).extend(_hotspots(block, top))
-            block = []
-        stripped = line.strip()
-        if stripped and not stripped.startswith("=="):
-            kernel = stripped.split(":", 1)[-1].strip() or stripped
-    if block:
-        out.setdefault(kernel, []).extend(_hotspots(block, top))
-    return out
+    """`ncu --csv --page source`: per function, the source lines with the most warp-stall samples.
+
+    The page is a sequence of blocks: `"File Path",<file>`, `"Function Name",<kernel>`, a header row
+    starting with "Line No", then one row per source line (followed by its SASS rows, no line number).
+    """
+    lines: dict[str, list[tuple[str, int, str]]] = {}
+    path, func, header = "?", "?", None
+    for row in _rows(text):
+        if len(row) == 2 and row[0] in {"File Path", "Function Name"}:
+            path, func = (row[1], func) if row[0] == "File Path" else (path, row[1])
+            header = None if row[0] == "File Path" else header
+        elif row and row[0] == "Line No":
+            header = row
+        elif header is not None and row and row[0].strip():
+            cell = dict(zip(header, row, strict=False))
+            samples = int(to_number(cell.get("Warp Stall Sampling (All Samples)", "")) or 0)
+            lines.setdefault(func, []).append((f"{Path(path).name}:{row[0]}", samples, row[1]))
+    return {f: _top_lines(rows, top) for f, rows in lines.items()}
 
 
-def _hotspots(lines: list[str], top: int) -> list[SourceHotspot]:
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    if not rows:
-        return []
-    header = rows[0]
-    scol = next((i for i, h in enumerate(header) if "Warp Stall Sampling (All" in h), None)
-    if scol is None:
-        return []
-    loc_col = 0
-    src_col = next((i for i, h in enumerate(header) if h.strip() == "Source"), 1 if len(header) > 1 else 0)
-    samples = [(int(to_number(r[scol]) or 0), r) for r in rows[1:] if len(r) > scol]
-    total = sum(s for s, _ in samples) or 1
-    best = sorted(samples, key=lambda t: -t[0])[:top]
-    return [SourceHotspot(location=r[loc_col].strip(), samples=s, pct=100.0 * s / total,
-                          text=" ".join(r[src_col].split())[:120]) for s, r in best if s > 0]
+def _top_lines(rows: list[tuple[str, int, str]], top: int) -> list[SourceHotspot]:
+    total = sum(s for _, s, _ in rows) or 1
+    best = sorted(rows, key=lambda r: -r[1])[:top]
+    return [SourceHotspot(location=loc, samples=s, pct=round(100.0 * s / total, 1), text=" ".join(src.split())[:120])
+            for loc, s, src in best if s > 0]
 
 
 def read_ncu_rep(path: Path) -> list[NcuKernelData]:
@@ -185,18 +177,30 @@ def _action(act: object, kid: str) -> NcuKernelData:
             k.metrics[name] = float(val)
         elif isinstance(val, str) and val:
             k.text[name] = val
-    k.block = [int(k.metrics.get(f"launch__block_dim_{d}", 0)) for d in "xyz"] or None
-    k.grid = [int(k.metrics.get(f"launch__grid_dim_{d}", 0)) for d in "xyz"] or None
+    if "launch__block_dim_x" in k.metrics:
+        k.block = [int(k.metrics.get(f"launch__block_dim_{d}", 1)) for d in "xyz"]
+        k.grid = [int(k.metrics.get(f"launch__grid_dim_{d}", 1)) for d in "xyz"]
     for rr in act.rule_results():  # type: ignore[attr-defined]
-        k.rules.append(_rule(rr))
+        rule = _rule(rr)
+        if rule.message:
+            k.rules.append(rule)
     return k
+
+
+_KINDS = {0: "", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
+_MARKUP = re.compile(r"@(?:section|url):([^:@]*):[^@]*@")
+
+
+def clean_message(text: str) -> str:
+    """ncu's `@section:Id:Name@` / `@url:Text:link@` markup -> the readable part; one line."""
+    return " ".join(_MARKUP.sub(r"\1", text).split())
 
 
 def _rule(rr: object) -> NcuRule:
     msg = rr.rule_message() if rr.has_rule_message() else None  # type: ignore[attr-defined]
     est = rr.speedup_estimation() if rr.has_speedup_estimation() else None  # type: ignore[attr-defined]
-    kinds = {0: "", 1: "OK", 2: "WRN", 3: "ERR", 4: "OPT"}
+    msg = msg if isinstance(msg, dict) else {}
     return NcuRule(name=rr.rule_identifier(),  # type: ignore[attr-defined]
-                   kind=kinds.get(int(msg.type), str(msg.type)) if msg else "",
-                   message=" ".join(msg.message.split()) if msg else "",
-                   est_speedup_pct=float(est.speedup) if est else None)
+                   kind=_KINDS.get(int(msg.get("type", 0)), str(msg.get("type", ""))),
+                   message=clean_message(str(msg.get("message", ""))),
+                   est_speedup_pct=float(est["speedup"]) if isinstance(est, dict) and "speedup" in est else None)

@@ -38,7 +38,7 @@ def _kernel(name: str, evs: list[dict[str, Any]], reps: int) -> KernelProfile:
         duration_us=sum(durs) / len(durs), grid=_dims(first.get("grid")), block=_dims(first.get("block")),
         registers_per_thread=_opt_int(first.get("registers per thread")),
         shared_mem_bytes=_opt_int(smem),
-        theoretical_occupancy_pct=float(occ) if occ is not None else None,  # CUPTI computes it, not measured
+        theoretical_occupancy_pct=float(occ) if occ else None,  # CUPTI computes it (0: unknown), not measured
     )
 
 

@@ -132,8 +132,11 @@ class KernelProfile(Record):
     stalls: list[StallReason] = Field(default_factory=list)
     global_load_bytes_per_sector: float | None = Field(None, description="of 32; 32 is fully used")
     global_store_bytes_per_sector: float | None = None
-    bank_conflicts: int | None = Field(None, description="shared-memory bank conflicts (ld + st)")
+    global_excess_sectors_pct: float | None = Field(
+        None, description="global sectors touched beyond the ideal, % of all (misaligned or uncoalesced access)")
+    bank_conflicts: int | None = Field(None, description="shared-memory bank-conflict counter (ld + st)")
     shared_wavefronts: int | None = None
+    shared_excess_wavefronts_pct: float | None = Field(None, description="shared wavefronts beyond the ideal, %")
     wgmma: bool | None = Field(None, description="the kernel issued wgmma (HGMMA) instructions")
     num_warps: int | None = None
     num_stages: int | None = None
