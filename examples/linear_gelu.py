@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 128
+batch_size = 64
 in_features = 256
 out_features = 384
 

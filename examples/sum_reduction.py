@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 16
+batch_size = 8
 dim1 = 200
 dim2 = 160
 reduce_dim = 1

@@ -43,7 +43,8 @@ class BuiltinCoder:
         last, best = read_header(task.last_src), read_header(task.best_src)
         visited = set().union(*(h.visited for h in (last, best) if h is not None and h.family == fam))
         if task.mode == "generate" or (last is None and best is None):
-            return dict(space.DEFAULTS[fam]), visited, f"{fam} template, default configuration"
+            knobs = space.default(fam, an.variant, task.gpu.device)
+            return knobs, visited, f"{an.variant} template, first configuration for {task.gpu.device}"
         if task.mode == "repair":
             return _repair(fam, last or best, visited, task.feedback or "")
         base = best if best is not None and best.family == fam else last

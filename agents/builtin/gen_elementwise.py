@@ -1,10 +1,11 @@
 """Elementwise template: any DAG of elementwise ops over tensors with broadcasting.
 
-The output is walked as a flat index. Inputs with the output's shape and contiguous memory are
-read at the flat index (vectorized 16-byte accesses); broadcast or strided inputs get a 4-D
-index (the output's shape collapsed to at most 4 dims) and their expanded strides (0 where
-broadcast). Each FLAT<k> is a constexpr, so the common all-contiguous case has no index math.
-A grid-stride loop lets a persistent grid (a few programs per SM) cover any size.
+Two kernels. `_kiln_ew_flat` (every input has the output's shape and is contiguous): a flat
+index, 16-byte vector accesses, and a grid-stride loop so a persistent grid (a few programs per
+SM) covers any size. `_kiln_ew_bcast` (some input is broadcast or strided): the output's shape
+collapsed to 4-D [S0, S1, S2, S3] and tiled as rows (S0*S1*S2) x columns (S3); the per-row
+index math (div/mod) happens once per row of the tile, not per element, and each input reads
+base(row) + col * stride3 (stride 0 where it is broadcast).
 """
 
 from __future__ import annotations
@@ -13,49 +14,50 @@ from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import expr, input_exprs, op_line
 
 
-def ew_kernel(plan: Plan) -> str:
-    nin = len(plan.loads)
-    ptrs = ", ".join(f"p{k}" for k in range(nin))
-    strides = ", ".join(f"s{k}_0, s{k}_1, s{k}_2, s{k}_3" for k in range(nin))
-    flags = ", ".join(f"FLAT{k}: tl.constexpr" for k in range(nin))
-    lines = [
-        "offs = tl.cast(t, tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-        "mask = offs < n",
-        "if not ALL_FLAT:",
-        "    i3 = offs % S3",
-        "    rest = offs // S3",
-        "    i2 = rest % S2",
-        "    rest = rest // S2",
-        "    i1 = rest % S1",
-        "    i0 = rest // S1",
-    ]
+def _body(plan: Plan, load: str) -> list[str]:
+    lines = []
     for i in plan.live:
         n = plan.g.nodes[i]
         if n.kind == "load":
             k = plan.loads.index(i)
-            lines += [
-                f"if FLAT{k}:",
-                f"    v{i} = tl.load(p{k} + offs, mask=mask, other=0.0).to(tl.float32)",
-                "else:",
-                f"    v{i} = tl.load(p{k} + i0 * s{k}_0 + i1 * s{k}_1 + i2 * s{k}_2 + i3 * s{k}_3, mask=mask, other=0.0).to(tl.float32)",
-            ]
+            lines.append(f"v{i} = tl.load(p{k} + {load.format(k=k)}, mask=mask, other=0.0).to(tl.float32)")
         elif n.kind == "op":
             lines.append(op_line(plan, i))
-    lines.append(f"tl.store(out_ptr + offs, {expr(plan, plan.g.out)}.to(out_ptr.dtype.element_ty), mask=mask)")
-    inner = "\n".join("        " + ln for ln in lines)
+    return lines
+
+
+def ew_kernel(plan: Plan) -> str:
+    nin = len(plan.loads)
+    ptrs = ", ".join(f"p{k}" for k in range(nin))
+    strides = ", ".join(f"s{k}_0, s{k}_1, s{k}_2, s{k}_3" for k in range(nin))
+    out = expr(plan, plan.g.out)
+    flat = ["offs = tl.cast(t, tl.int64) * BLOCK + tl.arange(0, BLOCK)", "mask = offs < n"]
+    flat += _body(plan, "offs") + [f"tl.store(out_ptr + offs, {out}.to(out_ptr.dtype.element_ty), mask=mask)"]
+    bcast = [
+        "rows = tl.program_id(0) * RB + tl.arange(0, RB)[:, None]",
+        "cols = tl.program_id(1) * CB + tl.arange(0, CB)[None, :]",
+        "mask = (rows < NR) & (cols < S3)",
+        "i2 = rows % S2",
+        "i1 = (rows // S2) % S1",
+        "i0 = tl.cast(rows // S2 // S1, tl.int64)",
+    ]
+    bcast += _body(plan, "i0 * s{k}_0 + i1 * s{k}_1 + i2 * s{k}_2 + cols * s{k}_3")
+    bcast.append(f"tl.store(out_ptr + tl.cast(rows, tl.int64) * S3 + cols, {out}.to(out_ptr.dtype.element_ty), mask=mask)")
     return (
-        "\n\n@triton.jit\n"
-        f"def _kiln_ew(out_ptr, {ptrs}, n, S1, S2, S3, {strides}, BLOCK: tl.constexpr, ALL_FLAT: tl.constexpr, {flags}):\n"
+        f"\n\n@triton.jit\ndef _kiln_ew_flat(out_ptr, {ptrs}, n, BLOCK: tl.constexpr):\n"
         "    pid = tl.program_id(0)\n"
         "    for t in range(pid, tl.cdiv(n, BLOCK), tl.num_programs(0)):\n"
-        f"{inner}\n"
+        + "\n".join("        " + ln for ln in flat)
+        + f"\n\n\n@triton.jit\ndef _kiln_ew_bcast(out_ptr, {ptrs}, NR, S1, S2, S3, {strides}, RB: tl.constexpr, CB: tl.constexpr):\n"
+        + "\n".join("    " + ln for ln in bcast)
+        + "\n"
     )
 
 
 def ew_forward(plan: Plan, cfg: dict) -> str:
     names = input_exprs(plan)
-    nin = len(names)
-    flats = ", ".join(f"FLAT{k}=flat[{k}]" for k in range(nin))
+    blk, nw = cfg["block"], cfg["num_warps"]
+    persistent = f"min(triton.cdiv(n, {blk}), _kiln_sm_count(out.device) * {cfg['waves']})"
     return "\n".join(
         [
             f"ins = [{', '.join(names)}]",
@@ -63,13 +65,17 @@ def ew_forward(plan: Plan, cfg: dict) -> str:
             "out = torch.empty(shape, device=ins[0].device, dtype=ins[0].dtype)",
             "n = out.numel()",
             "if n == 0:\n    return out",
-            "flat = [tuple(t.shape) == shape and t.is_contiguous() for t in ins]",
+            "if all(tuple(t.shape) == shape and t.is_contiguous() for t in ins):",
+            f"    grid = ({persistent if cfg['persistent'] else f'triton.cdiv(n, {blk})'},)",
+            f"    _kiln_ew_flat[grid](out, *ins, n, BLOCK={blk}, num_warps={nw}, num_stages={cfg['num_stages']})",
+            "    return out",
             "sizes, strides = _kiln_collapse(shape, [t.expand(shape).stride() for t in ins])",
-            f"grid = (min(triton.cdiv(n, {cfg['block']}), _kiln_sm_count(out.device) * {cfg['waves']}) "
-            f"if {bool(cfg['persistent'])} else triton.cdiv(n, {cfg['block']}),)",
-            f"_kiln_ew[grid](out, *ins, n, sizes[1], sizes[2], sizes[3], *[s for st in strides for s in st], "
-            f"BLOCK={cfg['block']}, ALL_FLAT=all(flat), {flats}, num_warps={cfg['num_warps']}, "
-            f"num_stages={cfg['num_stages']})",
+            f"cb = min({blk}, triton.next_power_of_2(sizes[3]))",
+            f"rb = max(1, {blk} // cb)",
+            "nr = sizes[0] * sizes[1] * sizes[2]",
+            "grid = (triton.cdiv(nr, rb), triton.cdiv(sizes[3], cb))",
+            "_kiln_ew_bcast[grid](out, *ins, nr, sizes[1], sizes[2], sizes[3], *[s for st in strides for s in st], "
+            f"RB=rb, CB=cb, num_warps={nw}, num_stages={cfg['num_stages']})",
             "return out",
         ]
     )

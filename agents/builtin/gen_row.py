@@ -90,7 +90,7 @@ class RowKernel:
 
     def _reduce_expr(self, i: int, src: str) -> str:
         op = self.p.g.nodes[i].op
-        fill = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}[op]
+        fill = {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}[op]
         fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[op]
         return f"{fn}(tl.where(mask, {src}, {fill}), axis={self.axis}, keep_dims=True)"
 
@@ -130,12 +130,12 @@ class RowKernel:
 
     def _pass(self, k: int, reds: list[int], done: set[int]) -> list[str]:
         shape = "[ROWS, BLOCK_R]" if self.layout == "rows" else "[BLOCK_R, BLOCK_N]"
-        fills = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
+        fills = {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}
         lines = [f"acc{i} = tl.full({shape}, {fills[self.p.g.nodes[i].op]}, tl.float32)" for i in reds]
         lines.append("for c in range(0, R, BLOCK_R):")
         body = self._chunk("c + ")
         body += self._full_nodes(ancestors(self.p, [self.p.g.nodes[i].args[0] for i in reds], done))
-        comb = {"sum": "acc{i} + tl.where(mask, {s}, 0.0)", "max": 'tl.maximum(acc{i}, tl.where(mask, {s}, float("-inf")))',
+        comb = {"sum": "acc{i} + tl.where(mask, {s}, 0.0)", "max": 'tl.maximum(acc{i}, tl.where(mask, {s}, -float("inf")))',
                 "min": 'tl.minimum(acc{i}, tl.where(mask, {s}, float("inf")))'}  # fmt: skip
         for i in reds:
             src = expr(self.p, self.p.g.nodes[i].args[0])

@@ -33,6 +33,12 @@ class Analysis:
     def family(self) -> str:
         return self.plan.family
 
+    @property
+    def variant(self) -> str:
+        """The family, or "row_cols" for reductions over a dim that is not the last."""
+        p = self.plan
+        return "row_cols" if p.family == "row" and p.dims[1] != len(p.full_shape) - 1 else p.family
+
 
 _CACHE: dict[str, Analysis] = {}
 

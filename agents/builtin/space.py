@@ -29,11 +29,30 @@ KNOBS: dict[str, dict[str, list]] = {
     "matmul": {"tile": list(range(len(MM_TILES))), "prec": ["tf32x3", "ieee"]},
 }
 
+# First configurations, measured on an H200 (bench/builtin_speed.py): rows-layout reductions
+# like 8192-element tiles, cols-layout (middle-dim) ones 4096; fp32 GEMMs 128x128x64 tf32x3.
 DEFAULTS: dict[str, dict] = {
     "elementwise": {"block": 2048, "num_warps": 8, "persistent": 0},
-    "row": {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 1},
-    "matmul": {"tile": 4, "prec": "tf32x3"},
+    "row": {"tile": 8192, "num_warps": 8, "persistent": 0, "num_stages": 1},
+    "row_cols": {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 1},
+    "matmul": {"tile": 5, "prec": "tf32x3"},
 }
+
+# Under the Triton interpreter (CPU) the cost is per program, so the first configuration there
+# uses the largest tiles (speed is not measured on CPU; this only keeps runs short).
+CPU_DEFAULTS: dict[str, dict] = {
+    "elementwise": {"block": 8192, "num_warps": 8, "persistent": 0},
+    "row": {"tile": 16384, "num_warps": 8, "persistent": 0, "num_stages": 1},
+    "row_cols": {"tile": 16384, "num_warps": 8, "persistent": 0, "num_stages": 1},
+    "matmul": {"tile": 6, "prec": "tf32x3"},
+}
+
+
+def default(family: str, variant: str, device: str) -> dict:
+    """The first configuration for a family (variant: "row_cols" for middle-dim reductions)."""
+    table = CPU_DEFAULTS if device == "cpu" else DEFAULTS
+    return dict(table.get(variant, table[family]))
+
 
 # knobs that a search step never changes (kept in the config so kernels are self-describing)
 FIXED: dict[str, dict] = {

@@ -1,0 +1,23 @@
+"""Large size for the H200 benchmark (16384 x 4096 fp32). Row softmax (KernelBench level 1 style): softmax over the last dim of a (batch, dim) tensor."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 16384
+dim = 4096
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
