@@ -57,6 +57,7 @@ class CheckOptions(Record):
     seed: int | None = Field(None, description="None: a fresh secret seed per run (recorded afterwards)")
     gpu_index: int = 0
     speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
+    fork_server: bool = Field(True, description="fork workers from a pre-imported server (saves ~2 s/check)")
 
 
 # ----------------------------------------------------------------------------- stages
@@ -71,6 +72,7 @@ class CompileRecord(Record):
     compile_s: float | None = None
     cached: bool = False
     errors: list[str] = Field(default_factory=list, description="first errors, with file:line")
+    first_call_s: float | None = Field(None, description="first forward call (Triton JIT, lazy NVRTC builds)")
     log_tail: str = ""
 
 
