@@ -157,3 +157,17 @@ def test_interpreter_name_error_is_a_compile_error(tmp_path):
     rec = json.loads((tmp_path / "r.json").read_text())
     assert isinstance(rec, dict) and rec["backend"] == "triton-interpreter"
     assert rec["errors"][0].startswith("cand.py:9: NameError:") and "undefined_thing" in rec["errors"][0]
+
+
+def test_stale_build_lock_of_a_dead_worker_is_removed(tmp_path):
+    from kiln.tools.compile.importer import OWNER_FILE, clear_stale_locks
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "ext_name").mkdir()
+    lock = tmp_path / "ext_name" / "lock"
+    lock.write_text("")
+    (tmp_path / OWNER_FILE).write_text(str(dead.pid))
+    assert clear_stale_locks(tmp_path) == [lock] and not lock.exists()
+    lock.write_text("")  # now owned by this live process: left alone
+    assert clear_stale_locks(tmp_path) == [] and lock.exists()

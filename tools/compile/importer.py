@@ -48,9 +48,43 @@ def gpu_arch_list() -> str | None:
     return f"{major}.{minor}"
 
 
+OWNER_FILE = ".kiln-build-pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clear_stale_locks(ext_dir: Path) -> list[Path]:
+    """Remove torch's build `lock` files that a killed worker left behind, then claim the dir.
+
+    torch waits on that lock forever, so a candidate re-checked after its build timed out would hang
+    until the compile deadline. A lock is stale when the worker that last built here is dead.
+    """
+    owner = ext_dir / OWNER_FILE
+    try:
+        pid = int(owner.read_text().strip())
+    except (OSError, ValueError):
+        pid = None
+    removed = []
+    if pid is None or not _alive(pid):
+        for lock in ext_dir.glob("*/lock"):
+            lock.unlink(missing_ok=True)
+            removed.append(lock)
+    owner.write_text(str(os.getpid()))
+    return removed
+
+
 def _prepare_cuda_build(source: str, device: str, cache_root: Path) -> tuple[Path, bool]:
     ext_dir = cache_root / "ext" / source_hash(source)[:16]
     ext_dir.mkdir(parents=True, exist_ok=True)
+    clear_stale_locks(ext_dir)
     os.environ["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
     arch = gpu_arch_list() if device != "cpu" else None
     if arch:
