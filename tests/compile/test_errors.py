@@ -98,3 +98,12 @@ def test_python_error_points_at_candidate_line():
         exec(code, {})
     except KeyError as exc:
         assert python_error(exc, "cand.py") == "cand.py:2: KeyError: 'boom'"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_real_gcc_error_has_file_and_line(tmp_path):
+    src = tmp_path / "main.cpp"
+    src.write_text("int f(int x) {\n    return x +;\n}\n")
+    p = subprocess.run(["g++", "-c", str(src), "-o", str(tmp_path / "m.o")], capture_output=True, text=True)
+    errs = trim_errors(p.stdout + p.stderr)
+    assert errs and errs[0].startswith("main.cpp:2: error:"), errs

@@ -87,3 +87,12 @@ def test_launch_argument_conversion():
         cuda._arg(torch.zeros(2))
     with pytest.raises(ValueError, match="grid"):
         cuda._dims((), "grid")
+
+
+def test_missing_toolkit_header_is_inconclusive_not_a_candidate_error():
+    from kiln.tools.compile.nvcc_check import _missing_toolkit_header
+
+    log = "/x/torch/include/ATen/cuda/CUDAContextLight.h:10:10: fatal error: cusparse.h: No such file or directory"
+    assert _missing_toolkit_header(log, "#include <torch/extension.h>") == "cusparse.h"
+    assert _missing_toolkit_header(log, '#include "cusparse.h"') is None  # the candidate asked for it
+    assert _missing_toolkit_header("k.cu(3): error: x", "") is None

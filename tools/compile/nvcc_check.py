@@ -6,6 +6,7 @@ The only place in kiln.tools.compile that spawns nvcc. Sources are found statica
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -72,10 +73,25 @@ def nvcc_compile_check(path: Path, *, arch: str = DEFAULT_ARCH) -> CompileRecord
     failed = [log for rc, log in logs if rc != 0]
     rec.ok = not failed
     rec.errors = trim_errors("\n".join(failed)) if failed else []
+    missing = _missing_toolkit_header("\n".join(failed), source)
+    if missing:
+        rec.backend = "nvcc-check:inconclusive"
+        rec.errors = [f"compile check inconclusive: this machine's CUDA toolkit lacks {missing}, which "
+                      "torch's CUDA headers include; this is not an error in the candidate"]
     if failed and not rec.errors:
         rec.errors = [failed[0].strip().splitlines()[-1] if failed[0].strip() else "nvcc failed"]
     rec.log_tail = log_tail("\n".join(log for _, log in logs))
     return rec
+
+
+_MISSING = re.compile(r"fatal error: ((?:cusparse|cublas\w*|cusolver\w*|curand\w*|cufft\w*|nvToolsExt)\.h): "
+                      r"No such file or directory")
+
+
+def _missing_toolkit_header(log: str, source: str) -> str | None:
+    """A CUDA library header that torch's headers need but this toolkit lacks (a minimal nvcc install)."""
+    m = _MISSING.search(log)
+    return m.group(1) if m and m.group(1) not in source else None
 
 
 def _compile_one(tmp: Path, i: int, kind: str, src: str, arch: str) -> tuple[int, str]:
