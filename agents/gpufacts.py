@@ -9,8 +9,10 @@ read is left unknown and the prompts say "not measured".
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from kiln.agents.base import GpuFacts
@@ -41,8 +43,15 @@ print(json.dumps({
 """
 
 
+def nvidia_present() -> bool:
+    """A cheap test before spawning torch: no driver device node and no nvidia-smi means no GPU."""
+    return Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi") is not None
+
+
 def probe_device(gpu_index: int = 0, timeout_s: float = 180.0) -> dict[str, Any] | None:
     """Device properties and measured peaks of one GPU as a dict, or None when there is no usable GPU."""
+    if not nvidia_present():
+        return None
     try:
         out = subprocess.run([sys.executable, "-c", _PROBE, str(gpu_index)], capture_output=True,
                              text=True, timeout=timeout_s, check=False)

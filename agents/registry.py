@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from kiln.agents.base import Coder, Judge, Proposer
-from kiln.agents.llm.backends import LLMSpec, api_key_for, build_chat_model, parse_spec, structured_method
+from kiln.agents.llm.backends import (
+    LLMSpec,
+    api_key_for,
+    build_chat_model,
+    parse_spec,
+    rate_limiter,
+    structured_method,
+)
 from kiln.agents.llm.cache import SqliteLLMCache
 from kiln.agents.llm.client import LLMClient
 from kiln.agents.llm.redact import Redactor, install_log_redaction
@@ -120,6 +127,7 @@ def resolve_roles(
     tracker = UsageTracker(budgets)
     cache = SqliteLLMCache(cache_path, redact=redactor) if cache_path is not None and llm_specs else None
     settings = transport or TransportSettings()
+    limiter = rate_limiter(settings)  # one per run: the limit holds across the three roles
     built: dict[str, Any] = {}
     models: dict[str, Any] = {}
     for role, spec in specs.items():
@@ -127,12 +135,11 @@ def resolve_roles(
             built[role] = _builtin(role, lang, device, no_progress_k)
             continue
         script = scripts.get(spec.model)
-        chat = build_chat_model(spec, settings=settings, env=env, cache=cache,
+        chat = build_chat_model(spec, settings=settings, env=env, cache=cache, limiter=limiter,
                                 script=(script or {}).get(role) if script is not None else None)
         models[role] = chat
         client = LLMClient(role, chat, model_name=_model_name(spec, script), tracker=tracker,
-                           redactor=redactor, settings=settings, method=structured_method(spec, structured),
-                           cache=cache)
+                           redactor=redactor, settings=settings, method=structured_method(spec, structured))
         built[role] = _role_object(role, client, device, no_progress_k)
     return Roles(coder=built["coder"], judge=built["judge"], proposer=built["proposer"], tracker=tracker,
                  specs={r: str(s) for r, s in specs.items()}, redactor=redactor, cache=cache, chat_models=models)

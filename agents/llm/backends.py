@@ -82,16 +82,23 @@ def api_key_for(spec: LLMSpec, env: Mapping[str, str]) -> str | None:
     return None
 
 
+def rate_limiter(settings: TransportSettings) -> Any:
+    """A client-side request limiter (langchain's, per process), or None when no limit is set."""
+    if not settings.requests_per_second:
+        return None
+    from langchain_core.rate_limiters import InMemoryRateLimiter
+
+    return InMemoryRateLimiter(requests_per_second=settings.requests_per_second, check_every_n_seconds=0.05)
+
+
 def build_chat_model(spec: LLMSpec, *, settings: TransportSettings, env: Mapping[str, str],
-                     cache: SqliteLLMCache | None = None, script: list[Any] | None = None) -> Any:
+                     cache: SqliteLLMCache | None = None, limiter: Any = None,
+                     script: list[Any] | None = None) -> Any:
     """Construct the langchain chat model for a spec (not for `builtin`, which has none)."""
     common: dict[str, Any] = {"cache": cache if cache is not None else False}
-    if settings.requests_per_second:
-        from langchain_core.rate_limiters import InMemoryRateLimiter
-
-        common["rate_limiter"] = InMemoryRateLimiter(
-            requests_per_second=settings.requests_per_second, check_every_n_seconds=0.05
-        )
+    limiter = limiter if limiter is not None else rate_limiter(settings)
+    if limiter is not None:
+        common["rate_limiter"] = limiter
     if spec.provider == "openai":
         return _openai(spec, settings, api_key_for(spec, env), common)
     if spec.provider == "anthropic":

@@ -17,7 +17,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kiln.agents.base import Usage
-from kiln.agents.llm.cache import SqliteLLMCache, is_cache_hit
+from kiln.agents.llm.cache import is_cache_hit
 from kiln.agents.llm.redact import Redactor
 from kiln.agents.llm.transport import (
     BudgetExhausted,
@@ -71,11 +71,11 @@ def raw_text_of(message: AIMessage | None) -> str:
 class LLMClient:
     def __init__(self, role: str, chat_model: Any, *, model_name: str, tracker: UsageTracker,
                  redactor: Redactor, settings: TransportSettings | None = None,
-                 method: str = "function_calling", cache: SqliteLLMCache | None = None,
+                 method: str = "function_calling",
                  retry_prompt: Callable[[str, str], str] | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.role, self.chat_model, self.model_name = role, chat_model, model_name
-        self.tracker, self.redactor, self.method, self.cache = tracker, redactor, method, cache
+        self.tracker, self.redactor, self.method = tracker, redactor, method
         self.settings = settings or TransportSettings()
         self.retry_prompt = retry_prompt or _default_retry_prompt
         self._sleep = sleep
@@ -119,7 +119,7 @@ class LLMClient:
             raw = out.get("raw")
             reply.usages.append(self._usage(raw, latency, cached))
             reply.raw_text = self.redactor(raw_text_of(raw))
-            parsed, error = _validate(schema, out.get("parsed"), out.get("parsing_error"))
+            parsed, error = _validate(schema, self.redactor.deep(out.get("parsed")), out.get("parsing_error"))
             if error is None:
                 reply.parsed, reply.error = parsed, None
                 return reply

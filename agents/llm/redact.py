@@ -7,6 +7,7 @@ about. Everything kiln writes from the agent layer goes through `redact` first.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -20,6 +21,7 @@ KEY_SHAPES = (
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.=]{8,}"),
     re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}"),
     re.compile(r"(?i)(api[_-]?key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}"),
+    re.compile(r"(://[^/\s:@]+:)[^@\s/]+(?=@)"),  # a password in a URL's userinfo
 )
 MIN_SECRET_LEN = 6  # shorter values ("EMPTY", "1") would mask ordinary words
 
@@ -64,24 +66,25 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return Redactor(secrets)(text)
 
 
-class RedactingFilter(logging.Filter):
-    """A logging filter that redacts the formatted message of every record it sees."""
-
-    def __init__(self, redactor: Redactor) -> None:
-        super().__init__()
-        self.redactor = redactor
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self.redactor(record.getMessage())
-        record.args = None
-        return True
+_ACTIVE: list[Redactor] = []
 
 
-def install_log_redaction(redactor: Redactor, logger_names: Iterable[str] = ("", "kiln", "httpx", "openai")) -> None:
-    """Attach the filter to the handlers of the named loggers (root included)."""
-    flt = RedactingFilter(redactor)
-    for name in logger_names:
-        logger = logging.getLogger(name)
-        logger.addFilter(flt)
-        for handler in logger.handlers:
-            handler.addFilter(flt)
+def install_log_redaction(redactor: Redactor) -> None:
+    """Redact every log record this process creates, whatever logger or handler it goes to.
+
+    A log-record factory formats the message and masks secrets at creation, so records from child
+    loggers (`openai._base_client`, `httpx`) are covered too. Installing again swaps the redactor.
+    """
+    if not _ACTIVE:
+        previous = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            # a malformed log call (args not matching msg) must still log: leave it as it is
+            with contextlib.suppress(Exception):
+                record.msg, record.args = _ACTIVE[0](record.getMessage()), None
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _ACTIVE.append(redactor)
+    _ACTIVE[0] = redactor

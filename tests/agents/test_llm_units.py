@@ -65,13 +65,15 @@ def test_redactor_masks_known_values_and_key_shapes():
     assert r.deep({"a": ["my-private-token-123"], "b": 1}) == {"a": [MASK], "b": 1}
 
 
-def test_log_redaction(caplog):
+def test_log_redaction_covers_child_loggers_and_urls(caplog):
     r = Redactor(["sekrit-value-42"])
-    install_log_redaction(r, ["kiln.test"])
-    logger = logging.getLogger("kiln.test")
-    with caplog.at_level(logging.INFO, logger="kiln.test"):
-        logger.info("calling with %s", "sekrit-value-42")
-    assert "sekrit-value-42" not in caplog.text and MASK in caplog.text
+    install_log_redaction(r)
+    logger = logging.getLogger("openai._base_client.some.child")  # no handler or filter of its own
+    with caplog.at_level(logging.DEBUG):
+        logger.debug("headers %s", {"authorization": "Bearer sekrit-value-42"})
+        logger.info("url http://user:hunter2pass@host/v1 key sekrit-value-42")
+    assert "sekrit-value-42" not in caplog.text and "hunter2pass" not in caplog.text
+    assert caplog.text.count(MASK) == 3 and "http://user:" in caplog.text
 
 
 def test_scripted_model_text_tools_and_errors():
