@@ -16,9 +16,6 @@ from kiln.graphs.state import Candidate, RunState, TimeEntry
 from kiln.graphs.strategies import next_frontier, rank
 from kiln.tools.records import CheckOptions, CheckRecord
 
-_STAGE_KIND = {"compile": "compile", "timing": "time"}  # every other stage is verification work
-_NOT_A_STAGE = {"total"}
-
 
 def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
     o = ctx.options
@@ -85,13 +82,16 @@ def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: l
 
 
 def stage_times(record: CheckRecord, iteration: int) -> list[TimeEntry]:
-    out: dict[str, float] = {}
-    for stage, secs in record.stages_s.items():
-        if stage in _NOT_A_STAGE:
-            continue
-        kind = _STAGE_KIND.get(stage, "verify")
-        out[kind] = out.get(kind, 0.0) + secs
-    return [TimeEntry(iteration=iteration, kind=k, seconds=s) for k, s in out.items()]  # type: ignore[arg-type]
+    """Compile and timing seconds as recorded; verification is the rest of the check's wall time
+    (stages that run side by side are not double-counted when the record has a total)."""
+    st = record.stages_s
+    compile_s, time_s = st.get("compile", 0.0), st.get("timing", 0.0)
+    if "total" in st:
+        verify_s = max(0.0, st["total"] - compile_s - time_s)
+    else:
+        verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing"))
+    out = {"compile": compile_s, "verify": verify_s, "time": time_s}
+    return [TimeEntry(iteration=iteration, kind=k, seconds=v) for k, v in out.items() if v]  # type: ignore[arg-type]
 
 
 def best_after(cands: dict[str, Candidate]) -> str | None:

@@ -31,7 +31,7 @@ def test_planted_api_key_never_lands_in_the_run_dir(tmp_path):
     env = {**os.environ, "OPENAI_API_KEY": key, "KILN_TEST_TOKEN": key}
     run_dir = tmp_path / "run"
     done = kiln_run(str(PROBLEM), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir),
-                    "--base-url", f"http://user:{key}@127.0.0.1:9/v1", "--quiet", env=env)
+                    "--base-url", f"http://user:{key}@127.0.0.1:9/v1", "--trials", "1", "--quiet", env=env)
     assert done.returncode == 0, done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary.keys() >= REQUIRED and summary["status"] == "solved"

@@ -63,7 +63,7 @@ def test_killed_kiln_run_resumes_without_repeating_checks(tmp_path):
     script.write_text(json.dumps({"coder": [reply("no_relu"), reply("good")], "judge": [judge("repair")],
                                   "proposer": [{"cases": []}]}))
     run_dir = tmp_path / "run"
-    proc = _kiln(str(PROBLEM), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir), "--quiet")
+    proc = _kiln(str(PROBLEM), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir), "--trials", "1", "--quiet")
     _wait_for(run_dir, "check")
     os.killpg(proc.pid, signal.SIGKILL)  # a crash: no cleanup, evaluator children included
     proc.wait()
