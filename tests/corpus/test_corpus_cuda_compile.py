@@ -1,0 +1,51 @@
+"""Every CUDA fixture's plain CUDA part (`CUDA_SRC`) compiles with nvcc for sm_90, except the ones
+meant not to compile; load_inline wiring is consistent. No torch headers are compiled here."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from .corpus_lib import KERNELS, entry_id, load_manifest, string_constants
+
+CUDA = list({e["path"]: e for e in load_manifest() if e["lang"] == "cuda"}.values())
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("entry", CUDA, ids=entry_id)
+def test_cuda_src_compiles_with_nvcc(tmp_path, entry):
+    src = tmp_path / "kernel.cu"
+    src.write_text(string_constants(KERNELS / entry["path"])["CUDA_SRC"])
+    proc = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-std=c++17", "-o", str(tmp_path / "k.cubin"), str(src)],
+                          capture_output=True, text=True, timeout=120)
+    if entry["expect_status"] == "compile_error":
+        assert proc.returncode != 0
+        assert re.search(r"kernel\.cu\(\d+\): error", proc.stderr), proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("entry", [e for e in CUDA if e["form"] == "fast"], ids=entry_id)
+def test_fast_path_kernel_names_exist(entry):
+    source = (KERNELS / entry["path"]).read_text()
+    cuda = string_constants(KERNELS / entry["path"])["CUDA_SRC"]
+    for name in re.findall(r'CudaKernel\(CUDA_SRC, "(\w+)"\)', source):
+        assert re.search(rf'extern "C" __global__ void {name}\(', cuda), name
+
+
+@pytest.mark.parametrize("entry", [e for e in CUDA if e["form"] == "load_inline"], ids=entry_id)
+def test_load_inline_functions_are_defined(entry):
+    strings = string_constants(KERNELS / entry["path"])
+    host = strings.get("HOST_SRC", "") + strings.get("CPP_SRC", "")
+    assert host, "no HOST_SRC / CPP_SRC"
+    source = (KERNELS / entry["path"]).read_text()
+    functions = re.search(r"functions=\[([^\]]*)\]", source).group(1)
+    for name in re.findall(r'"(\w+)"', functions):
+        assert re.search(rf"torch::Tensor {name}\(", host), name
+    kiln_form = "CPP_SRC" in strings
+    assert ("#include <torch/extension.h>" in strings["CUDA_SRC"]) is False
+    assert kiln_form == entry["path"].endswith("_kiln.py")
