@@ -81,8 +81,10 @@ def judge(state: RunState, runtime: Runtime[RunContext]) -> Command[Goto]:
         return Command(goto=verdict.goto, update=update)
     cands = state.get("candidates", {})
     frontier = [cands[c] for c in state.get("frontier", []) if c in cands]  # ranked, or the stressed one first
-    if not frontier:
-        return Command(goto="code", update={})
+    if not frontier:  # MCTS chose the root: a fresh generation, still bounded by the iteration budget
+        spent = iterations_spent(state, ctx.options)
+        return Command(goto="finish", update={"status": "budget", "stop_reason": spent}) if spent \
+            else Command(goto="code", update={})
     decisions: dict[str, JudgeDecision] = {}
     usage, times = [], []
     for cand in frontier:
