@@ -65,12 +65,14 @@ def _memory_unit(k: KernelProfile, dram_rel_pct: float | None = None) -> str:
 
 
 def _sol_only(k: KernelProfile) -> dict[str, object]:
-    """No bytes or peaks: fall back on ncu's speed-of-light percentages."""
-    mem, comp = k.memory_sol_pct, k.compute_sol_pct
+    """No FLOPs, bytes or peaks (an imported report): judge by ncu's speed-of-light percentages. A busy
+    tensor pipe means compute-bound even when L2 traffic (a GEMM's operand reuse) raises memory SOL."""
+    mem, comp, tensor = k.memory_sol_pct, k.compute_sol_pct, k.tensor_pct or 0.0
     if mem is None and comp is None:
         return {}
-    if (mem or 0) >= (comp or 0):
-        return {"bound": "memory", "limiting_unit": _memory_unit(k), "roofline_pct": mem,
-                "near_limit": (mem or 0) >= NEAR_LIMIT_PCT}
-    unit = "tensor" if (k.tensor_pct or 0) > (k.fma_pct or 0) else "fma"
-    return {"bound": "compute", "limiting_unit": unit, "roofline_pct": comp, "near_limit": (comp or 0) >= NEAR_LIMIT_PCT}
+    if tensor >= 50 or (comp or 0) > (mem or 0):
+        unit = "tensor" if tensor > (k.fma_pct or 0) else "fma"
+        pct = max(comp or 0, tensor)
+        return {"bound": "compute", "limiting_unit": unit, "roofline_pct": pct, "near_limit": pct >= NEAR_LIMIT_PCT}
+    return {"bound": "memory", "limiting_unit": _memory_unit(k), "roofline_pct": mem,
+            "near_limit": (mem or 0) >= NEAR_LIMIT_PCT}

@@ -94,8 +94,8 @@ def build_report(used: str, files: dict[str, str], *, candidate: Path, peaks_: P
     kernels, notes = _enrich(kernels, target, target_path.parent, candidate, fallback=used != "ncu")
     if peaks_.sm_count is None and target.get("sm_count"):
         peaks_ = peaks_.model_copy(update={"sm_count": target["sm_count"]})
-    report = ProfileReport(source=used, source_detail=detail, problem=problem, candidate=str(candidate),  # type: ignore[arg-type]
-                           level=level, dtype=dtype, gpu_name=target.get("gpu_name"), peaks=peaks_,  # type: ignore[arg-type]
+    report = ProfileReport(source=used, source_detail=detail, problem=problem, candidate=str(candidate),
+                           level=level, dtype=dtype, gpu_name=target.get("gpu_name"), peaks=peaks_,
                            kernels=kernels, notes=notes)
     return analyze(report)
 
@@ -151,7 +151,7 @@ def static_report(problem: Path, candidate: Path, *, dtype: str, level: str, wal
     if not sources:
         notes.append("no plain CUDA source found; Triton kernels need a GPU run (or their cached cubins) for SASS")
     return ProfileReport(source="static" if kernels else "none", source_detail="no GPU run: ptxas -v and SASS for sm_90",
-                         problem=str(problem), candidate=str(candidate), level=level, dtype=dtype,  # type: ignore[arg-type]
+                         problem=str(problem), candidate=str(candidate), level=level, dtype=dtype,
                          kernels=kernels, notes=notes, wall_s=round(time.monotonic() - wall_t0, 2))
 
 

@@ -11,7 +11,7 @@ OCCUPANCY_RULES = ("Occupancy", "AchievedOccupancy", "TheoreticalOccupancy")
 
 
 def _f(rule: str, msg: str, severity: str = "warn") -> ProfileFinding:
-    return ProfileFinding(rule=rule, message=msg, severity=severity)  # type: ignore[arg-type]
+    return ProfileFinding(rule=rule, message=msg, severity=severity)
 
 
 def near_limit(k: KernelProfile, _: Peaks) -> ProfileFinding | None:

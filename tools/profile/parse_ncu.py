@@ -62,7 +62,7 @@ def parse_raw_csv(text: str) -> list[NcuKernelData]:
         raise KilnInputError("not an ncu raw CSV page (no 'Kernel Name' header)")
     header = rows[0]
     body = rows[2:] if rows[1] and not to_number(rows[1][0] or "x") else rows[1:]
-    kernels = []
+    kernels: list[NcuKernelData] = []
     for row in body:
         cells = dict(zip(header, row, strict=False))
         k = NcuKernelData(id=cells.get("ID", str(len(kernels))), name=cells.get("Kernel Name", "?"),

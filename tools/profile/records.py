@@ -27,7 +27,8 @@ class Peaks(Record):
     source: Literal["measured", "recorded", "datasheet", "none"] = "none"
     copy_gbps: float | None = Field(None, description="device-to-device copy, bytes read + written")
     matmul_tflops: dict[str, float] = Field(default_factory=dict, description="fp32, tf32, bf16, fp16")
-    launch_overhead_us: float | None = Field(None, description="empty-kernel launch to completion")
+    launch_overhead_us: float | None = Field(
+        None, description="GPU time per tiny torch op launched back to back from Python (host launch cost)")
     sm_count: int | None = None
     measured_at: str | None = None
 

@@ -56,7 +56,7 @@ def _cached_probe(cache_dir: Path, key: str) -> tuple[bool, str] | None:
         info = RungInfo.model_validate_json(path.read_text())
     except ValueError:
         return None
-    return bool(info.counters), info.reason
+    return bool(info.counters), info.reason.removeprefix("counters refused: ")
 
 
 def detect_rung(cache_dir: Path | None = None, *, probe: bool = True) -> RungInfo:
