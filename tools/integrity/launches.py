@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import types
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
@@ -174,5 +175,8 @@ def _reachable(root: Any) -> Iterator[Any]:
 
 
 def _is_native(mod: types.ModuleType) -> bool:
+    """A compiled extension the candidate built (load_inline / load), not the stdlib or a package."""
     path = str(getattr(mod, "__file__", "") or "")
-    return path.endswith((".so", ".pyd")) and not path.rsplit("/", 1)[-1].startswith(("_C", "torch"))
+    if not path.endswith((".so", ".pyd")) or mod.__name__.split(".")[0] in sys.stdlib_module_names:
+        return False
+    return not any(part in path for part in ("site-packages", "dist-packages", sys.base_prefix + "/lib"))

@@ -40,7 +40,7 @@ def inspect_forward(model_new: nn.Module, inputs: tuple, *, policy: str, device:
     recorder = AtenRecorder(hooks, counter.snapshots)
     args = _clone(inputs)
     with hooks, recorder, torch.no_grad():
-        model_new(*args)
+        first = model_new(*args)
     kernels = sorted(n for n in counter.counts if not n.startswith(EXT))
     acc = OpAccounting(aten_ops=dict(sorted(recorder.counts.items())), compute_ops=recorder.compute_ops,
                        own_launches=dict(counter.counts), own_kernels=kernels, method="launch hooks")
@@ -49,7 +49,7 @@ def inspect_forward(model_new: nn.Module, inputs: tuple, *, policy: str, device:
     elif not kernels:  # no profiler: the candidate's own C++ host code is its own work
         acc.own_kernels = sorted(counter.counts)
     if counter.counts:
-        acc.decoy_kernels = find_decoys(model_new, inputs, sorted(counter.counts), roots)
+        acc.decoy_kernels = find_decoys(model_new, inputs, sorted(counter.counts), roots, first)
     acc.decoy_kernels += [f"{n} (returns the output of {op} unchanged)" for n, op in sorted(counter.torch_results.items())]
     return acc, judge(acc, policy)
 

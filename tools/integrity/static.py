@@ -79,6 +79,8 @@ class _Visitor(ast.NodeVisitor):
                 self.add("static.tensor-subclass", "reject", f"class {node.name} subclasses {hit}", node)
         if node.name == "Model":
             self.add("static.reference-model", "warn", "defines its own class named Model", node)
+        if any(isinstance(b, ast.Call) for b in node.bases):
+            self.add("static.reference-model", "reject", f"class {node.name} has a base class computed at run time", node)
         self.generic_visit(node)
 
     def visit_Try(self, node: ast.Try) -> None:
@@ -147,6 +149,10 @@ class _Visitor(ast.NodeVisitor):
             self._check_expr(node, called=False)
         self.generic_visit(node)
 
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if node.value in R.HARNESS_NAMES:
+            self.add("static.reference-model", "reject", f"looks up the harness's {node.value!r} by name", node)
+
     # ------------------------------------------------------------------ stores
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
@@ -181,6 +187,7 @@ class _Visitor(ast.NodeVisitor):
             (R.INTROSPECTION, "static.introspection", "reject", "introspection of the caller or the process"),
             (R.ENV_OR_FILE, "static.env-or-file", "reject", "reads the environment, files or the network"),
             (R.CLOCK, "static.introspection", "warn", "reads clocks or timing utilities"),
+            (R.NATIVE, "static.introspection", "warn", "raw native calls kiln cannot inspect"),
             (R.DYNAMIC, "static.dynamic-torch-attr", "warn", "dynamic attribute access"),
         ]
         if called:

@@ -25,7 +25,7 @@ INTROSPECTION = ("sys._getframe", "sys._current_frames", "sys.modules", "sys.set
                  "sys.gettrace", "sys.getprofile", "sys.addaudithook", "sys.exc_info", "sys._xoptions",
                  "inspect", "gc", "traceback", "builtins.globals", "builtins.locals", "builtins.vars",
                  "builtins.__import__", "builtins.eval", "builtins.exec", "builtins.compile",
-                 "builtins.breakpoint", "importlib", "__main__", "ctypes", "cffi", "marshal", "types.FrameType",
+                 "builtins.breakpoint", "importlib", "__main__", "marshal", "types.FrameType",
                  "torch.utils._python_dispatch", "torch._C._is_torch_function_mode_enabled",
                  "torch._C._get_dispatch_mode", "torch._C._get_torch_dispatch_mode", "torch.overrides",
                  "torch.profiler", "torch.autograd.profiler", "torch._C._autograd", "torch.compiler.is_compiling",
@@ -35,6 +35,8 @@ INTROSPECTION = ("sys._getframe", "sys._current_frames", "sys.modules", "sys.set
 INTROSPECTION_ATTRS = frozenset({"f_back", "f_globals", "f_locals", "f_code", "f_builtins", "tb_frame", "gi_frame",
                                  "cr_frame", "ag_frame", "__globals__", "__closure__", "__code__", "__subclasses__",
                                  "__builtins__", "co_code", "__loader__", "_getframe"})
+NATIVE = ("ctypes", "cffi")
+"""Raw native calls: kiln can't see what they do (a warning; the runtime and timing checks still apply)."""
 CLOCK = ("time", "timeit", "datetime", "torch.cuda.Event",
          "triton.testing", "torch.utils.benchmark")
 ENV_OR_FILE = ("os.environ", "os.environb", "os.getenv", "os.getenvb", "os.putenv", "os.unsetenv", "builtins.open",
@@ -65,6 +67,8 @@ SOURCE_SINKS = frozenset({"load_inline", "CudaKernel", "RawKernel", "RawModule",
                           "ReductionKernel", "SourceModule", "nvrtcCreateProgram", "Program", "compile_source"})
 SINK_TEXT_HINTS = ("__global__", "#include", "torch::", "at::", "<<<", "extern \"C\"", "PYBIND11_MODULE")
 KERNEL_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit")
+HARNESS_NAMES = frozenset({"Model", "get_inputs", "get_init_inputs"})
+"""String constants naming the problem's objects: a candidate looking them up is reaching for the reference."""
 ALLOWED_KILN = ("kiln.tools.cuda",)
 
 

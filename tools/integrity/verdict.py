@@ -95,7 +95,7 @@ def _judge_physics(rec: CheckRecord, peaks: Peaks | None) -> list[Finding]:
     if ph.floor_us is None or measured >= ph.floor_us:
         return []
     return [Finding(rule="physics.faster-than-hardware", severity="reject",
-                    evidence=f"faster than the hardware allows: measured {measured:.2f} us < {ph.bound} floor "
+                    evidence=f"measured {measured:.2f} us < {ph.bound} floor "
                              f"{ph.floor_us:.2f} us ({ph.bytes_moved} bytes at {ph.peak_gbps} GB/s, "
                              f"{ph.flops} FLOPs at {ph.peak_tflops} TFLOP/s, with margin)")]
 
@@ -125,14 +125,24 @@ def _escalate(f: Finding) -> Finding:
 
 
 def _reject(rec: CheckRecord, rejects: list[Finding]) -> None:
+    """Reject findings first in `reasons`; the status they replace is kept as the last reason. A
+    cheat that also crashed or failed to compile is still rejected: the verdict names the cheat.
+    Correctness-side rules (`correctness.*`) make the candidate `incorrect`, not `rejected`."""
     if not rejects:
         return
-    if rec.status not in ("rejected",):
-        rec.reasons.append(f"was: {rec.status}")
-    rec.status, rec.correct = "rejected", False
+    reasons = []
     for f in rejects:
         where = f" (line {f.line})" if f.line else ""
         prefix = "rejected: faster than the hardware allows" if f.rule == "physics.faster-than-hardware" else "rejected"
         reason = f"{prefix}: {f.rule}{where}: {f.evidence}"
-        if reason not in rec.reasons:
-            rec.reasons.append(reason)
+        if reason not in rec.reasons and reason not in reasons:
+            reasons.append(reason)
+    rec.correct = False
+    if all(f.rule.startswith("correctness.") for f in rejects):  # a failed check, not a cheat verdict
+        rec.status = "incorrect"
+        rec.reasons += [r for r in reasons if r not in rec.reasons]
+        return
+    if rec.status != "rejected":
+        reasons.append(f"before the integrity verdict: {rec.status}")
+    rec.status = "rejected"
+    rec.reasons = reasons + rec.reasons

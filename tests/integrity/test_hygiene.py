@@ -1,0 +1,123 @@
+"""Output hygiene: aliasing, subclasses, lazy and deferred outputs, cached answers."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from kiln.tools.integrity.hygiene import check_outputs
+
+
+class Ref(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * self.w
+
+
+class Honest(Ref):
+    pass
+
+
+SETS = [(torch.randn(4, 8),) for _ in range(3)]
+
+
+def rules(cand: nn.Module, ref: nn.Module | None = None) -> set[str]:
+    return {f.rule for f in check_outputs(cand, ref or Ref(), SETS)}
+
+
+def test_honest_outputs_are_clean() -> None:
+    assert rules(Honest()) == set()
+
+
+def test_output_aliasing_the_input() -> None:
+    class InPlace(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.relu_()
+
+    assert rules(InPlace()) == {"output.alias-input"}
+
+
+def test_aliasing_allowed_when_the_reference_aliases_too() -> None:
+    class View(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.view(-1)
+
+    assert "output.alias-input" not in rules(View(), View())
+
+
+def test_output_aliasing_a_reference_tensor() -> None:
+    ref = Ref()
+
+    class Steal(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return ref.w.data
+
+    assert "output.alias-reference" in rules(Steal(), ref)
+
+
+def test_tensor_subclass_output() -> None:
+    class Sub(torch.Tensor):
+        pass
+
+    class Cand(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x).as_subclass(Sub)
+
+    assert "output.subclass" in rules(Cand())
+
+
+def test_meta_output_is_lazy() -> None:
+    class Cand(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.empty(x.shape, device="meta")
+
+    assert "output.lazy" in rules(Cand())
+
+
+def test_output_written_after_return_is_lazy() -> None:
+    class Deferred(nn.Module):
+        """Returns a buffer and fills it during the next call (cross-call batching)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.pending: list = []
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for out, inp in self.pending:
+                out.copy_(torch.relu(inp))
+            out = torch.zeros_like(x)
+            self.pending = [(out, x)]
+            return out
+
+    assert "output.lazy" in rules(Deferred())
+
+
+def test_cached_output_is_caught() -> None:
+    class Cache(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.memo = None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.memo is None:
+                self.memo = torch.relu(x)
+            return self.memo.clone()
+
+    assert "output.cached" in rules(Cache(), nn.ReLU())
+
+
+def test_one_call_late_output_is_caught() -> None:
+    class Late(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.prev = None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = torch.relu(x) if self.prev is None else self.prev
+            self.prev = torch.relu(x)
+            return out.clone()
+
+    assert "output.cached" in rules(Late(), nn.ReLU())

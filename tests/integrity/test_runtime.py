@@ -1,0 +1,102 @@
+"""Runtime accounting under the Triton interpreter: own kernels seen, PyTorch compute classified,
+decoys found by poisoning, policies applied."""
+
+from __future__ import annotations
+
+import torch
+
+from kiln.tools.integrity.ops import is_compute
+from kiln.tools.integrity.runtime import inspect_forward, judge
+from kiln.tools.records import OpAccounting
+
+X = (torch.randn(1000),)
+
+
+def run(mod, policy: str = "partial"):  # noqa: ANN001, ANN201
+    acc, findings = inspect_forward(mod.ModelNew(), X, policy=policy, device="cpu")
+    return acc, {f.rule: f.severity for f in findings}
+
+
+HONEST = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu(x)
+"""
+
+
+def test_honest_kernel_is_seen_and_clean(load_candidate) -> None:  # noqa: ANN001
+    acc, rules = run(load_candidate(HONEST), policy="strict")
+    assert acc.own_launches == {"relu_kernel": 1}
+    assert acc.compute_ops == [] and acc.decoy_kernels == []
+    assert acc.aten_ops == {"aten::empty_like": 1}  # the interpreter's own copies are left out
+    assert rules == {}
+
+
+def test_pytorch_fallback_has_no_own_kernel(load_candidate) -> None:  # noqa: ANN001
+    acc, rules = run(load_candidate("class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"))
+    assert acc.own_kernels == [] and acc.compute_ops == ["aten::relu"]
+    assert rules["runtime.no-own-kernel"] == "reject"
+
+
+def test_decoy_kernel_is_caught(load_candidate) -> None:  # noqa: ANN001
+    mod = load_candidate("""
+class ModelNew(nn.Module):
+    def forward(self, x):
+        relu(x)                 # runs, output thrown away
+        return torch.relu(x)
+""")
+    acc, rules = run(mod)
+    assert acc.decoy_kernels == ["relu_kernel"]
+    assert rules["runtime.decoy"] == "reject"
+
+
+def test_decoy_hidden_behind_zero_times_output_is_caught(load_candidate) -> None:  # noqa: ANN001
+    mod = load_candidate("""
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 0.0 * relu(x)
+""")
+    assert run(mod)[1]["runtime.decoy"] == "reject"
+
+
+def test_own_kernel_feeding_a_pytorch_epilogue_passes_partial_not_strict(load_candidate) -> None:  # noqa: ANN001
+    mod = load_candidate("""
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu(x) * 2.0
+""")
+    acc, partial = run(mod, "partial")
+    assert acc.compute_ops == ["aten::mul"] and acc.decoy_kernels == []
+    assert partial == {"runtime.torch-compute": "info"}
+    assert run(mod, "strict")[1] == {"runtime.torch-compute": "reject"}
+
+
+def test_kernel_writing_into_a_stale_buffer_is_not_a_decoy(load_candidate) -> None:  # noqa: ANN001
+    # The output buffer already holds the right values before the kernel runs (a cache the
+    # kernel overwrites with the same numbers): no write is visible, yet the kernel feeds the result.
+    mod = load_candidate("""
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.buf = None
+    def forward(self, x):
+        if self.buf is None or self.buf.shape != x.shape:
+            self.buf = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), 256),)](x, self.buf, x.numel(), BLOCK=256)
+        return self.buf.clone()
+""")
+    acc, rules = run(mod)
+    assert acc.decoy_kernels == [] and "runtime.decoy" not in rules
+
+
+def test_judge_strict_without_any_compute_still_needs_an_own_kernel() -> None:
+    rules = {f.rule for f in judge(OpAccounting(aten_ops={"aten::clone": 1}), "strict")}
+    assert rules == {"runtime.no-own-kernel"}
+
+
+def test_operator_classes() -> None:
+    for op in ("aten::empty_like", "aten::view", "aten::copy_", "aten::_to_copy", "aten::reshape",
+               "aten::fill_.Scalar", "aten::cat", "aten::t", "aten::sym_size"):
+        assert not is_compute(op), op
+    for op in ("aten::mm", "aten::_softmax", "aten::add_.Tensor", "aten::relu", "aten::sum.dim_IntList"):
+        assert is_compute(op), op
