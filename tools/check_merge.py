@@ -91,6 +91,9 @@ def stage_times(rnd: Round) -> dict[str, float]:
         if t0 and t1:
             out[name] = round(t1 - t0, 3)
     out["reference"] = round(rnd.ref.wall_s, 3)
+    ref_integrity = (rnd.ref_data.get("stages", {}).get("integrity") or [None, None])[:2]
+    if ref_integrity[0] and ref_integrity[1]:
+        out["reference_integrity"] = round(ref_integrity[1] - ref_integrity[0], 3)
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import secrets
 import shutil
 from pathlib import Path
@@ -14,6 +16,8 @@ from kiln.tools.correctness import tolerances
 from kiln.tools.problem import CandidateInfo, ProblemInfo
 from kiln.tools.records import CheckOptions, CheckRecord, Finding
 from kiln.tools.worker import CaseSpec, JobSpec
+
+KILN_REF_VERSION = 1  # bump when the cached reference-side integrity facts change meaning
 
 
 def case_specs(prob: ProblemInfo, cases: list[ProblemInfo]) -> list[CaseSpec]:
@@ -35,11 +39,14 @@ def job_specs(work: Path, rec: CheckRecord, cases: list[CaseSpec], cand: Candida
               *, seed: int, trials: int, time: bool) -> tuple[JobSpec, JobSpec]:
     atol, rtol = tolerances(options.dtype, options.atol, options.rtol)
     timing_budget = stage_timeouts(options)["timing"]
-    common = dict(cases=cases, dtype=options.dtype, device=rec.device, secret=seed, trials=trials,
+    common = dict(parent_pid=os.getpid(), cases=cases, dtype=options.dtype, device=rec.device, secret=seed, trials=trials,
                   cache_root=str(cache_root(options)), policy=options.policy, atol=atol, rtol=rtol, time=time,
                   baselines=list(options.baselines), timing_max_s=0.6 * timing_budget,
                   speedup_threshold=options.speedup_threshold, gpu_index=options.gpu_index)
-    ref = JobSpec(role="reference", work_dir=str(work / "ref"), **common)  # type: ignore[arg-type]
+    key = hashlib.sha256("".join(Path(c.path).read_text() for c in cases).encode()).hexdigest()[:24]
+    ref_cache = cache_root(options) / "reference" / f"{key}.{options.dtype}.{rec.device}.{KILN_REF_VERSION}.json"
+    ref = JobSpec(role="reference", work_dir=str(work / "ref"), reference_cache=str(ref_cache),
+                  **common)  # type: ignore[arg-type]
     cnd = JobSpec(role="candidate", candidate=cand.path, work_dir=str(work / "cand"), **common)  # type: ignore[arg-type]
     return ref, cnd
 
@@ -51,7 +58,7 @@ def one_round(rec: CheckRecord, cases: list[CaseSpec], cand: CandidateInfo, opti
         ref_spec, cand_spec = job_specs(work, rec, cases, cand, options, seed=seed, trials=trials, time=time)
         rnd = run_round(ref_spec, cand_spec, cache_root=cache_root(options), cand_key=cand.sha256[:16],
                         stage_timeouts=stage_timeouts(options), timeout_s=options.timeout_s + SPAWN_SLACK_S,
-                        compare_fn=compare_round)
+                        compare_fn=compare_round, use_fork_server=options.fork_server)
         reference_failure(rnd, rec.problem, options.timeout_s)
         out = merge(rec.model_copy(deep=True), rnd, static=static, policy=options.policy,
                     atol=ref_spec.atol, rtol=ref_spec.rtol, timing_wanted=time)

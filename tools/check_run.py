@@ -47,7 +47,7 @@ def write_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def _start(spec: JobSpec, *, env: dict[str, str], timeout_s: float, stages: dict[str, float] | None,
-           untimed: tuple[str, ...] = ()) -> IsolatedProc:
+           untimed: tuple[str, ...] = (), zygote: Any = None) -> IsolatedProc:
     work = Path(spec.work_dir)
     (work / "out").mkdir(parents=True, exist_ok=True)
     job = work / "job.json"
@@ -55,7 +55,7 @@ def _start(spec: JobSpec, *, env: dict[str, str], timeout_s: float, stages: dict
     argv = [sys.executable, "-m", "kiln.tools.worker", spec.role, str(job)]
     return start_isolated(argv, env=env, cwd=work, timeout_s=timeout_s, heartbeat=spec.heartbeat,
                           stage_timeouts=stages, as_limit_bytes=default_as_limit(spec.device),
-                          untimed_stages=untimed)
+                          untimed_stages=untimed, zygote=zygote)
 
 
 def worker_env(spec: JobSpec, cache_root: Path, cand_key: str) -> dict[str, str]:
@@ -63,14 +63,25 @@ def worker_env(spec: JobSpec, cache_root: Path, cand_key: str) -> dict[str, str]
                         extra={"TORCHINDUCTOR_CACHE_DIR": str(cache_root / "inductor")})
 
 
+def fork_server(spec: JobSpec, cache_root: Path) -> Any:
+    """The process-wide fork server for this device (None: fall back to a fresh interpreter)."""
+    from kiln.tools.zygote import get_zygote
+
+    env = scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_root / "zygote")
+    return get_zygote((spec.device, spec.gpu_index, sys.executable), env)
+
+
 def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_key: str,
-              stage_timeouts: dict[str, float], timeout_s: float, compare_fn: Any) -> Round:
+              stage_timeouts: dict[str, float], timeout_s: float, compare_fn: Any, use_fork_server: bool = True
+              ) -> Round:
     """Run both workers; `compare_fn(ref_spec, ref_data, cand_spec, cand_data)` -> Comparison, whose
     `.passed` decides whether the candidate goes on to integrity checks and timing."""
-    ref = _start(ref_spec, env=worker_env(ref_spec, cache_root, cand_key), timeout_s=timeout_s, stages=None)
-    cand_wall = time.time()
+    cand_wall = time.time()  # spawn time includes starting the fork server when this check did
+    zygote = fork_server(cand_spec, cache_root) if use_fork_server else None
+    ref = _start(ref_spec, env=worker_env(ref_spec, cache_root, cand_key), timeout_s=timeout_s, stages=None,
+                 zygote=zygote)
     cand = _start(cand_spec, env=worker_env(cand_spec, cache_root, cand_key), timeout_s=timeout_s,
-                  stages=stage_timeouts, untimed=("await",))
+                  stages=stage_timeouts, untimed=("await",), zygote=zygote)
     try:
         ref_res, cand_res = _until_compare_point(ref, cand)
         ref_data = read_json(ref_spec.result_path)

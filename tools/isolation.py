@@ -20,6 +20,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -94,24 +95,66 @@ def _limits(as_limit_bytes: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (as_limit_bytes, as_limit_bytes))
 
 
+class _Forked:
+    """A worker forked by the fork server (kiln.tools.zygote), with the bits of Popen we use."""
+
+    def __init__(self, zygote: Any, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
+                 as_limit: int | None) -> None:
+        self.zygote, self.returncode = zygote, None
+        self.status = stderr.with_suffix(".status")
+        self.pid = zygote.spawn(argv, env=env, cwd=cwd, stderr=stderr, status=self.status, as_limit=as_limit)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                self.returncode = int(self.status.read_text())
+            except (OSError, ValueError):
+                if not self.zygote.alive() and not _pid_alive(self.pid):
+                    self.returncode = -signal.SIGKILL  # server gone: the status is lost
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = time.monotonic() + (timeout if timeout is not None else 1e9)
+        while self.poll() is None:
+            if time.monotonic() > end:
+                raise subprocess.TimeoutExpired("worker", timeout or 0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class IsolatedProc:
     """A running worker. `poll()` enforces deadlines; returns a ProcResult once it has ended."""
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
                  heartbeat: Path | None, stage_timeouts: dict[str, float] | None,
-                 as_limit_bytes: int | None, untimed_stages: tuple[str, ...]) -> None:
+                 as_limit_bytes: int | None, untimed_stages: tuple[str, ...], zygote: Any = None) -> None:
         self.heartbeat, self.stage_timeouts = heartbeat, dict(stage_timeouts or {})
         self.timeout_s, self.untimed = timeout_s, set(untimed_stages)
         self.stderr_path = Path(cwd) / f"stderr.{os.getpid()}.{time.monotonic_ns()}.log"
         self.start_wall = time.time()
         self.t0 = self.stage_t0 = time.monotonic()
         self.untimed_s, self.stage, self.detail = 0.0, None, ""
+        self.result: ProcResult | None = None
+        self.proc: Any
+        if zygote is not None and argv[1:3] == ["-m", "kiln.tools.worker"]:
+            self.proc = _Forked(zygote, argv[3:], env, Path(cwd), self.stderr_path, as_limit_bytes)
+            return
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
             self.proc = subprocess.Popen(  # noqa: S603 - argv is ours, the candidate is a file it reads
                 argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 start_new_session=True, preexec_fn=lambda: _limits(as_limit_bytes),
             )
-        self.result: ProcResult | None = None
 
     def _track_stage(self, now: float) -> None:
         info = read_beat(self.heartbeat)
@@ -146,8 +189,13 @@ class IsolatedProc:
         return None
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # a forked worker killed before its setsid(): no group yet
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+        except PermissionError:
+            pass
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
 
@@ -183,11 +231,14 @@ def tail(path: Path, n_chars: int = TAIL_CHARS) -> str:
 
 def start_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
                    heartbeat: Path | None = None, stage_timeouts: dict[str, float] | None = None,
-                   as_limit_bytes: int | None = None, untimed_stages: tuple[str, ...] = ()) -> IsolatedProc:
-    """Start a worker without waiting (the check runs the reference and candidate side by side)."""
+                   as_limit_bytes: int | None = None, untimed_stages: tuple[str, ...] = (),
+                   zygote: Any = None) -> IsolatedProc:
+    """Start a worker without waiting (the check runs the reference and candidate side by side).
+    With a fork server (`kiln.tools.zygote.Zygote`), `python -m kiln.tools.worker ...` is forked from
+    it instead of exec'd: same containment, no import cost."""
     return IsolatedProc(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
                         stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes,
-                        untimed_stages=untimed_stages)
+                        untimed_stages=untimed_stages, zygote=zygote)
 
 
 def run_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,

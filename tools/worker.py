@@ -51,6 +51,8 @@ class JobSpec(BaseModel):
     speedup_threshold: float = 1.0
     integrity: bool = True
     gpu_index: int = 0
+    reference_cache: str | None = Field(None, description="JSON file caching the problem-only integrity facts")
+    parent_pid: int | None = Field(None, description="workers waiting on the parent give up if it dies")
 
     @property
     def result_path(self) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,7 @@ def compile_stage(spec: JobSpec, res: Results) -> list[Built] | None:
         res.data["compile"] = rec.model_dump()
         res.save()
         return None
-    res.data["first_call_s"] = time.time() - t0
+    res.data["compile"]["first_call_s"] = time.time() - t0
     res.end_stage("compile")
     return built
 
@@ -154,8 +155,20 @@ def await_decision(spec: JobSpec, res: Results) -> bool:
     """The parent compares outputs with the reference worker's, then writes go / stop."""
     res.stage("await")
     while not spec.decision_path.exists():
+        if spec.parent_pid and not _alive(spec.parent_pid):
+            return False  # the parent died: nobody will read what we would measure
         time.sleep(0.005)
     return bool(json.loads(spec.decision_path.read_text()).get("go"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def run(spec: JobSpec) -> None:

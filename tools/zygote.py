@@ -1,0 +1,170 @@
+"""A fork server for check workers: one Python that has already imported torch, Triton and kiln's
+worker code (but never touched CUDA) forks each worker, so a check does not pay ~1.5-2 s of imports
+twice. The server itself starts from a scrubbed environment: no secret is in its memory to inherit.
+
+Protocol (the parent is `Zygote`): one JSON line per request on the server's stdin
+(`{"argv": [...], "env": {...}, "cwd": ..., "stderr": ..., "as_limit": ..., "status": ...}`), one
+JSON line back with the child's pid. The child calls `setsid()`, applies the rlimits, points fds 0/1
+at /dev/null and fd 2 at its stderr file, replaces its environment, and runs
+`kiln.tools.worker.main`. When the server reaps a child it writes its wait status to the request's
+`status` file, which the parent polls. EOF on stdin (the parent died) stops the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+PRELOAD = ("torch", "numpy", "triton", "triton.language", "torch.utils.flop_counter",
+           "kiln.tools.worker_reference", "kiln.tools.worker_candidate", "kiln.tools.worker_after",
+           "kiln.tools.compile", "kiln.tools.integrity.physics", "kiln.tools.integrity.degenerate",
+           "kiln.tools.integrity.runtime", "kiln.tools.integrity.peaks", "kiln.tools.timing", "kiln.tools.gpuenv")
+
+
+# ----------------------------------------------------------------------------- server (its own process)
+
+
+def _child(req: dict) -> None:
+    """In the forked child: contain, redirect, run the worker, never return."""
+    code = 1
+    try:
+        os.setsid()
+        from kiln.tools.isolation import _limits
+
+        _limits(req.get("as_limit"))
+        null = os.open(os.devnull, os.O_RDWR)
+        err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(err, 2)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        from kiln.tools.worker import main
+
+        sys.argv = ["kiln-worker", *req["argv"]]
+        code = main(req["argv"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - print and exit non-zero, like an interpreter would
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _reap(status_files: dict[int, str]) -> None:
+    while status_files:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        path = status_files.pop(pid, None)
+        if path:
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            tmp = f"{path}.tmp"
+            Path(tmp).write_text(str(code))
+            os.replace(tmp, path)
+
+
+def serve() -> None:
+    for name in PRELOAD:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    out = sys.stdout
+    out.write("ready\n")
+    out.flush()
+    status_files: dict[int, str] = {}
+    buf = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], 0.01)
+        _reap(status_files)
+        if not ready:
+            continue
+        chunk = os.read(0, 65536)
+        if not chunk:  # the parent is gone
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            req = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                _child(req)
+            status_files[pid] = req["status"]
+            out.write(json.dumps({"pid": pid}) + "\n")
+            out.flush()
+
+
+# ----------------------------------------------------------------------------- parent side
+
+
+class Zygote:
+    """A running fork server for one (device, GPU) environment."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(  # noqa: S603
+            [sys.executable, "-m", "kiln.tools.zygote"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != b"ready":
+            raise RuntimeError("kiln fork server failed to start")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: Path, stderr: Path, status: Path,
+              as_limit: int | None) -> int:
+        req = {"argv": argv, "env": env, "cwd": str(cwd), "stderr": str(stderr), "status": str(status),
+               "as_limit": as_limit}
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with self.lock:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+            return int(json.loads(self.proc.stdout.readline())["pid"])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
+_POOL: dict[tuple, Zygote] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def get_zygote(key: tuple, env: dict[str, str]) -> Zygote | None:
+    """The process-wide server for `key`, started on first use; None if it can't start."""
+    with _POOL_LOCK:
+        z = _POOL.get(key)
+        if z is not None and z.alive():
+            return z
+        try:
+            z = _POOL[key] = Zygote(env)
+        except (OSError, RuntimeError):
+            return None
+        return z
+
+
+def shutdown() -> None:
+    with _POOL_LOCK:
+        for z in _POOL.values():
+            z.close()
+        _POOL.clear()
+
+
+if __name__ == "__main__":
+    serve()
