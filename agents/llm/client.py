@@ -94,7 +94,7 @@ class LLMClient:
         return out, time.monotonic() - t0, is_cache_hit(message)
 
     def _usage(self, message: AIMessage | None, latency_s: float, cached: bool) -> Usage:
-        meta = (message.usage_metadata if message is not None else None) or {}
+        meta: dict[str, Any] = dict((message.usage_metadata if message is not None else None) or {})
         n_in, n_out = int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
         usage = Usage(role=self.role, model=self.model_name, input_tokens=n_in, output_tokens=n_out,
                       cost_usd=cost_usd(self.model_name, n_in, n_out), latency_s=round(latency_s, 3),

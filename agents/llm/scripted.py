@@ -73,7 +73,7 @@ class ScriptedChatModel(BaseChatModel):
     def remaining(self) -> int:
         return len(self.replies) - self._index
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _next(self) -> Any:

@@ -29,7 +29,7 @@ void scale_add_launch(const float* x, const float* y, float* out, float alpha, i
 
 CPP_SRC = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 
 void scale_add_launch(const float* x, const float* y, float* out, float alpha, int64_t n,
                       cudaStream_t stream);
@@ -42,7 +42,7 @@ torch::Tensor scale_add(torch::Tensor x, torch::Tensor y, double alpha) {
     auto yc = y.contiguous();
     auto out = torch::empty_like(xc);
     scale_add_launch(xc.data_ptr<float>(), yc.data_ptr<float>(), out.data_ptr<float>(),
-                     static_cast<float>(alpha), xc.numel(), at::cuda::getCurrentCUDAStream());
+                     static_cast<float>(alpha), xc.numel(), c10::cuda::getCurrentCUDAStream());
     return out;
 }
 """
