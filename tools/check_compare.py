@@ -49,7 +49,7 @@ def _phase_records(ref_spec: JobSpec, cand_spec: JobSpec, ct: dict, atol: float,
     out = []
     for phase, actual in (("before_reference", before), ("after_reference", after)):
         mm = compare(expected, actual, atol=atol, rtol=rtol)
-        out.append(TrialRecord(case=case, distribution=dist, trial=trial, phase=phase,  # type: ignore[arg-type]
+        out.append(TrialRecord(case=case, distribution=dist, trial=trial, phase=phase,
                                passed=mm is None, mismatch=mm, input_mutated=bool(ct.get("mutated"))))
     return out
 

@@ -99,7 +99,7 @@ def stage_times(rnd: Round) -> dict[str, float]:
 
 def integrity_record(rnd: Round, policy: str, static: list[Finding], cmp: Comparison | None) -> IntegrityRecord:
     cd, rd = rnd.cand_data, rnd.ref_data
-    integ = IntegrityRecord(policy=policy, findings=list(static))  # type: ignore[arg-type]
+    integ = IntegrityRecord(policy=policy, findings=list(static))
     integ.findings += [Finding.model_validate(f) for f in cd.get("findings", [])]
     integ.findings += cmp.findings if cmp else []
     if cd.get("accounting"):
@@ -141,12 +141,12 @@ def merge(rec: CheckRecord, rnd: Round, *, static: list[Finding], policy: str, a
     rec.correct = bool(cmp and cmp.passed)
     outcome = candidate_outcome(rnd)
     if outcome:
-        rec.status, rec.reasons = outcome[0], rec.reasons + outcome[1]  # type: ignore[assignment]
+        rec.status, rec.reasons = outcome[0], rec.reasons + outcome[1]
     elif not rec.correct:
-        rec.status = "incorrect"  # type: ignore[assignment]
+        rec.status = "incorrect"
         rec.reasons.append(cmp.short_reason if cmp and cmp.short_reason else "correctness trials incomplete")
     else:
-        rec.status = "ok"  # type: ignore[assignment]
+        rec.status = "ok"
     rec.timing = timing_record(rnd, rec.device, rec.correct, timing_wanted)
     rec.integrity = integrity_record(rnd, policy, static, cmp)
     rec.env = EnvRecord.model_validate(rnd.cand_data["env"]) if rnd.cand_data.get("env") else rec.timing.env

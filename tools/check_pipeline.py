@@ -46,8 +46,8 @@ def job_specs(work: Path, rec: CheckRecord, cases: list[CaseSpec], cand: Candida
     key = hashlib.sha256("".join(Path(c.path).read_text() for c in cases).encode()).hexdigest()[:24]
     ref_cache = cache_root(options) / "reference" / f"{key}.{options.dtype}.{rec.device}.{KILN_REF_VERSION}.json"
     ref = JobSpec(role="reference", work_dir=str(work / "ref"), reference_cache=str(ref_cache),
-                  **common)  # type: ignore[arg-type]
-    cnd = JobSpec(role="candidate", candidate=cand.path, work_dir=str(work / "cand"), **common)  # type: ignore[arg-type]
+                  **common)
+    cnd = JobSpec(role="candidate", candidate=cand.path, work_dir=str(work / "cand"), **common)
     return ref, cnd
 
 

@@ -46,9 +46,9 @@ def check(
     if trials < 1 or timeout <= 0:
         raise KilnInputError("--trials must be >= 1 and --timeout > 0")
     options = CheckOptions(
-        device=_choice(device, DEVICES, "--device"), dtype=_choice(dtype, DTYPES, "--dtype"),  # type: ignore[arg-type]
+        device=_choice(device, DEVICES, "--device"), dtype=_choice(dtype, DTYPES, "--dtype"),
         trials=trials, cases=[str(c) for c in case or []], timeout_s=timeout,
-        policy=_choice(policy, POLICIES, "--policy"), atol=atol, rtol=rtol, time=not no_time, seed=seed,  # type: ignore[arg-type]
+        policy=_choice(policy, POLICIES, "--policy"), atol=atol, rtol=rtol, time=not no_time, seed=seed,
     )
     record = run_check(problem, candidate, options)
     if json_out is not None:

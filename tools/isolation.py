@@ -100,7 +100,8 @@ class _Forked:
 
     def __init__(self, zygote: Any, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
                  as_limit: int | None) -> None:
-        self.zygote, self.returncode = zygote, None
+        self.zygote = zygote
+        self.returncode: int | None = None
         self.status = stderr.with_suffix(".status")
         self.pid = zygote.spawn(argv, env=env, cwd=cwd, stderr=stderr, status=self.status, as_limit=as_limit)
 

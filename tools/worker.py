@@ -74,7 +74,8 @@ class Results:
     """The worker's result file: a dict rewritten atomically after each step."""
 
     def __init__(self, spec: JobSpec) -> None:
-        self.spec, self.data = spec, {"role": spec.role, "stages": {}, "trials": []}
+        self.spec = spec
+        self.data: dict[str, Any] = {"role": spec.role, "stages": {}, "trials": []}
 
     def stage(self, name: str, detail: str = "") -> None:
         beat(self.spec.heartbeat, name, detail)

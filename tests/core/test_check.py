@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from kiln.tools.check import LocalEvaluator, check
+from kiln.tools.check_pipeline import case_specs, extra_round
 from kiln.tools.evaluator import Evaluator
-from kiln.tools.records import CheckOptions, CheckRecord
+from kiln.tools.problem import load_candidate, load_problem
+from kiln.tools.records import CheckOptions, CheckRecord, Speedup, TimingRecord
 
 DATA = Path(__file__).parent / "data"
 PROBLEM = DATA / "add_problem.py"
@@ -129,3 +131,28 @@ def test_bf16_triton_on_cpu_is_unsupported() -> None:
 def test_record_json_round_trip(wrong: CheckRecord) -> None:
     again = CheckRecord.model_validate_json(wrong.model_dump_json())
     assert again == wrong and json.loads(wrong.model_dump_json())["status"] == "incorrect"
+
+
+def _fake_speedup(rec: CheckRecord, value: float) -> CheckRecord:
+    rec = rec.model_copy(deep=True)
+    rec.timing = TimingRecord(measured=True, speedups={"eager": Speedup(baseline="eager", value=value, ci_low=value - 1,
+                                                                        ci_high=value + 1, verdict="faster")})
+    return rec
+
+
+@pytest.mark.parametrize("name, status", [("add_triton.py", "ok"), ("add_triton_flaky.py", "incorrect")])
+def test_extra_round_after_a_big_speedup(name: str, status: str) -> None:
+    first = run(name)
+    assert first.status == "ok", first.reasons  # 1 trial: the flaky one is still right
+    specs = case_specs(load_problem(PROBLEM), [])
+    out = extra_round(_fake_speedup(first, 20.0), specs, load_candidate(DATA / name, load_problem(PROBLEM)), FAST,
+                      static=[])
+    assert out.integrity and out.integrity.extra_round and out.extra["extra_round"]["trials"] == 10
+    assert out.status == status, out.reasons
+    if status != "ok":
+        assert any("extra verification round" in r for r in out.reasons)
+
+
+def test_plain_spawn_path_without_fork_server() -> None:
+    rec = run("wrong_scale.py", fork_server=False)
+    assert rec.status == "incorrect" and rec.stages_s["spawn"] > 0.2  # a fresh interpreter pays imports
