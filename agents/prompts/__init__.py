@@ -17,7 +17,7 @@ EXAMPLES_DIR = PROMPTS_DIR / "examples"
 
 # few-shot examples per target language: (candidate file, problem file)
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
-    "triton": [("triton_softmax.py", "softmax.py")],
+    "triton": [("triton_softmax.py", "softmax.py"), ("triton_linear_gelu.py", "linear_gelu.py")],
     "cuda": [("cuda_fastpath_relu.py", "relu.py"), ("cuda_load_inline_scale_add.py", "scale_add.py")],
 }
 

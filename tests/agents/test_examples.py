@@ -53,3 +53,14 @@ def test_cuda_examples_compile_with_nvcc(lang, cand, prob):
 def test_examples_pass_the_full_check_on_gpu(lang, cand, prob):
     rec = check(prob, cand, CheckOptions(device="cuda", trials=3))
     assert rec.status == "ok" and rec.correct, (rec.status, rec.reasons)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+def test_gpu_facts_read_from_the_h200():
+    from kiln.agents.gpufacts import read_gpu_facts
+
+    facts = read_gpu_facts("cuda")
+    assert facts.device == "cuda" and facts.sm_count and facts.sm_count > 0
+    assert facts.smem_per_sm_bytes and facts.l2_bytes and facts.capability
+    assert facts.copy_gbps and facts.copy_gbps > 100  # measured by kiln's peak probe, then cached

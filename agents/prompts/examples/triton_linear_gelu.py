@@ -1,0 +1,49 @@
+# kiln few-shot example -- problem: problems/linear_gelu.py -- lang: triton
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def linear_gelu_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K,
+                       stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # Each program computes one BLOCK_M x BLOCK_N tile of y = gelu(x @ w^T + b), walking K in
+    # BLOCK_K steps; the bias and GELU are applied to the fp32 accumulator before the one store.
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        # masks cover the ragged edges of M, N and K (sizes are rarely multiples of the tiles)
+        a = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :] * stride_xk,
+                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        # w is (N, K); read it as a K x N tile so the dot needs no transpose
+        b = tl.load(w_ptr + rn[None, :] * stride_wn + kk[:, None] * stride_wk,
+                    mask=(rn[None, :] < N) & (kk[:, None] < K), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="ieee")  # fp32 inputs: no TF32, to match fp32 torch
+    bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
+    acc = acc + bias[None, :]
+    y = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))  # exact (erf) GELU, as torch's default
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, y,
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)  # same name and shape as the reference's
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w, b = self.linear.weight, self.linear.bias
+        M, K = x.shape
+        N = w.shape[0]
+        y = torch.empty((M, N), device=x.device, dtype=x.dtype)
+        grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
+        linear_gelu_kernel[grid](x, w, b, y, M, N, K, x.stride(0), x.stride(1), w.stride(0), w.stride(1),
+                                 y.stride(0), y.stride(1), BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+        return y
