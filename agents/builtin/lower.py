@@ -115,7 +115,7 @@ class Lowerer:
             return self._getitem(args)
         spec = T.lookup(key)
         if spec is None:
-            raise Unsupported(f"op `{key if isinstance(key, str) else _name(key)}`")
+            raise Unsupported(f"tensor method `{key}`" if isinstance(key, str) else f"op `{_name(key)}`")
         kind, name, sig = spec
         bound = T.bind(sig, args, kwargs, key)
         return getattr(self, f"_k_{kind}")(name, bound, n)

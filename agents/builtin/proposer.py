@@ -21,7 +21,7 @@ from kiln.agents.builtin import space
 from kiln.agents.builtin.problem import Unsupported, load_problem_src
 from kiln.agents.builtin.source import read_header
 
-BLOCK_RE = re.compile(r"\b(?:BLOCK\w*|TILE\w*|ROWS|block_\w+|tile|chunk|onepass_max)\W{1,4}(\d+)")
+BLOCK_RE = re.compile(r"\b(?:BLOCK\w*|TILE\w*|ROWS\w*)\s*(?::\s*tl\.constexpr\s*)?=\s*(\d+)")
 SIZE_NAME_RE = re.compile(r"features|hidden|channels", re.I)
 
 
@@ -100,7 +100,7 @@ def candidate_blocks(src: str) -> list[int]:
         cfg = space.expand(head.family, head.knobs)
         vals |= {int(v) for k, v in cfg.items() if isinstance(v, int) and k not in ("num_warps", "num_stages", "waves", "persistent")}
     vals |= {int(m) for m in BLOCK_RE.findall(src or "")}
-    return sorted(v for v in vals if v >= 8 and v & (v - 1) == 0 or v in (16384,))
+    return sorted(v for v in vals if v >= 8 and v & (v - 1) == 0)  # tile sizes are powers of two
 
 
 def ideas(sizes: dict[str, int], blocks: list[int]) -> list[Idea]:
