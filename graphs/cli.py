@@ -55,25 +55,29 @@ def run(
     from pydantic import ValidationError
 
     from kiln.graphs.progress import Progress
-    from kiln.graphs.runner import resume_run, run_problem
+    from kiln.graphs.runner import default_run_dir, resume_run, run_problem
 
     progress = Progress(live=not quiet)
-    if resume is not None:
-        summary = resume_run(resume, progress=progress)
-    else:
-        if problem is None:
-            raise KilnInputError("give a PROBLEM file, or --resume RUN_DIR")
-        try:
+    if resume is None and problem is None:
+        raise KilnInputError("give a PROBLEM file, or --resume RUN_DIR")
+    run_dir = resume or out or default_run_dir(problem)  # type: ignore[arg-type]
+    try:
+        if resume is not None:
+            summary = resume_run(resume, progress=progress)
+        else:
             summary = run_problem(
-                problem, out=out, progress=progress, lang=lang, llm=_abs_replay(llm),
+                problem, out=run_dir, progress=progress, lang=lang, llm=_abs_replay(llm),
                 coder_llm=_abs_replay(coder_llm), judge_llm=_abs_replay(judge_llm),
                 proposer_llm=_abs_replay(proposer_llm), base_url=base_url, target_speedup=target_speedup,
                 strategy=strategy, device=device, trials=trials,
                 budgets={"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens,
                          "minutes": budget_minutes, "no_progress_iters": no_progress})
-        except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise KilnConfigError(f"bad option {where}: {first['msg']}") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise KilnConfigError(f"bad option {where}: {first['msg']}") from None
+    except KeyboardInterrupt:
+        typer.echo(f"kiln: stopped; continue with: kiln run --resume {run_dir}", err=True)
+        raise
     _print_summary(summary)
     raise typer.Exit(0 if summary.status == "solved" else 1)
