@@ -1,5 +1,7 @@
 """Compile-path figures on the GPU machine: NVRTC vs nvcc -cubin for fast-path kernels, load_inline
-cold/cached in kiln's form and KernelBench's form, and several candidates compiling in parallel.
+cold builds of one kernel in three forms (KernelBench's; kiln's with load_inline's implicit torch
+header in the .cu; kiln's with no_implicit_headers=True) and kiln's cached, and several candidates
+compiling in parallel.
 
     . bench/device_env.sh && python bench/eval_core_compile.py --out $OUT --budget-s 120
 
@@ -21,8 +23,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_DIR = ROOT / "tests" / "fixtures" / "kernels" / "correct" / "cuda"
-KILN_FORM = CUDA_DIR / "row_softmax_load_inline_kiln.py"
-KB_FORM = CUDA_DIR / "row_softmax_load_inline.py"
+CASES = ROOT / "bench" / "eval_core_cases"
+FORMS = {  # the same softmax kernel in three load_inline forms
+    "kernelbench": CASES / "softmax_load_inline_kb.py",  # torch headers and glue in the .cu
+    "kiln_implicit_headers": CASES / "softmax_load_inline_kiln_implicit.py",  # load_inline still adds torch/types.h to the .cu
+    "kiln": CASES / "softmax_load_inline_kiln.py",  # no_implicit_headers=True, light C++ headers
+}
+KILN_FORM = FORMS["kiln"]
 
 _IMPORT = """
 import json, sys, time
@@ -86,6 +93,14 @@ def parallel_fast(arch: str, n: int, tmp: Path) -> dict:
     return {"n": n, "wall_s": round(time.perf_counter() - t0, 2), "each_s": [round(r.compile_s or 0, 2) for r in recs]}
 
 
+def load_inline_forms(tmp: Path) -> dict:
+    """Cold build of each form (fresh source hash, fresh dir), one after another, then kiln's cached."""
+    out = {name: import_in_subprocess(_variant(path, 1000 + i, tmp), tmp / "forms") for i, (name, path)
+           in enumerate(FORMS.items())}
+    out["kiln_cached"] = import_in_subprocess(sorted(tmp.glob(f"{KILN_FORM.stem}_v1002.py"))[0], tmp / "forms")
+    return out
+
+
 def parallel_load_inline(n: int, tmp: Path) -> dict:
     cands = [_variant(KILN_FORM, i, tmp) for i in range(n)]
     t0 = time.perf_counter()
@@ -111,11 +126,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="kiln-bench-"))
     res["fast_path"] = fast_path_figures(arch)
     res["parallel_fast"] = parallel_fast(arch, 8, tmp)
-    steps = [("kb_form_cold", lambda: import_in_subprocess(_variant(KB_FORM, 0, tmp), tmp / "li")),
-             ("parallel_load_inline", lambda: parallel_load_inline(args.parallel, tmp)),
-             ("kiln_form_cached", lambda: import_in_subprocess(sorted(tmp.glob(f"{KILN_FORM.stem}_v0.py"))[0],
-                                                               tmp / "par-li")),
-             ("kiln_form_cold", lambda: import_in_subprocess(_variant(KILN_FORM, 100, tmp), tmp / "li"))]
+    steps = [("load_inline_forms", lambda: load_inline_forms(tmp)),
+             ("parallel_load_inline", lambda: parallel_load_inline(args.parallel, tmp))]
     for name, fn in steps:
         if time.perf_counter() - t_start > args.budget_s:
             res[name] = "skipped: out of budget"

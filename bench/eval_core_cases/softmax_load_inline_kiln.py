@@ -1,4 +1,5 @@
-"""load_inline candidate, kiln's form: plain CUDA in the .cu part, torch headers only in the C++ part."""
+"""load_inline candidate, kiln's form: plain CUDA in the .cu part; the C++ part includes only the torch headers
+it needs; no_implicit_headers=True, so load_inline adds no torch header to the .cu (nvcc never parses torch)."""
 
 import torch
 import torch.nn as nn
@@ -46,8 +47,9 @@ void launch_softmax(const float* x, float* y, int rows, int n_cols, cudaStream_t
 """
 
 CPP_SRC = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <torch/types.h>
+#include <torch/python.h>
+#include <c10/cuda/CUDAStream.h>
 
 void launch_softmax(const float* x, float* y, int rows, int n_cols, cudaStream_t stream);
 
@@ -57,13 +59,13 @@ torch::Tensor softmax_fwd(torch::Tensor x) {
     auto y = torch::empty_like(xc);
     int n_cols = xc.size(-1);
     launch_softmax(xc.data_ptr<float>(), y.data_ptr<float>(), xc.numel() / n_cols, n_cols,
-                   at::cuda::getCurrentCUDAStream());
+                   c10::cuda::getCurrentCUDAStream());
     return y;
 }
 """
 
 _ext = load_inline(name="kiln_bench_softmax_kiln", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC,
-                   functions=["softmax_fwd"], verbose=False)
+                   functions=["softmax_fwd"], no_implicit_headers=True, verbose=False)
 
 
 class ModelNew(nn.Module):

@@ -20,9 +20,10 @@ def test_doc_has_a_fast_path_and_a_load_inline_example():
     assert len(ex) == 2
     assert extract_cuda_sources(ex[0])["kernel"] and extract_cuda_sources(ex[1])["cuda"]
     assert all(detect_lang(e) == "cuda" for e in ex)
-    # kiln's form: torch headers only in the C++ part
+    # kiln's form: torch headers only in the C++ part, and none added to the .cu by load_inline
     li = extract_cuda_sources(ex[1])
-    assert "torch/" not in li["cuda"][0] and "torch/extension.h" in li["cpp"][0]
+    assert "torch/" not in li["cuda"][0] and "torch/types.h" in li["cpp"][0]
+    assert "no_implicit_headers=True" in ex[1]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

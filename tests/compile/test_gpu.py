@@ -190,3 +190,20 @@ def test_doc_fast_path_example_runs(tmp_path):
     example.write_text(re.findall(r"```python\n(.*?)```", doc, re.S)[0])
     p = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
+
+
+def test_doc_load_inline_example_builds_and_runs(tmp_path):
+    import re
+
+    doc = (Path(__file__).parents[2] / "docs" / "cuda-fast-path.md").read_text()
+    example = tmp_path / "doc_load_inline.py"
+    example.write_text(re.findall(r"```python\n(.*?)```", doc, re.S)[1] + textwrap.dedent("""
+        x = torch.randn(1000, device="cuda")
+        torch.testing.assert_close(ModelNew()(x), x * x)
+        print("ok")
+    """))
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=240, env=env)
+    print(f"doc load_inline example (kiln form, no_implicit_headers): cold {time.perf_counter() - t0:.1f} s")
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-3000:]
