@@ -146,10 +146,16 @@ def test_module_level_try_around_code_is_a_warning() -> None:
     assert scan("try:\n    x = compute()\nexcept Exception:\n    x = 0\n")["static.try-except"] == {"warn"}
 
 
-def test_cpp_torch_op_next_to_an_own_kernel_is_a_warning() -> None:
+def test_cpp_torch_op_next_to_a_launched_own_kernel_is_a_warning() -> None:
+    src = ('S = """\n__global__ void k(float* x) { x[0] = 1.f; }\n'
+           'torch::Tensor f(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return torch::softmax(x, 1); }\n"""\n')
+    assert scan(src)["static.cpp-torch-op"] == {"warn"}
+
+
+def test_cpp_torch_op_next_to_a_kernel_never_launched_is_rejected() -> None:
     src = ('S = """\n__global__ void k(float* x) { x[0] = 1.f; }\n'
            'torch::Tensor f(torch::Tensor x) { return torch::softmax(x, 1); }\n"""\n')
-    assert scan(src)["static.cpp-torch-op"] == {"warn"}
+    assert scan(src)["static.cpp-torch-op"] == {"reject"}
 
 
 def test_downcast_is_a_finding_not_a_rejection_and_only_for_fp32() -> None:

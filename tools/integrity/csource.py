@@ -101,8 +101,13 @@ def scan_source(src: str) -> list[CHit]:
     return hits
 
 
-def has_kernel(src: str) -> bool:
-    return any(t.text == "__global__" for t in tokenize(src))
+_LAUNCHES = frozenset({"<<<", "cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel",
+                       "cudaLaunchKernelEx", "cuLaunchKernelEx"})
+
+
+def launches_kernel(src: str) -> bool:
+    """Does this source launch a kernel (`<<<...>>>` or a launch API call)?"""
+    return any(t.text in _LAUNCHES for t in tokenize(src))
 
 
 def _ident_hits(t: Tok, called: bool) -> list[CHit]:

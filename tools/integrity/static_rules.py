@@ -65,6 +65,9 @@ DOWNCAST_ATTRS = frozenset({"half", "bfloat16", "float16", "float8_e4m3fn", "flo
 DYNAMIC = ("operator.attrgetter", "operator.methodcaller", "functools.reduce")
 SOURCE_SINKS = frozenset({"load_inline", "CudaKernel", "RawKernel", "RawModule", "ElementwiseKernel",
                           "ReductionKernel", "SourceModule", "nvrtcCreateProgram", "Program", "compile_source"})
+PYTHON_LAUNCHERS = frozenset({"CudaKernel", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel",
+                              "SourceModule"})
+"""Compile calls whose kernels are launched from Python (so C++ sources need no <<<>>>)."""
 SINK_TEXT_HINTS = ("__global__", "#include", "torch::", "at::", "<<<", "extern \"C\"", "PYBIND11_MODULE")
 KERNEL_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit")
 HARNESS_NAMES = frozenset({"Model", "get_inputs", "get_init_inputs"})

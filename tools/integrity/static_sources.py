@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from kiln.tools.integrity import static_rules as R
-from kiln.tools.integrity.csource import has_kernel, scan_source
+from kiln.tools.integrity.csource import launches_kernel, scan_source
 from kiln.tools.integrity.resolve import Scope
 from kiln.tools.records import Finding, Severity
 
@@ -20,7 +20,8 @@ _SOURCE_KWARGS = frozenset({"cpp_sources", "cuda_sources", "source", "code", "sr
 
 def scan_sources(tree: ast.AST, scope: Scope, *, filename: str, dtype: str, own_triton: bool) -> list[Finding]:
     consts, folded, findings = _collect(tree, scope, filename)
-    own_kernel = own_triton or any(has_kernel(t) for t, _ in consts + folded)
+    # an own kernel that actually gets launched: Triton, a Python-launched CUDA kernel, or <<<>>> in C++
+    own_kernel = own_triton or _python_launcher(tree, scope) or any(launches_kernel(t) for t, _ in consts + folded)
     seen: set[tuple[str, str]] = set()
     # literal pieces first (exact lines), then whole folded sources for what only shows once joined
     for text, line in consts + folded:
@@ -50,12 +51,20 @@ def _collect(tree: ast.AST, scope: Scope, filename: str) -> tuple[list, list, li
 
 
 def _is_sink(node: ast.Call, scope: Scope) -> bool:
+    return bool(_call_names(node, scope) & R.SOURCE_SINKS)
+
+
+def _call_names(node: ast.Call, scope: Scope) -> set[str]:
     names = {q.rsplit(".", 1)[-1] for q in scope.resolve(node.func)}
     if isinstance(node.func, ast.Name):
         names.add(node.func.id)
     elif isinstance(node.func, ast.Attribute):
         names.add(node.func.attr)
-    return bool(names & R.SOURCE_SINKS)
+    return names
+
+
+def _python_launcher(tree: ast.AST, scope: Scope) -> bool:
+    return any(isinstance(n, ast.Call) and _call_names(n, scope) & R.PYTHON_LAUNCHERS for n in ast.walk(tree))
 
 
 def _sink_args(node: ast.Call) -> list[tuple[ast.AST, bool]]:
