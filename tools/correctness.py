@@ -33,6 +33,9 @@ def _walk(obj: Any, name: str, meta: list[dict], tensors: dict[str, torch.Tensor
     elif isinstance(obj, (tuple, list)):
         for i, item in enumerate(obj):
             _walk(item, f"{name}[{i}]", meta, tensors)
+    elif isinstance(obj, dict):
+        for key in sorted(obj, key=str):
+            _walk(obj[key], f"{name}[{key!r}]", meta, tensors)
     elif isinstance(obj, (bool, int, float)) or obj is None:
         meta.append({"name": name, "kind": "number", "value": obj})
     else:
@@ -73,8 +76,8 @@ def _structure(exp: dict, act: dict) -> Mismatch | None:
 
 def _meta_mismatch(e: dict, a: dict) -> Mismatch | None:
     name = e["name"]
-    if e["kind"] != a["kind"] or (a["kind"] == "tensor" and a["cls"] not in ("Tensor", "Parameter")):
-        reason = "type"
+    if e["kind"] != a["kind"] or e["kind"] == "other" or (a["kind"] == "tensor" and a["cls"] not in ("Tensor", "Parameter")):
+        reason = "type"  # "other": an output kiln cannot compare is never silently accepted
     elif e["kind"] != "tensor":
         return None
     elif e["shape"] != a["shape"]:

@@ -156,3 +156,28 @@ def test_extra_round_after_a_big_speedup(name: str, status: str) -> None:
 def test_plain_spawn_path_without_fork_server() -> None:
     rec = run("wrong_scale.py", fork_server=False)
     assert rec.status == "incorrect" and rec.stages_s["spawn"] > 0.2  # a fresh interpreter pays imports
+
+
+def test_matching_weights_are_copied_into_modelnew() -> None:
+    rec = check(DATA / "linear_problem.py", DATA / "linear_reordered.py", FAST)
+    # (integrity may reject a PyTorch-only forward; the weights must still have agreed)
+    assert rec.correctness and rec.correctness.passed, rec.reasons
+
+
+def test_fp16_is_cast_and_uses_its_tolerance() -> None:
+    rec = run("add_triton.py", dtype="fp16")
+    assert rec.status == "ok", rec.reasons
+    assert rec.correctness and rec.correctness.atol == 1e-2
+
+
+def test_cli_exit_codes_and_json(tmp_path: Path, run_cli) -> None:
+    out = tmp_path / "rec.json"
+    bad = run_cli("check", str(PROBLEM), str(DATA / "wrong_scale.py"), "--device", "cpu", "--trials", "1",
+                  "--json", str(out))
+    assert bad.returncode == 1 and "INCORRECT" in bad.stdout and "Traceback" not in bad.stderr
+    rec = CheckRecord.model_validate_json(out.read_text())
+    assert rec.status == "incorrect" and not rec.correct and rec.reasons
+    assert rec.compile and rec.correctness and rec.timing and rec.timing.reason == "not measured (no GPU)"
+    good = run_cli("check", str(PROBLEM), str(DATA / "add_triton.py"), "--device", "cpu", "--trials", "1")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "OK" in good.stdout and "not measured (no GPU)" in good.stdout
