@@ -100,3 +100,49 @@ def test_operator_classes() -> None:
         assert not is_compute(op), op
     for op in ("aten::mm", "aten::_softmax", "aten::add_.Tensor", "aten::relu", "aten::sum.dim_IntList"):
         assert is_compute(op), op
+
+
+EXT_MODULE = """
+import types
+
+ext = types.ModuleType("kiln_test_ext")
+ext.__file__ = "/tmp/kiln_test_ext/kiln_test_ext.so"  # what a load_inline extension looks like
+
+
+def _host_softmax(x):
+    return torch.softmax(x, -1)  # a host function that only calls a PyTorch op
+
+
+def _host_scaled_relu(x):
+    y = x * 2.0                  # PyTorch part ...
+    relu_kernel[(triton.cdiv(y.numel(), 256),)](y, y, y.numel(), BLOCK=256)  # ... then an own kernel on it
+    return y
+
+
+ext.softmax_fwd = _host_softmax
+ext.scaled_relu = _host_scaled_relu
+"""
+
+
+def test_extension_returning_a_pytorch_result_untouched_is_a_decoy(load_candidate) -> None:  # noqa: ANN001
+    mod = load_candidate(EXT_MODULE + """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.softmax_fwd(x)
+""")
+    acc, rules = run(mod)
+    assert acc.own_launches == {"ext:kiln_test_ext.softmax_fwd": 1}
+    assert acc.compute_ops == ["aten::_softmax"]  # operators called from the extension are the candidate's
+    assert any("returns the output of aten::_softmax unchanged" in d for d in acc.decoy_kernels)
+    assert rules["runtime.decoy"] == "reject"
+
+
+def test_extension_whose_own_kernel_finishes_the_result_passes_partial(load_candidate) -> None:  # noqa: ANN001
+    mod = load_candidate(EXT_MODULE + """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.scaled_relu(x)
+""")
+    acc, rules = run(mod)
+    assert "relu_kernel" in acc.own_kernels and acc.decoy_kernels == []
+    assert rules == {"runtime.torch-compute": "info"}
