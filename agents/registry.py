@@ -82,7 +82,7 @@ def _model_name(spec: LLMSpec, script: Mapping[str, Any] | None) -> str:
     return spec.model
 
 
-def _role_object(role: str, client: LLMClient, device: str, no_progress_k: int) -> Any:
+def _role_object(role: str, client: LLMClient, device: str, no_progress_k: int, case_timeout_s: float) -> Any:
     from kiln.agents.coder import LLMCoder
     from kiln.agents.judge import LLMJudge
     from kiln.agents.proposer import LLMProposer
@@ -91,7 +91,7 @@ def _role_object(role: str, client: LLMClient, device: str, no_progress_k: int) 
         return LLMCoder(client)
     if role == "judge":
         return LLMJudge(client, no_progress_k=no_progress_k)
-    return LLMProposer(client, device=device)
+    return LLMProposer(client, device=device, case_timeout_s=case_timeout_s)
 
 
 def resolve_roles(
@@ -108,6 +108,7 @@ def resolve_roles(
     structured: str | None = None,
     device: str = "cpu",
     no_progress_k: int = 3,
+    case_timeout_s: float = 60.0,
     env: Mapping[str, str] | None = None,
 ) -> Roles:
     """Build the roles of one run. Fails fast (KilnConfigError) on any configuration problem."""
@@ -140,6 +141,6 @@ def resolve_roles(
         models[role] = chat
         client = LLMClient(role, chat, model_name=_model_name(spec, script), tracker=tracker,
                            redactor=redactor, settings=settings, method=structured_method(spec, structured))
-        built[role] = _role_object(role, client, device, no_progress_k)
+        built[role] = _role_object(role, client, device, no_progress_k, case_timeout_s)
     return Roles(coder=built["coder"], judge=built["judge"], proposer=built["proposer"], tracker=tracker,
                  specs={r: str(s) for r, s in specs.items()}, redactor=redactor, cache=cache, chat_models=models)

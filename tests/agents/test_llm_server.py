@@ -170,3 +170,12 @@ def test_rate_limit_spaces_requests(oai_server):
     for _ in range(3):
         assert coder.write(coder_task()).ok
     assert time.monotonic() - t0 >= 0.15  # 3 requests at 10/s: at least two gaps of ~0.1 s
+
+
+def test_judge_json_mode_for_servers_without_json_schema(oai_server):
+    oai_server.reply_json(VERDICT)
+    decision = local_roles(oai_server.url, structured="json_mode").judge.decide(judge_input(correct=False))
+    assert decision.next == "repair" and decision.error is None
+    req = oai_server.requests[0]["json"]
+    assert req["response_format"] == {"type": "json_object"}
+    assert "json" in oai_server.user_text(0).lower()  # json_mode needs the word in the prompt
