@@ -46,9 +46,15 @@ def examples(lang: str) -> list[dict[str, str]]:
         out.append({
             "name": cand,
             "problem": (EXAMPLES_DIR / "problems" / prob).read_text(),
-            "candidate": (EXAMPLES_DIR / cand).read_text(),
+            "candidate": _strip_header((EXAMPLES_DIR / cand).read_text()),
         })
     return out
+
+
+def _strip_header(text: str) -> str:
+    """Drop the example's first-line header (which problem it solves): bookkeeping, not teaching."""
+    first, _, rest = text.partition("\n")
+    return rest if first.startswith("# kiln few-shot example") else text
 
 
 def example_paths() -> list[tuple[str, Path, Path]]:
