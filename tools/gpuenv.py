@@ -7,6 +7,7 @@ from CUDA_VISIBLE_DEVICES, else by index.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from typing import Any
@@ -22,7 +23,9 @@ REASONS = {
 THROTTLING = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 
 
+@functools.cache
 def _nvml() -> Any | None:
+    """pynvml, initialized once per process (the timing loop samples it after every batch)."""
     try:
         import pynvml
 
