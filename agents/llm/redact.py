@@ -17,7 +17,7 @@ from typing import Any
 MASK = "[REDACTED]"
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 KEY_SHAPES = (
-    re.compile(r"sk-[A-Za-z0-9_\-]{12,}"),  # OpenAI / Anthropic style
+    re.compile(r"(?<![A-Za-z0-9_\-])sk-[A-Za-z0-9_\-]{20,}"),  # OpenAI / Anthropic style, standalone
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.=]{8,}"),
     re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}"),
     re.compile(r"(?i)(api[_-]?key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}"),
