@@ -151,5 +151,8 @@ def merge(rec: CheckRecord, rnd: Round, *, static: list[Finding], policy: str, a
     rec.integrity = integrity_record(rnd, policy, static, cmp)
     rec.env = EnvRecord.model_validate(rnd.cand_data["env"]) if rnd.cand_data.get("env") else rec.timing.env
     rec.stages_s = stage_times(rnd)
-    rec.stderr_tail = rnd.cand.stderr_tail[-STDERR_KEEP:] if rec.status != "ok" else ""
+    if rec.status != "ok":
+        err = rnd.cand_data.get("error") or {}
+        tb = f"{err['traceback']}\n" if err.get("traceback") else ""  # the candidate's frames, innermost last
+        rec.stderr_tail = (tb + rnd.cand.stderr_tail)[-STDERR_KEEP:]
     return rec

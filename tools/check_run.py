@@ -4,9 +4,11 @@ whether to go on (integrity, timing), and collect everything the workers left in
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,11 +73,22 @@ def fork_server(spec: JobSpec, cache_root: Path) -> Any:
     return get_zygote((spec.device, spec.gpu_index, sys.executable), env)
 
 
+PARENT_MODULES = ("torch", "kiln.tools.integrity.verdict")
+
+
+def _preimport_torch() -> None:
+    """The parent needs torch (to compare outputs) and the verdict (physics imports torch's flop
+    counter): import them in a thread while the workers start, not after."""
+    if not all(m in sys.modules for m in PARENT_MODULES):
+        threading.Thread(target=lambda: [importlib.import_module(m) for m in PARENT_MODULES], daemon=True).start()
+
+
 def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_key: str,
               stage_timeouts: dict[str, float], timeout_s: float, compare_fn: Any, use_fork_server: bool = True
               ) -> Round:
     """Run both workers; `compare_fn(ref_spec, ref_data, cand_spec, cand_data)` -> Comparison, whose
     `.passed` decides whether the candidate goes on to integrity checks and timing."""
+    _preimport_torch()
     cand_wall = time.time()  # spawn time includes starting the fork server when this check did
     zygote = fork_server(cand_spec, cache_root) if use_fork_server else None
     ref = _start(ref_spec, env=worker_env(ref_spec, cache_root, cand_key), timeout_s=timeout_s, stages=None,

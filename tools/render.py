@@ -48,9 +48,10 @@ def _compile(r: CheckRecord) -> list[str]:
     c = r.compile
     if c is None:
         return ["not run"]
-    took = f" in {c.compile_s:.2f} s" if c.compile_s is not None else ""
+    took = f", import {c.compile_s:.2f} s" if c.compile_s is not None else ""
+    took += f", first call {c.first_call_s:.2f} s" if c.first_call_s is not None else ""
     state = "ok" if c.ok else "FAILED"
-    return [f"{state} ({c.lang}, {c.backend or '?'}{', cached' if c.cached else ''}){took}", *c.errors[:5]]
+    return [f"{state} ({c.lang}, {c.backend or '?'}{', cached' if c.cached else ''}{took})", *c.errors[:5]]
 
 
 def verdict_lines(r: CheckRecord) -> list[str]:

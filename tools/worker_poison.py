@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 _FACTORIES = ("empty", "empty_like", "empty_strided")
+PRIME_MAX_BYTES = 512 << 20  # larger blocks are not primed (the Python-level poisoning still applies)
 
 
 def _fill(t: Any) -> Any:
@@ -57,7 +58,8 @@ def prime_cuda_cache(nbytes: list[int], device: str) -> None:
     """Fill cached-allocator blocks of these sizes with 0xFF, then free them for reuse."""
     if device != "cuda":
         return
-    blocks = [torch.full((max(n, 1),), 255, dtype=torch.uint8, device="cuda") for n in nbytes for _ in range(2)]
+    sizes = [n for n in nbytes if 0 < n <= PRIME_MAX_BYTES]
+    blocks = [torch.full((n,), 255, dtype=torch.uint8, device="cuda") for n in sizes for _ in range(2)]
     torch.cuda.synchronize()
     del blocks
 
