@@ -25,6 +25,9 @@ CONFIG_RE = re.compile(r"^config:\s*(\{.*\})\s*$", re.M)
 class BuiltinCoder:
     """The Coder role's offline policy (kiln.agents.base.Coder)."""
 
+    def __init__(self, device: str | None = None) -> None:
+        self.device = device  # "cuda" / "cpu" / "auto" from the run; task.gpu says what was found
+
     def write(self, task: CoderTask) -> CoderReply:
         if task.lang != "triton":
             return _fail(f"{UNSUPPORTED}--lang {task.lang} (the template library is Triton)")
@@ -43,8 +46,9 @@ class BuiltinCoder:
         last, best = read_header(task.last_src), read_header(task.best_src)
         visited = set().union(*(h.visited for h in (last, best) if h is not None and h.family == fam))
         if task.mode == "generate" or (last is None and best is None):
-            knobs = space.default(fam, an.variant, task.gpu.device)
-            return knobs, visited, f"{an.variant} template, first configuration for {task.gpu.device}"
+            dev = "cuda" if "cuda" in (task.gpu.device, self.device) else "cpu"
+            knobs = space.default(fam, an.variant, dev)
+            return knobs, visited, f"{an.variant} template, first configuration for {dev}"
         if task.mode == "repair":
             return _repair(fam, last or best, visited, task.feedback or "")
         base = best if best is not None and best.family == fam else last

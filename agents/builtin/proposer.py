@@ -36,11 +36,14 @@ class Idea:
 class BuiltinProposer:
     """The Proposer role's offline policy (kiln.agents.base.Proposer)."""
 
-    def __init__(self, max_numel: int = 1 << 20, max_ref_s: float = 10.0) -> None:
-        self.max_numel, self.max_ref_s = max_numel, max_ref_s
+    def __init__(self, max_numel: int | None = None, max_ref_s: float = 10.0, device: str | None = None) -> None:
+        # cases run the interpreter on CPU: keep them small there; on a GPU allow 16M elements
+        self.max_numel = max_numel or (1 << 24 if device == "cuda" else 1 << 20)
+        self.max_ref_s = max_ref_s
 
     def propose(self, inp: ProposerInput) -> ProposerReply:
         sizes = size_globals(inp.problem_src)
+        batch = _batch_name(sizes)
         cases: list[StressCase] = []
         held = set(inp.existing_cases)
         for idea in ideas(sizes, candidate_blocks(inp.candidate_src)):
@@ -48,12 +51,28 @@ class BuiltinProposer:
                 break
             if idea.name in held:
                 continue
-            src = case_source(inp.problem_src, idea.sizes, idea.scale)
-            if self._valid(src):
+            src = self._fitted(inp.problem_src, idea, sizes, batch)
+            if src is not None:
                 cases.append(StressCase(name=idea.name, source=src, rationale=idea.rationale))
                 held.add(idea.name)
         err = None if cases else "no new valid stress case (sizes exhausted or the reference rejects them)"
         return ProposerReply(cases=cases, error=err, usage=Usage(role="proposer", model="builtin"))
+
+    def _fitted(self, problem_src: str, idea: Idea, sizes: dict[str, int], batch: str | None) -> str | None:
+        """The case's source if valid; a case over the size cap is retried with a smaller batch."""
+        src = case_source(problem_src, idea.sizes, idea.scale)
+        numel = self._numel(src)
+        if numel is not None and numel > self.max_numel and batch and batch not in idea.sizes:
+            shrunk = max(1, sizes[batch] * self.max_numel // numel)
+            src = case_source(problem_src, idea.sizes | {batch: shrunk}, idea.scale)
+        return src if self._valid(src) else None
+
+    def _numel(self, src: str) -> int | None:
+        try:
+            inputs = list(load_problem_src(src)["get_inputs"]())
+        except (Unsupported, Exception):  # noqa: BLE001 - judged again by _valid
+            return None
+        return sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
 
     def _valid(self, src: str) -> bool:
         """Run the reference on the case: it must build, stay small enough, finish and be finite."""
@@ -70,6 +89,10 @@ class BuiltinProposer:
             return ok and time.perf_counter() - start < self.max_ref_s
         except (Unsupported, Exception):  # noqa: BLE001 - any failure means an invalid case
             return False
+
+
+def _batch_name(sizes: dict[str, int]) -> str | None:
+    return next((k for k in sizes if "batch" in k.lower()), None)
 
 
 def size_globals(src: str) -> dict[str, int]:
@@ -104,7 +127,7 @@ def candidate_blocks(src: str) -> list[int]:
 
 
 def ideas(sizes: dict[str, int], blocks: list[int]) -> list[Idea]:
-    batch = next((k for k in sizes if "batch" in k.lower()), None)
+    batch = _batch_name(sizes)
     dims = sorted((k for k in sizes if k != batch), key=lambda k: -sizes[k])
     out: list[Idea] = []
     if dims:
