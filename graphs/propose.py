@@ -6,16 +6,17 @@ for the Coder."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from langgraph.runtime import Runtime
 
 from kiln.agents.base import ProposerInput
 from kiln.graphs import rundir
-from kiln.graphs.cases import validate
+from kiln.graphs.cases import safe_name, validate
 from kiln.graphs.common import case_paths, problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
-from kiln.graphs.evaluate import apply_record, best_after, run_check
+from kiln.graphs.evaluate import apply_record, best_after, run_check, stage_times
 from kiln.graphs.rules import best
 from kiln.graphs.state import Candidate, RunState, StressCase, TimeEntry
 
@@ -30,10 +31,21 @@ def _repro(ctx: RunContext, cand: Candidate, suite: list[Path]) -> str | None:
             f"Minimal repro (problem format):\n```python\n{smallest.read_text()}\n```")
 
 
-def _recheck(ctx: RunContext, cand: Candidate, suite: list[Path]) -> Candidate:
+def _recheck(ctx: RunContext, cand: Candidate, suite: list[Path], it: int) -> tuple[Candidate, list[TimeEntry]]:
     record = run_check(ctx, cand, suite)
     updated = apply_record(ctx, cand, record, suite)
-    return updated.model_copy(update={"feedback": _repro(ctx, updated, suite)})
+    return updated.model_copy(update={"feedback": _repro(ctx, updated, suite)}), stage_times(record, it)
+
+
+def _validate_all(ctx: RunContext, proposed: list, taken: set[str], round_: int) -> list[StressCase]:
+    """Names first (in order, unique), then the reference runs side by side."""
+    named = []
+    for case in proposed:
+        name = safe_name(case.name, taken)
+        taken.add(name)
+        named.append(case.model_copy(update={"name": name}))
+    with ThreadPoolExecutor(max_workers=max(1, min(4, len(named)))) as pool:
+        return list(pool.map(lambda c: validate(ctx, c, set(), round_), named))
 
 
 def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[StressCase], dict]:
@@ -45,15 +57,13 @@ def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[Stress
     secs = time.monotonic() - t0
     rundir.log_llm_call(ctx.run_dir, "proposer", inp, reply, ctx.proposer)
     round_ = state.get("stress_rounds", 0) + 1
-    taken = {c.name for c in state.get("cases", [])}
-    new: list[StressCase] = []
-    for proposed in reply.cases[: ctx.options.max_cases]:
-        new.append(validate(ctx, proposed, taken, round_))
-        taken.add(new[-1].name)
+    t0 = time.monotonic()
+    new = _validate_all(ctx, reply.cases[: ctx.options.max_cases], {c.name for c in state.get("cases", [])}, round_)
     usage = reply.usage.model_copy(update={"role": reply.usage.role or "proposer"})
     it = state.get("iteration", 0)
-    return new, {"usage": [usage], "times": [TimeEntry(iteration=it, kind="llm", seconds=secs)],
-                 "stress_rounds": 1}
+    times = [TimeEntry(iteration=it, kind="llm", seconds=secs),
+             TimeEntry(iteration=it, kind="verify", seconds=time.monotonic() - t0)]
+    return new, {"usage": [usage], "times": times, "stress_rounds": 1}
 
 
 @timed("propose")
@@ -62,15 +72,19 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     cand = best(state)
     assert cand is not None and cand.source_path is not None, "the Judge stresses only a correct kernel"
     suite = case_paths(ctx, state)
-    update: dict = {}
+    update: dict = {"times": []}
     new_cases: list[StressCase] = []
+    it = state.get("iteration", 0)
     if not set(p.stem for p in suite) <= set(cand.cases_checked):
-        cand = _recheck(ctx, cand, suite)  # cases written for other candidates come first
+        cand, times = _recheck(ctx, cand, suite, it)  # cases written for other candidates come first
+        update["times"] += times
     if cand.correct:
-        new_cases, update = _ask(ctx, state, cand)
+        new_cases, asked = _ask(ctx, state, cand)
+        update = {**asked, "times": update["times"] + asked["times"]}
         added = [ctx.run_dir / c.path for c in new_cases if c.valid]
         if added:
-            cand = _recheck(ctx, cand, suite + added)
+            cand, times = _recheck(ctx, cand, suite + added, it)
+            update["times"] += times
     cands = {**state.get("candidates", {}), cand.id: cand}
     frontier = [cand.id, *[f for f in state.get("frontier", []) if f != cand.id]]
     rundir.event(ctx.run_dir, "stress", candidate=cand.id, correct=cand.correct, failed=cand.failed_cases)
