@@ -107,3 +107,16 @@ def test_real_gcc_error_has_file_and_line(tmp_path):
     p = subprocess.run(["g++", "-c", str(src), "-o", str(tmp_path / "m.o")], capture_output=True, text=True)
     errs = trim_errors(p.stdout + p.stderr)
     assert errs and errs[0].startswith("main.cpp:2: error:"), errs
+
+
+def test_locate_in_source_maps_nvcc_and_gcc_lines_to_the_candidate():
+    from kiln.tools.compile.errors import locate_in_source
+
+    source = ('X = 1\nSRC = r"""\n__global__ void k(float* x) {\n    x[0] = nope;\n}\n"""\n'
+              'CPP = r"""\nint f() {\n    return 1 +;\n}\n"""\n')
+    edg = 'cuda.cu(5): error: identifier "nope" is undefined\n      x[0] = nope;\n             ^'
+    gcc = "main.cpp:3:15: error: expected primary-expression\n    3 |     return 1 +;\n      |               ^"
+    out = locate_in_source(trim_errors(edg + "\n" + gcc), source, "/d/cand.py")
+    assert out[0].startswith('cuda.cu:5 (cand.py:4): error: identifier "nope"')
+    assert out[1].startswith("main.cpp:3 (cand.py:9): error:")
+    assert locate_in_source(["k.cu:1: error: x"], source, "cand.py") == ["k.cu:1: error: x"]

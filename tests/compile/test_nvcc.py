@@ -41,7 +41,7 @@ def test_nvcc_check_passes_good_fast_path(tmp_path):
 def test_nvcc_check_reports_first_error_with_line(tmp_path):
     rec = nvcc_compile_check(_cand(tmp_path, BAD, kind="load_inline"))
     assert not rec.ok
-    assert rec.errors[0].startswith("cuda.cu:3: error:") and "not_declared" in rec.errors[0], rec.errors
+    assert rec.errors[0].startswith("cuda.cu:3 (cand.py:4): error:") and "not_declared" in rec.errors[0], rec.errors
 
 
 def test_nvcc_check_no_source(tmp_path):

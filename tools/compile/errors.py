@@ -112,3 +112,33 @@ def python_error(exc: BaseException, filename: str) -> str:
     where = f"{PurePath(filename).name}:{line}" if line else PurePath(filename).name
     text = str(exc).strip().splitlines()
     return f"{where}: {type(exc).__name__}: {text[0] if text else ''}".rstrip()
+
+
+def _context_code(entry: str) -> str | None:
+    """The offending source line an EDG (nvcc/NVRTC) or gcc error printed under itself."""
+    lines = entry.splitlines()
+    if len(lines) < 2:
+        return None
+    code = lines[1]
+    if "|" in code and code.split("|", 1)[0].strip().isdigit():  # gcc: "   12 |     foo(x);"
+        return code.split("|", 1)[1][1:]
+    return code[2:] if code.startswith("  ") else code  # EDG indents the line by two spaces
+
+
+def locate_in_source(errors: list[str], source: str | None, filename: str) -> list[str]:
+    """Add the candidate file's own line to each error whose source line appears there exactly once
+    ("cuda.cu:15: error: ..." -> "cuda.cu:15 (cand.py:42): error: ..."): the Coder edits the .py."""
+    if not source:
+        return errors
+    out = []
+    for entry in errors:
+        code = _context_code(entry)
+        lineno = _find_line(source, code) if code else None
+        if lineno is None and code and code.strip():
+            stripped = [n for n, ln in enumerate(source.splitlines(), 1) if ln.strip() == code.strip()]
+            lineno = stripped[0] if len(stripped) == 1 else None
+        if lineno is not None:
+            head, sep, rest = entry.partition(": ")
+            entry = f"{head} ({PurePath(filename).name}:{lineno}){sep}{rest}"
+        out.append(entry)
+    return out

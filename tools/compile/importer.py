@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from kiln.tools.compile.detect import cuda_backend, detect_lang
-from kiln.tools.compile.errors import log_tail, python_error, trim_errors, triton_error
+from kiln.tools.compile.errors import locate_in_source, log_tail, python_error, trim_errors, triton_error
 from kiln.tools.records import CompileRecord, Lang
 
 _LAST_IMPORTED: dict[str, str] = {}
@@ -185,12 +185,13 @@ def classify_first_call_error(exc: BaseException, *, source: str | None = None,
                              errors=[f"{filename}: error: {text.strip()} (reduce BLOCK sizes or num_stages)"])
     if "CudaCompileError" in kind:
         errs = list(getattr(exc, "errors", [])) or trim_errors(text) or [text.splitlines()[0]]
+        errs = locate_in_source(errs, source, filename)
         return CompileRecord(ok=False, lang="cuda", backend=getattr(exc, "backend", "nvrtc"),
                              errors=errs, log_tail=log_tail(getattr(exc, "log", text)))
     if "CompileException" in kind:  # cupy
         return CompileRecord(ok=False, lang="cuda", backend="nvrtc",
                              errors=trim_errors(text) or [text.splitlines()[0]], log_tail=log_tail(text))
     if isinstance(exc, RuntimeError) and "Error building extension" in text:
-        return CompileRecord(ok=False, lang="cuda", backend="load_inline",
-                             errors=trim_errors(text) or [text.splitlines()[0]], log_tail=log_tail(text))
+        errs = locate_in_source(trim_errors(text), source, filename) or [text.splitlines()[0]]
+        return CompileRecord(ok=False, lang="cuda", backend="load_inline", errors=errs, log_tail=log_tail(text))
     return None

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from kiln.tools.compile.detect import cuda_backend, extract_cuda_sources
-from kiln.tools.compile.errors import log_tail, trim_errors
+from kiln.tools.compile.errors import locate_in_source, log_tail, trim_errors
 from kiln.tools.records import CompileRecord
 
 DEFAULT_ARCH = "sm_90"  # the H200 kiln is benchmarked on; pass the GPU's own arch when known
@@ -72,7 +72,7 @@ def nvcc_compile_check(path: Path, *, arch: str = DEFAULT_ARCH) -> CompileRecord
     rec.compile_s = time.perf_counter() - t0
     failed = [log for rc, log in logs if rc != 0]
     rec.ok = not failed
-    rec.errors = trim_errors("\n".join(failed)) if failed else []
+    rec.errors = locate_in_source(trim_errors("\n".join(failed)), source, Path(path).name) if failed else []
     missing = _missing_toolkit_header("\n".join(failed), source)
     if missing:
         rec.backend = "nvcc-check:inconclusive"
