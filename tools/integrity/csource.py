@@ -70,7 +70,7 @@ ENV_FILE = frozenset({"getenv", "std::getenv", "secure_getenv", "fopen", "freope
 INTROSPECTION = frozenset({"dlsym", "dlopen", "PyImport_ImportModule", "PyRun_SimpleString", "PyEval_GetFrame",
                            "py::module_::import", "pybind11::module_::import", "py::module::import",
                            "pybind11::module::import", "py::eval", "py::exec", "pybind11::eval", "pybind11::exec"})
-DOWNCAST = frozenset({"__half", "half", "half2", "__half2", "__nv_bfloat16", "__nv_bfloat162", "nv_bfloat16",
+DOWNCAST = frozenset({"__half", "__half2", "__nv_bfloat16", "__nv_bfloat162", "nv_bfloat16",
                       "__float2half", "__float2half_rn", "__float2bfloat16", "__float2bfloat16_rn",
                       "__floats2half2_rn", "__float22half2_rn", "__nv_fp8_e4m3", "__nv_fp8_e5m2"})
 _NOT_OPS = frozenset({"cuda", "native", "indexing", "nn", "functional", "autograd", "detail", "check",

@@ -27,7 +27,9 @@ METADATA = frozenset({
     "size", "sym_size", "stride", "sym_stride", "numel", "sym_numel", "dim", "is_contiguous",
     "is_same_size", "_local_scalar_dense", "item", "_has_compatible_shallow_copy_type",
     "storage_offset", "sym_storage_offset", "is_nonzero", "data_ptr", "options", "scalar_type",
-    "is_cuda", "_nested_tensor_size", "equal", "_make_dep_token",
+    "is_cuda", "_nested_tensor_size", "equal", "_make_dep_token", "get_device", "element_size",
+    "is_floating_point", "is_complex", "is_signed", "is_pinned", "pin_memory", "requires_grad",
+    "is_leaf", "retain_grad", "output_nr", "_version", "is_set_to", "_is_any_true", "is_inference",
 })
 NON_COMPUTE = ALLOCATION | VIEW | COPY | METADATA
 
