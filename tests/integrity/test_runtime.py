@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from kiln.tools.integrity.ops import is_compute
-from kiln.tools.integrity.runtime import inspect_forward, judge
+from kiln.tools.integrity.runtime import inspect_forward, is_own_kernel, judge
 from kiln.tools.records import OpAccounting
 
 X = (torch.randn(1000),)
@@ -146,3 +146,14 @@ class ModelNew(nn.Module):
     acc, rules = run(mod)
     assert "relu_kernel" in acc.own_kernels and acc.decoy_kernels == []
     assert rules == {"runtime.torch-compute": "info"}
+
+
+def test_profiled_kernel_names_are_matched_as_whole_functions() -> None:
+    own = {"row_softmax", "elementwise_kernel", "relu_kernel"}
+    assert is_own_kernel("relu_kernel", own)                                   # Triton
+    assert is_own_kernel("row_softmax(float const*, float*, int)", own)          # extern "C" / demangled
+    assert is_own_kernel("void row_softmax<256>(float const*, float*, int)", own)
+    assert is_own_kernel("_Z11row_softmaxPKfPfi", own)                          # mangled
+    assert not is_own_kernel("void at::native::elementwise_kernel<128, 4>(int, at::native::F)", own)
+    assert not is_own_kernel("cunn_SoftMaxForward<4, float>(float*, float const*, int)", own)
+    assert not is_own_kernel("_Z12row_softmaxXPKf", own)

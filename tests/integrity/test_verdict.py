@@ -142,3 +142,11 @@ def test_record_round_trips_through_json() -> None:
     f = Finding(rule="runtime.decoy", severity="reject", evidence="k")
     out = verdict.apply(timed(record(findings=[f], timing=TimingIntegrity(wall_us=1.0, event_us=1.0, n_calls=1)), 5.0))
     assert CheckRecord.model_validate_json(out.model_dump_json()) == out
+
+
+def test_apply_is_idempotent() -> None:
+    peaks = Peaks(device="cuda", gbps=4000.0, tflops=700.0)
+    rec = timed(record(physics=PhysicsRecord(bytes_moved=800_000_000),
+                       timing=TimingIntegrity(threads_before=1, threads_after=3)), 80.0, {"eager": (20.0, 19.0, 21.0)})
+    once = verdict.apply(rec, peaks=peaks)
+    assert verdict.apply(once, peaks=peaks) == once

@@ -98,6 +98,18 @@ def own_kernel_names(roots: list[Any]) -> set[str]:
     return {n for n in names if len(n) >= 3}
 
 
+def is_own_kernel(kernel: str, own_names: set[str]) -> bool:
+    """Is a profiled kernel one of the candidate's? Matched as a whole function name (plain, as
+    `name(...)` / `name<...>` after `void `, or Itanium-mangled `_Z<len><name>`), never inside a
+    namespace, so naming a kernel `gemm` or `elementwise_kernel` doesn't claim library kernels."""
+    for n in own_names:
+        if kernel == n or re.search(rf"_Z{len(n)}{re.escape(n)}", kernel):
+            return True
+        if re.search(rf"(?:^|[\s*&])(?<!::){re.escape(n)}\s*[(<]", kernel):
+            return True
+    return False
+
+
 def _profile_into(acc: OpAccounting, model_new: nn.Module, inputs: tuple, roots: list[Any]) -> None:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -114,7 +126,7 @@ def _profile_into(acc: OpAccounting, model_new: nn.Module, inputs: tuple, roots:
         if e.device_type != DeviceType.CUDA:
             continue
         us = float(e.time_range.elapsed_us())
-        if any(n in e.name for n in own_names):
+        if is_own_kernel(e.name, own_names):
             own.add(e.name)
             own_us += us
         else:

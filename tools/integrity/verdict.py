@@ -22,6 +22,8 @@ ESCAPE_MIN_US = 20.0
 WALL_SLACK_US = 50.0
 WALL_SLACK_PER_CALL_US = 50.0
 """Raw-totals fallback (no ratio): fixed and per-call allowance for sync and launch overhead."""
+_DERIVED = ("timing.", "physics.")
+"""Rules only the verdict produces."""
 STRICT_ESCALATE = frozenset({"static.cpp-torch-op"})
 """Findings that are warnings under `partial` (parts in PyTorch are allowed) but rejections under
 `strict` (no PyTorch compute at all)."""
@@ -34,13 +36,16 @@ def apply(record: CheckRecord, *, threshold: float = 1.0, peaks: Peaks | None = 
     rec.integrity = integ
     if integ.policy == "strict":
         integ.findings = [_escalate(f) for f in integ.findings]
+    integ.findings = [f for f in integ.findings if not f.rule.startswith(_DERIVED)]  # re-judging is idempotent
     integ.findings += judge_timing(integ.timing)
     integ.findings += _judge_physics(rec, peaks)
     _noise_aware(rec, threshold)
+    notes = []
     if integ.degenerate and integ.degenerate.degenerate:
-        rec.reasons += [f"problem is degenerate ({r}); speedups on it mean nothing" for r in integ.degenerate.reasons]
+        notes += [f"problem is degenerate ({r}); speedups on it mean nothing" for r in integ.degenerate.reasons]
     if needs_extra_round(rec) and not integ.extra_round:
-        rec.reasons.append(f"speedup above {EXTRA_ROUND_SPEEDUP:g}x: needs an extra verification round")
+        notes.append(f"speedup above {EXTRA_ROUND_SPEEDUP:g}x: needs an extra verification round")
+    rec.reasons += [n for n in notes if n not in rec.reasons]
     _reject(rec, [f for f in integ.findings if f.severity == "reject"])
     return rec
 
