@@ -32,8 +32,8 @@ def _secrets() -> list[str]:
 def redact(text: str) -> str:
     """Replace every secret-looking environment value (and URL credentials) with a marker."""
     for value in _secrets():
-        text = text.replace(value, "[redacted]")
-    return _URL_USERINFO.sub(r"\1[redacted]@", text)
+        text = text.replace(value, "[REDACTED]")
+    return _URL_USERINFO.sub(r"\1[REDACTED]@", text)
 
 
 M = TypeVar("M", bound=BaseModel)

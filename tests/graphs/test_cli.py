@@ -9,6 +9,7 @@ import secrets
 import subprocess
 import sys
 
+import pytest
 from conftest import PROBLEM, judge, kernel
 
 REQUIRED = {"status", "best", "iterations", "tokens", "cost_usd", "per_iteration"}
@@ -19,19 +20,27 @@ def kiln_run(*args: str, env: dict | None = None, timeout: float = 300) -> subpr
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_planted_api_key_never_lands_in_the_run_dir(tmp_path):
-    key = "sk-planted-" + secrets.token_hex(16)
+def _script(kind: str, key: str) -> dict:
     leaky = kernel("good").replace('"""Correct:', f'"""key {key}. Correct:')
+    coder = [f"Using key {key}.\n```python\n{leaky}```"]
+    if kind == "replay":  # role-level fakes
+        return {"coder": coder, "judge": [judge("repair", diagnosis=f"the key is {key}")],
+                "proposer": [{"cases": [], "error": f"no cases ({key})"}]}
+    return {"coder": coder, "proposer": [{"structured": {"cases": []}, "content": f"key {key}"}],
+            "judge": [{"structured": {**judge("repair", diagnosis=f"the key is {key}"), "bottleneck": None,
+                                      "evidence": [key], "stop_reason": None}}]}
+
+
+@pytest.mark.parametrize("kind", ["replay", "scripted"])  # role fakes; LLM roles on scripted chat models
+def test_planted_api_key_never_lands_in_the_run_dir(tmp_path, kind):
+    key = "sk-planted-" + secrets.token_hex(16)
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({
-        "coder": [f"Using key {key}.\n```python\n{leaky}```"],
-        "judge": [judge("repair", diagnosis=f"the key is {key}")],
-        "proposer": [{"cases": [], "error": f"no cases ({key})"}],
-    }))
+    script.write_text(json.dumps(_script(kind, key)))
     env = {**os.environ, "OPENAI_API_KEY": key, "KILN_TEST_TOKEN": key}
     run_dir = tmp_path / "run"
-    done = kiln_run(str(PROBLEM), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir),
-                    "--base-url", f"http://user:{key}@127.0.0.1:9/v1", "--trials", "1", "--quiet", env=env)
+    done = kiln_run(str(PROBLEM), "--llm", f"{kind}:{script}", "--device", "cpu", "--out", str(run_dir),
+                    *(["--base-url", f"http://user:{key}@127.0.0.1:9/v1"] if kind == "replay" else []),
+                    "--trials", "1", "--quiet", env=env)
     assert done.returncode == 0, done.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary.keys() >= REQUIRED and summary["status"] == "solved"
@@ -42,7 +51,7 @@ def test_planted_api_key_never_lands_in_the_run_dir(tmp_path):
     for path in files:
         assert key.encode() not in path.read_bytes(), f"key leaked into {path}"
     assert key not in done.stdout + done.stderr
-    assert "[redacted]" in (run_dir / "best_kernel.py").read_text()
+    assert "[REDACTED]" in (run_dir / "best_kernel.py").read_text()
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
