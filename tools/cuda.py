@@ -236,6 +236,18 @@ class CudaKernel:
         self._modules: list[Any] = []
         self.record: CompileRecord | None = None
 
+    def __deepcopy__(self, memo: dict) -> CudaKernel:
+        return CudaKernel(self.source, self.name)  # driver handles don't copy; the cubin cache makes this cheap
+
+    def __getstate__(self) -> dict:
+        return {"source": self.source, "name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["source"], state["name"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"CudaKernel({self.name!r}, sha256={hashlib.sha256(self.source.encode()).hexdigest()[:12]})"
+
     def _function(self, device_index: int) -> Any:
         if device_index in self._funcs:
             return self._funcs[device_index]

@@ -96,3 +96,14 @@ def test_missing_toolkit_header_is_inconclusive_not_a_candidate_error():
     assert _missing_toolkit_header(log, "#include <torch/extension.h>") == "cusparse.h"
     assert _missing_toolkit_header(log, '#include "cusparse.h"') is None  # the candidate asked for it
     assert _missing_toolkit_header("k.cu(3): error: x", "") is None
+
+
+def test_kernel_object_copies_and_pickles_without_driver_handles():
+    import copy
+    import pickle
+
+    k = cuda.CudaKernel(GOOD, "scale")
+    k._funcs[0] = object()  # stands in for a loaded CUfunction
+    for k2 in (copy.deepcopy(k), pickle.loads(pickle.dumps(k))):
+        assert k2.source == GOOD and k2.name == "scale" and k2._funcs == {}
+    assert repr(k).startswith("CudaKernel('scale', sha256=")
