@@ -33,6 +33,10 @@ class TView:
     shape: tuple[int, ...]
 
 
+class ShapeInt(int):
+    """A size read from a tensor's shape at trace time: fine as a dim or a shape, never as a value."""
+
+
 @dataclass(frozen=True)
 class MaxPair:
     """The (values, indices) result of torch.max/min with a dim; only the values are covered."""
@@ -98,6 +102,8 @@ class Lowerer:
             return x.idx
         if isinstance(x, bool) or not isinstance(x, int | float):
             raise Unsupported(f"operand of type {type(x).__name__}")
+        if isinstance(x, ShapeInt):
+            raise Unsupported("a tensor size used as a number in the computation")
         return self.g.const(float(x))
 
     def un(self, name: str, x: Any, params: tuple[float, ...] = ()) -> Ref:
@@ -113,6 +119,8 @@ class Lowerer:
     def _call(self, key: Any, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
         if key in (operator.getitem, getattr, ".__getitem__"):
             return self._getitem(args)
+        if key in (".size", ".dim"):
+            return self._size(key, args, kwargs)
         spec = T.lookup(key)
         if spec is None:
             raise Unsupported(f"tensor method `{key}`" if isinstance(key, str) else f"op `{_name(key)}`")
@@ -128,7 +136,21 @@ class Lowerer:
             raise Unsupported("the indices of max/min (argmax/argmin)")
         if isinstance(obj, Ref | TView) and idx == "T":
             return self._transpose(obj)
+        if isinstance(obj, Ref) and idx in ("shape", "ndim"):
+            shape = tuple(ShapeInt(d) for d in self.g.nodes[obj.idx].shape)
+            return shape if idx == "shape" else len(shape)
+        if isinstance(obj, tuple) and isinstance(idx, int | slice):
+            return obj[idx]
         raise Unsupported("indexing or slicing a tensor")
+
+    def _size(self, key: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if not isinstance(args[0], Ref):
+            raise Unsupported(f"`{key}` of a non-tensor")
+        shape = tuple(ShapeInt(d) for d in self.g.nodes[args[0].idx].shape)
+        if key == ".dim":
+            return len(shape)
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        return shape if dim is None else shape[int(dim)]
 
     def _transpose(self, x: Any) -> TView:
         if not isinstance(x, Ref) or self.g.nodes[x.idx].kind != "load" or len(self.g.nodes[x.idx].shape) != 2:

@@ -39,6 +39,7 @@ CASES = {
     "odd_pow": ("", "x ** 2.5", "exponent 2.5"),
     "two_reduce_dims": ("", "x.sum(dim=(1, 3))", "non-adjacent dims"),
     "dropout": ("        self.drop = nn.Dropout(0.5)\n", "self.drop(x)", "module `Dropout`"),
+    "size_as_value": ("", "x / x.shape[-1]", "a tensor size used as a number"),
 }
 
 
