@@ -48,6 +48,7 @@ def run(
     budget_tokens: Annotated[int | None, typer.Option(help="stop after this many tokens")] = None,
     budget_minutes: Annotated[float | None, typer.Option(help="stop after this many minutes")] = None,
     no_progress: Annotated[int, typer.Option(help="stop after K rounds without a better kernel")] = 4,
+    llm_cache: Annotated[Path | None, typer.Option(help="LLM-response cache (SQLite) to reuse across runs")] = None,
     trials: Annotated[int, typer.Option(help="correctness trials per case and input distribution")] = 3,
     quiet: Annotated[bool, typer.Option(help="no live display")] = False,
 ) -> None:
@@ -70,6 +71,7 @@ def run(
                 coder_llm=_abs_replay(coder_llm), judge_llm=_abs_replay(judge_llm),
                 proposer_llm=_abs_replay(proposer_llm), base_url=base_url, target_speedup=target_speedup,
                 strategy=strategy, device=device, trials=trials,
+                llm_cache=str(llm_cache.resolve()) if llm_cache else None,
                 budgets={"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens,
                          "minutes": budget_minutes, "no_progress_iters": no_progress})
     except ValidationError as err:

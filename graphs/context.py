@@ -42,6 +42,7 @@ class RunOptions(BaseModel):
     judge_llm: str | None = None
     proposer_llm: str | None = None
     base_url: str | None = None
+    llm_cache: str | None = Field(None, description="SQLite LLM-response cache; None: <run dir>/llm_cache.sqlite")
     target_speedup: float = Field(1.0, gt=0, description="vs eager; the CI's low end must reach it")
     strategy: Strategy = "linear"
     beam_width: int = Field(2, ge=1, description="b: candidates kept per beam step")

@@ -35,7 +35,7 @@ def _registry(opts: RunOptions, specs: dict[str, str], run_dir: Path) -> Any:
 
     b = opts.budgets
     return resolve_roles(opts.llm, coder=specs["coder"], judge=specs["judge"], proposer=specs["proposer"],
-                         base_url=opts.base_url, lang=opts.lang, cache_path=run_dir / "llm_cache.sqlite",
+                         base_url=opts.base_url, lang=opts.lang, cache_path=Path(opts.llm_cache) if opts.llm_cache else run_dir / "llm_cache.sqlite",
                          budgets=Budgets(usd=b.usd, tokens=b.tokens, minutes=b.minutes), device=opts.device,
                          no_progress_k=b.no_progress_iters)
 

@@ -91,6 +91,9 @@ def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None =
     problem = Path(problem).resolve()
     if not problem.is_file():
         raise KilnInputError(f"problem file not found: {problem}")
+    from kiln.tools.problem import load_problem
+
+    load_problem(problem)  # a broken problem fails here, in one line, before any LLM call
     opts = make_options(problem, options)
     run_dir = Path(out or default_run_dir(problem)).resolve()
     if (run_dir / RUN_FILE).exists():

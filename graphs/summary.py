@@ -65,6 +65,7 @@ class RunSummary(Summary):
     usage_by_role: dict[str, RoleUsage] = Field(default_factory=dict)
     per_iteration: list[IterationTimes] = Field(default_factory=list)
     wall_s: float = Field(description="seconds spent inside graph nodes")
+    profile_skipped: list[str] = Field(default_factory=list, description="why candidates were not profiled")
 
 
 def _per_iteration(state: RunState) -> list[IterationTimes]:
@@ -110,7 +111,8 @@ def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummar
         tokens=sum(u.input_tokens + u.output_tokens for u in usage),
         input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
         cost_usd=cost_usd(state), usage_by_role=_by_role(state), per_iteration=_per_iteration(state),
-        wall_s=round(state.get("elapsed_s", 0.0), 3))
+        wall_s=round(state.get("elapsed_s", 0.0), 3),
+        profile_skipped=sorted({n.skipped for n in state.get("profiles", {}).values() if n.skipped}))
 
 
 def rewards_lines(state: RunState) -> str:

@@ -60,5 +60,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert "problem file not found" in missing.stderr
     bad = kiln_run(str(PROBLEM), "--strategy", "sideways", "--device", "cpu", "--out", str(tmp_path / "r"))
     assert bad.returncode == 2 and "strategy" in bad.stderr and "Traceback" not in bad.stderr
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n")
+    bad_problem = kiln_run(str(broken), "--device", "cpu", "--out", str(tmp_path / "b"))
+    assert bad_problem.returncode == 2 and "get_inputs" in bad_problem.stderr and "Traceback" not in bad_problem.stderr
+    assert not (tmp_path / "b").exists()
     not_run = kiln_run("--resume", str(tmp_path))
     assert not_run.returncode == 2 and "not a kiln run directory" in not_run.stderr
