@@ -23,7 +23,7 @@ class BestKernel(Summary):
     speedup_vs_eager: float | None = Field(None, description="None when not measured")
     speedup_vs_compile: float | None = Field(None, description="None when not measured")
     reward: float | None = None
-    check_path: str | None = None
+    check_path: str | None = Field(None, description="its latest CheckRecord (absolute path)")
 
 
 class IterationTimes(Summary):
@@ -94,7 +94,7 @@ def _best(state: RunState, run_dir: Path) -> BestKernel:
         return BestKernel()
     return BestKernel(path=str(run_dir / "best_kernel.py"), candidate=b.id, correct=b.correct,
                       speedup_vs_eager=b.speedup_vs_eager, speedup_vs_compile=b.speedup_vs_compile,
-                      reward=b.reward, check_path=b.check_path)
+                      reward=b.reward, check_path=str(run_dir / b.check_path) if b.check_path else None)
 
 
 def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummary:

@@ -44,8 +44,9 @@ def test_resume_after_an_exception_in_a_node(tmp_path):
     assert "Mismatch" in second.coder.tasks[0].feedback
 
 
-def _kiln(*args: str, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kiln.evals.cli", "run", *args], env=env or os.environ.copy(),
+def _kiln(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true"}  # checkpoints load only schema-named types
+    return subprocess.Popen([sys.executable, "-m", "kiln.evals.cli", "run", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -73,6 +74,7 @@ def test_killed_kiln_run_resumes_without_repeating_checks(tmp_path):
     out, err = done.communicate(timeout=300)
     assert done.returncode == 0, err
     assert "status: solved" in out
+    assert "unregistered" not in err and "blocked" not in err.lower()
 
     log = events(run_dir)
     fresh = Counter(e["key"] for e in log if e["kind"] == "check")
