@@ -31,16 +31,19 @@ def final_status(state: RunState, ctx: RunContext) -> tuple[str, str | None]:
     return status, reason
 
 
-@timed("finish")
-def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:
-    ctx = runtime.context
-    status, reason = final_status(state, ctx)
-    final = {**state, "status": status, "stop_reason": reason}
+def write_outputs(ctx: RunContext, final: RunState) -> None:
+    """The best kernel as a standalone file, rewards.jsonl and summary.json."""
     b = best(final)
     if b is not None and b.source_path is not None:
         rundir.write(ctx.run_dir, "best_kernel.py", (ctx.run_dir / b.source_path).read_text())
     rundir.write(ctx.run_dir, "rewards.jsonl", rewards_lines(final))
     summary = build_summary(final, ctx.options, ctx.run_dir)
     rundir.write_json(ctx.run_dir, "summary.json", summary)
-    rundir.event(ctx.run_dir, "finish", status=status, reason=reason)
+    rundir.event(ctx.run_dir, "finish", status=final.get("status"), reason=final.get("stop_reason"))
+
+
+@timed("finish")
+def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    status, reason = final_status(state, runtime.context)
+    write_outputs(runtime.context, {**state, "status": status, "stop_reason": reason})
     return {"status": status, "stop_reason": reason}

@@ -8,13 +8,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from langgraph.errors import GraphRecursionError
+
 from kiln.graphs import rundir
 from kiln.graphs.context import RunContext, RunOptions
+from kiln.graphs.finish import write_outputs
 from kiln.graphs.graph import build_graph, recursion_limit
 from kiln.graphs.persist import open_checkpointer, run_config
 from kiln.graphs.profile import make_profiler
 from kiln.graphs.progress import Progress
 from kiln.graphs.roles import Roles, resolve
+from kiln.graphs.rules import best
 from kiln.graphs.summary import RunSummary
 from kiln.tools.errors import KilnConfigError, KilnInputError
 from kiln.tools.evaluator import Evaluator
@@ -62,10 +66,17 @@ def make_context(opts: RunOptions, run_dir: Path, roles: Roles | None, evaluator
 def _drive(ctx: RunContext, inp: dict | None, progress: Progress) -> RunSummary:
     graph = build_graph().compile(checkpointer=open_checkpointer(ctx.run_dir))
     config = run_config(recursion_limit(ctx.options))
-    with progress:
-        for part in graph.stream(inp, config, context=ctx, stream_mode=["updates", "custom"], durability="sync",
-                                 version="v2"):
-            progress.feed(part)
+    try:
+        with progress:
+            for part in graph.stream(inp, config, context=ctx, stream_mode=["updates", "custom"],
+                                     durability="sync", version="v2"):
+                progress.feed(part)
+    except GraphRecursionError:  # the backstop: the loop's own counters should have stopped it first
+        state = graph.get_state(config).values
+        b = best(state)
+        status = "stopped" if b is None or b.correct else "failed"
+        reason = f"recursion limit ({config['recursion_limit']} steps) reached: a loop the budgets did not stop"
+        write_outputs(ctx, {**state, "status": status, "stop_reason": reason})
     return RunSummary.model_validate_json((ctx.run_dir / "summary.json").read_text())
 
 

@@ -50,3 +50,11 @@ def test_each_budget_stops_the_run_and_keeps_the_best(tmp_path, budget, kw, word
     assert summary.best.candidate == "c0001" and (tmp_path / "run" / "best_kernel.py").exists()
     if budget != "minutes":  # Coder then Judge, 600 tokens and $0.02 each: the second call crosses
         assert summary.tokens == 1200 and summary.cost_usd == pytest.approx(0.04)
+
+
+def test_recursion_limit_is_a_backstop_that_still_writes_the_summary(tmp_path):
+    r = roles(["I would rather not write code."], [judge("repair")])
+    summary = run(tmp_path, r, max_iters=50, no_progress=50, recursion_limit=9)
+    assert summary.status == "stopped" and "recursion limit (9 steps)" in summary.stop_reason
+    assert summary.iterations >= 2 and summary.best.path is None  # no code ever: nothing to keep
+    assert r.coder.tasks[1].feedback.startswith("no fenced python code block")
