@@ -60,6 +60,22 @@ def test_static_rung_on_a_cpu_machine(tmp_path: Path) -> None:
     assert report.kernels[0].registers_per_thread and report.kernels[0].sass is not None
 
 
+def test_static_rung_builds_triton_offline(tmp_path: Path) -> None:
+    """No GPU: the Triton matmul's launch is recorded under the interpreter and built for sm_90; its SASS
+    matches what Triton 3.6 built on the H200 (tests/fixtures/ncu/h200_triton36_matmul_kernel.cubin)."""
+    pytest.importorskip("triton")
+    out = tmp_path / "t.json"
+    res = kiln(str(WORK / "matmul_problem.py"), str(WORK / "matmul_triton.py"), "--device", "cpu", "--dtype", "bf16",
+               "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    (k,) = ProfileReport.model_validate_json(out.read_text()).kernels
+    assert k.name == "matmul_kernel" and k.source == "static" and k.duration_us is None
+    assert (k.num_warps, k.num_stages, k.shared_mem_bytes, k.spill_bytes) == (8, 3, 98304, 0)
+    assert k.sass is not None and k.sass.tensor_core == "wgmma" and k.sass.global_load_widths_bits["128"] == 24
+    assert 100 <= (k.registers_per_thread or 0) <= 128  # 110 on the H200
+    assert "not run (compile-only)" in res.stdout and "compile-only: profile on a GPU" in res.stdout
+
+
 @pytest.mark.parametrize(("args", "message"), [
     ((), "give PROBLEM and CANDIDATE, or --import REPORT"),
     (("--import", "/nonexistent.ncu-rep"), "report not found"),

@@ -84,36 +84,6 @@ def test_shared_memory_and_main_loop_mix(tmp_path: Path) -> None:
     assert s.loop_mix.get("global_ld", 0) >= 1
 
 
-def test_triton_matmul_offline_uses_wgmma(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Triton builds sm_90 cubins with no GPU: tl.dot in bf16 becomes HGMMA (wgmma)."""
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    mod = enrich_module(WORK / "matmul_triton.py")
-    sig = {n: "*bf16" for n in ("a_ptr", "b_ptr", "c_ptr")} | {n: "i32" for n in
-                                                               ("M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn")}
-    sig |= {"BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
-    src = triton.compiler.ASTSource(fn=mod.matmul_kernel, signature=sig, constexprs={"BM": 128, "BN": 128, "BK": 64})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
-    cubin = tmp_path / "mm.cubin"
-    cubin.write_bytes(kernel.asm["cubin"])
-    summaries = enrich.sass_from_binaries([cubin])
-    s = summaries["matmul_kernel"]
-    assert s.tensor_core == "wgmma" and s.tensor_instructions > 0
-    assert s.registers and s.registers > 0
-    assert s.loop_mix.get("tensor", 0) > 0
-
-
-def enrich_module(path: Path):  # type: ignore[no-untyped-def]
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("kiln_test_mm", path)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
-
-
 def test_ptxas_parser_on_text() -> None:
     text = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'k1' for 'sm_90'

@@ -144,15 +144,35 @@ def _peaks(cache_dir: Path, gpu: str, measure: bool) -> tuple[Peaks, float]:
 
 
 def static_report(problem: Path, candidate: Path, *, dtype: str, level: str, wall_t0: float) -> ProfileReport:
-    """No GPU: compile the candidate's plain CUDA with ptxas -v and summarize its SASS."""
-    sources = enrich.cuda_sources_of(candidate)
-    ptx, sass, notes = enrich.ptxas_and_sass(sources, "sm_90") if sources else ({}, {}, [])
-    kernels = [enrich.attach(KernelProfile(name=n, source="static"), {}, ptx, sass) for n in sorted({*ptx, *sass})]
-    if not sources:
-        notes.append("no plain CUDA source found; Triton kernels need a GPU run (or their cached cubins) for SASS")
-    return ProfileReport(source="static" if kernels else "none", source_detail="no GPU run: ptxas -v and SASS for sm_90",
+    """No GPU: plain CUDA through ptxas -v, Triton kernels built offline for sm_90; SASS for both."""
+    notes: list[str] = []
+    target: dict[str, Any] = {}
+    target_dir = Path(".")
+    work = Path(tempfile.mkdtemp(prefix="kiln-static-"))
+    try:
+        if "@triton.jit" in candidate.read_text(errors="replace"):
+            col = collect.collect_static(problem, candidate, work=work, dtype=dtype)
+            if col.ok:
+                target_dir = Path(col.files["target"]).parent
+                target = enrich.load_target(Path(col.files["target"]))
+                notes += target.get("errors", [])
+            else:
+                notes.append(col.error or "Triton offline build failed")
+        names = [t["name"] for t in target.get("triton_kernels", [])]
+        kernels = [KernelProfile(name=n, source="static") for n in names]
+        sources = enrich.cuda_sources_of(candidate)
+        ptx, _, cu_notes = enrich.ptxas_and_sass(sources, "sm_90") if sources else ({}, {}, [])
+        kernels += [KernelProfile(name=n, source="static") for n in sorted(ptx) if n not in names]
+        kernels, more = _enrich(kernels, target, target_dir, candidate, fallback=False)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    notes += cu_notes + more
+    if not kernels:
+        notes.append("no Triton launch recorded and no plain CUDA source found")
+    return ProfileReport(source="static" if kernels else "none",
+                         source_detail="no GPU run: Triton kernels built offline for sm_90, CUDA through ptxas -v; SASS",
                          problem=str(problem), candidate=str(candidate), level=level, dtype=dtype,
-                         kernels=kernels, notes=notes, wall_s=round(time.monotonic() - wall_t0, 2))
+                         kernels=kernels, notes=list(dict.fromkeys(notes)), wall_s=round(time.monotonic() - wall_t0, 2))
 
 
 def import_report(path: Path, *, dtype: str = "fp32", cache_dir: Path | None = None, gpu_name: str | None = None) -> ProfileReport:

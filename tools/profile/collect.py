@@ -114,10 +114,35 @@ def collect_torch(problem: Path, candidate: Path, *, work: Path, dtype: str, tim
     return col
 
 
-def _run_target(argv: list[str], work: Path, timeout_s: float) -> tuple[int | None, str]:
+def collect_static(problem: Path, candidate: Path, *, work: Path, dtype: str, timeout_s: float = 240.0) -> Collected:
+    """No GPU: record the Triton launches under the interpreter, then build them for sm_90 offline."""
+    t0 = time.monotonic()
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "static"
+    base = [sys.executable, "-m", "kiln.tools.profile.static_triton"]
+    args = ["--problem", str(problem.resolve()), "--candidate", str(candidate.resolve()), "--out", str(out),
+            "--dtype", dtype]
+    col = Collected(rung="static", work_dir=str(work))
+    for phase, interpret in (("record", True), ("build", False)):
+        rc, tail = _run_target([*base, phase, *args], work, timeout_s, interpret=interpret)
+        if rc != 0:
+            col.error = f"Triton {phase} step failed (exit {rc}): " + (tail.strip().splitlines() or ["?"])[-1][:300]
+            col.wall_s = time.monotonic() - t0
+            return col
+    col.ok, col.files, col.wall_s = True, {"target": str(out / "target.json")}, time.monotonic() - t0
+    return col
+
+
+def _run_target(argv: list[str], work: Path, timeout_s: float, *, interpret: bool | None = None) -> tuple[int | None, str]:
     from kiln.tools.isolation import run_isolated  # noqa: PLC0415 - CORE's contained runner
 
-    res = run_isolated(argv, env=target_env(work), cwd=work, timeout_s=timeout_s)
+    env = target_env(work)
+    if interpret is not None:  # compile-only runs: no GPU; the interpreter only where asked
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env.pop("TRITON_INTERPRET", None)
+        if interpret:
+            env["TRITON_INTERPRET"] = "1"
+    res = run_isolated(argv, env=env, cwd=work, timeout_s=timeout_s)
     if res.timed_out:
         return None, f"timed out after {timeout_s:.0f} s\n{res.stderr_tail}"
     return res.returncode, res.stderr_tail

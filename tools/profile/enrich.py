@@ -97,6 +97,8 @@ def attach(k: KernelProfile, triton: dict[str, dict[str, Any]], ptx: dict[str, d
             upd["wgmma"] = s.tensor_core == "wgmma"
         if k.registers_per_thread is None and "registers_per_thread" not in upd and s.registers:
             upd["registers_per_thread"] = s.registers
+        if k.spill_bytes is None and upd.get("spill_bytes") is None and not (s.local_loads or s.local_stores):
+            upd["spill_bytes"] = 0  # no LDL/STL in the SASS: nothing spilled
     return k.model_copy(update=upd)
 
 

@@ -31,6 +31,11 @@ RUNG_BLIND = {
 def _kernel_lines(k: KernelProfile, total_us: float | None) -> list[str]:
     share = f" ({100 * k.duration_us * k.launches / total_us:.0f}% of GPU time)" if total_us and k.duration_us else ""
     geo = f"grid {k.grid} block {k.block}" if k.grid else "grid n/a"
+    if k.duration_us is None:  # compile-only: no timing, no roofline
+        return [f"## {k.name[:70]}: not run (compile-only)",
+                f"   regs {_n(k.registers_per_thread)}; smem {_n(k.shared_mem_bytes)} B; spills {_n(k.spill_bytes)} B",
+                *_unit_lines(k), *(_sass_lines(k) if k.sass else []),
+                *[f"   - [{f.rule}] {f.message}" for f in k.findings]]
     lines = [
         f"## {k.name[:70]}: {_n(k.duration_us, '.1f')} us x{k.launches}{share}",
         f"   {k.bound}-bound, limit {k.limiting_unit}, {_n(k.roofline_pct, '.0f', '%')} of roofline"
@@ -85,7 +90,7 @@ def render_digest(report: ProfileReport) -> str:
     lines = [
         f"# profile ({report.source}): {report.candidate.rsplit('/', 1)[-1]} on {report.gpu_name or 'no GPU'}, {report.dtype}",
         f"source: {report.source_detail or report.source}",
-        *_peaks_lines(report.peaks, report.dtype),
+        *(_peaks_lines(report.peaks, report.dtype) if report.source != "static" else []),
         f"{len(report.kernels)} kernel(s), {_n(report.total_kernel_us, '.1f')} us of GPU time per forward",
     ]
     for k in report.kernels[:MAX_KERNELS]:
@@ -115,4 +120,6 @@ def verdict(k: KernelProfile, dtype: str) -> str:
     if k.bound == "compute":
         return (f"compute-bound at {_n(k.roofline_pct, '.0f', '%')} of the {dtype} {k.limiting_unit} peak{head}: "
                 "feed the pipe (tiling, pipelining, occupancy) or use a faster unit")
+    if k.duration_us is None:
+        return "compile-only: profile on a GPU for timing, the roofline and counters"
     return "bound unknown: no timing or bytes on this rung"
