@@ -128,11 +128,11 @@ class RowKernel:
             lines.append(self._store(expr(self.p, self.p.g.out)))
         return lines
 
-    def _pass(self, k: int, reds: list[int], done: set[int]) -> list[str]:
+    def _pass(self, k: int, reds: list[int], done: set[int], rng: str = "0, R", epilogue: bool = True) -> list[str]:
         shape = "[ROWS, BLOCK_R]" if self.layout == "rows" else "[BLOCK_R, BLOCK_N]"
         fills = {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}
         lines = [f"acc{i} = tl.full({shape}, {fills[self.p.g.nodes[i].op]}, tl.float32)" for i in reds]
-        lines.append("for c in range(0, R, BLOCK_R):")
+        lines.append(f"for c in range({rng}, BLOCK_R):")
         body = self._chunk("c + ")
         body += self._full_nodes(ancestors(self.p, [self.p.g.nodes[i].args[0] for i in reds], done))
         comb = {"sum": "acc{i} + tl.where(mask, {s}, 0.0)", "max": 'tl.maximum(acc{i}, tl.where(mask, {s}, -float("inf")))',
@@ -144,6 +144,8 @@ class RowKernel:
         fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
         lines += [f"v{i} = {fn[self.p.g.nodes[i].op]}(acc{i}, axis={self.axis}, keep_dims=True)" for i in reds]
         done.update(reds)
+        if not epilogue:
+            return lines
         for i in self.p.live:  # reduced-level values computable after this pass
             if self.cls[i] == "red" and self.p.g.nodes[i].kind == "op" and self.level[i] == k:
                 lines.append(op_line(self.p, i))
@@ -164,9 +166,12 @@ class RowKernel:
 
 
 def row_kernels(plan: Plan) -> str:
+    from kiln.agents.builtin.gen_split import split_kernels, splittable
+
     layout = "rows" if plan.dims[1] == len(plan.full_shape) - 1 else "cols"
     one = RowKernel(plan, layout, False, "_kiln_row_onepass").source()
-    return one + RowKernel(plan, layout, True, "_kiln_row_looped").source()
+    out = one + RowKernel(plan, layout, True, "_kiln_row_looped").source()
+    return out + (split_kernels(plan, layout) if splittable(plan, layout) else "")
 
 
 def row_forward(plan: Plan, cfg: dict) -> str:
@@ -187,6 +192,10 @@ def row_forward(plan: Plan, cfg: dict) -> str:
         f"out = torch.empty({oshape}, device={main}.device, dtype={main}.dtype)",
         "if out.numel() == 0 or R == 0:\n    return out",
     ]
+    from kiln.agents.builtin.gen_split import split_forward, splittable
+
+    if splittable(plan, layout):
+        lines += split_forward(layout, cfg, len(plan.loads))
     lines += _launch_rows(cfg) if layout == "rows" else _launch_cols(cfg)
     args = ", ".join(f"t{k}" for k in range(len(plan.loads)))
     lines.append(f"grid = (min(ntiles, _kiln_sm_count(out.device) * {cfg['waves']}) if {bool(cfg['persistent'])} else ntiles,)")

@@ -13,9 +13,12 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PROBLEMS = Path(__file__).resolve().parent / "problems"
 CONSTEXPRS = {
     "_kiln_row_onepass": {"BLOCK_R": 1024, "ROWS": 2, "BLOCK_N": 64},
     "_kiln_row_looped": {"BLOCK_R": 1024, "ROWS": 1, "BLOCK_N": 64},
+    "_kiln_row_split": {"BLOCK_R": 32, "ROWS": 1, "BLOCK_N": 128},
+    "_kiln_row_finish": {"SP": 64, "ROWS": 1, "BLOCK_N": 128},
     "_kiln_ew_flat": {"BLOCK": 2048},
     "_kiln_ew_bcast": {"RB": 2, "CB": 1024},
     "_kiln_mm": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "PREC": "tf32x3"},
@@ -41,11 +44,14 @@ def _compile(fn, name: str) -> str:
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3}).asm["ptx"]
 
 
-@pytest.mark.parametrize("name", ["softmax", "layernorm", "elementwise_chain", "sum_reduction", "linear_gelu"])
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "elementwise_chain", "sum_reduction", "linear_gelu", "split_full"])
 def test_kernels_compile_for_sm90(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gen) -> None:
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    kernels = _kernels(gen(EXAMPLES / f"{name}.py", tmp_path))
+    path = EXAMPLES / f"{name}.py"
+    kernels = _kernels(gen(path if path.exists() else PROBLEMS / f"{name}.py", tmp_path))
     assert kernels
+    if name == "split_full":
+        assert {"_kiln_row_split", "_kiln_row_finish"} <= set(kernels)
     for kname, fn in kernels.items():
         ptx = _compile(fn, kname)
         if kname in ("_kiln_row_onepass", "_kiln_ew_flat") and name != "sum_reduction":
