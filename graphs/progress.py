@@ -23,6 +23,7 @@ class Progress:
         self.tokens, self.cost = 0, 0.0
         self._live = Live(self.render(), console=self.console, transient=False, auto_refresh=False) \
             if live and self.console.is_terminal else None
+        self._plain = live and self._live is None  # not a terminal: one line per finished node
 
     def __enter__(self) -> Progress:
         if self._live:
@@ -40,6 +41,8 @@ class Progress:
             for node, update in (part["data"] or {}).items():
                 if isinstance(update, dict):
                     self._update(node, update)
+                    if self._plain:
+                        self.console.print(self.line(), highlight=False, markup=False)
         if self._live:
             self._live.update(self.render(), refresh=True)
 
@@ -61,6 +64,11 @@ class Progress:
         if self.best in self.candidates:
             cand = self.candidates[self.best]
             self.best_speedup, self.best_correct = cand.speedup_vs_eager, cand.correct
+
+    def line(self) -> str:
+        speed = f"{self.best_speedup:.2f}x" if self.best_speedup is not None else "speed not measured"
+        best = f"{self.best} ({'correct' if self.best_correct else 'failing'}, {speed})" if self.best else "none yet"
+        return f"[iteration {self.iteration}] {self.stage}: best {best}; {self.tokens} tokens, ${self.cost:.4f}"
 
     def render(self) -> Table:
         t = Table(title="kiln run", expand=False)
