@@ -24,11 +24,13 @@ KEY_SHAPES = (
     re.compile(r"(://[^/\s:@]+:)[^@\s/]+(?=@)"),  # a password in a URL's userinfo
 )
 MIN_SECRET_LEN = 6  # shorter values ("EMPTY", "1") would mask ordinary words
+MIN_ENV_SECRET_LEN = 12  # env values are masked only when long enough to be a real credential
+# (TOKENIZERS_PARALLELISM=false must not turn every "false" in a kernel into a mask)
 
 
 def secrets_from_env(env: Mapping[str, str] | None = None) -> set[str]:
     env = os.environ if env is None else env
-    return {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LEN}
+    return {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= MIN_ENV_SECRET_LEN and " " not in v}
 
 
 class Redactor:

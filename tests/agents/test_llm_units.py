@@ -58,12 +58,13 @@ def test_call_with_retries_counts_attempts_and_sleeps():
 
 
 def test_redactor_masks_known_values_and_key_shapes():
-    r = Redactor(["my-private-token-123"], env={"HF_TOKEN": "hf_abcdefghijk", "HOME": "/root", "X_KEY": "EMPTY"})
+    env = {"HF_TOKEN": "hf_abcdefghijk", "HOME": "/root", "X_KEY": "EMPTY", "TOKENIZERS_PARALLELISM": "false"}
+    r = Redactor(["my-private-token-123"], env=env)
     text = r("a my-private-token-123 b hf_abcdefghijk c sk-proj-ABCDEFGHIJKLMNOPQRSTUV d Bearer abc.def.ghi123 /root EMPTY")
     assert "my-private-token" not in text and "hf_abc" not in text and "sk-proj" not in text
     assert "abc.def" not in text and "/root" in text and "EMPTY" in text and text.count(MASK) == 4
     assert r.deep({"a": ["my-private-token-123"], "b": 1}) == {"a": [MASK], "b": 1}
-    prose = "a task-specific-kernel-name and mask-sk-shaped_identifier_here stay"
+    prose = "a task-specific-kernel-name and mask-sk-shaped_identifier_here stay; flag = false"
     assert r(prose) == prose
 
 
