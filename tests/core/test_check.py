@@ -181,3 +181,15 @@ def test_cli_exit_codes_and_json(tmp_path: Path, run_cli) -> None:
     good = run_cli("check", str(PROBLEM), str(DATA / "add_triton.py"), "--device", "cpu", "--trials", "1")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "OK" in good.stdout and "not measured (no GPU)" in good.stdout
+
+
+def test_a_dead_fork_server_is_replaced() -> None:
+    from kiln.tools import zygote
+
+    assert run("wrong_scale.py").status == "incorrect"
+    assert zygote._POOL, "the check should have used the fork server"
+    for server in zygote._POOL.values():
+        server.proc.kill()
+        server.proc.wait(timeout=10)
+    rec = run("wrong_scale.py")
+    assert rec.status == "incorrect" and all(s.alive() for s in zygote._POOL.values())
