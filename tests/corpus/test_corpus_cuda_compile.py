@@ -9,19 +9,32 @@ import subprocess
 
 import pytest
 
-from .corpus_lib import KERNELS, entry_id, load_manifest, string_constants
+from .corpus_lib import KERNELS, entry_id, load_manifest, run_parallel, string_constants
 
 CUDA = list({e["path"]: e for e in load_manifest() if e["lang"] == "cuda"}.values())
 NVCC = shutil.which("nvcc")
 
 
+@pytest.fixture(scope="module")
+def nvcc_results(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """`nvcc -cubin` of every CUDA_SRC, two at a time."""
+    root = tmp_path_factory.mktemp("nvcc")
+
+    def compile_one(entry):
+        work = root / entry_id(entry).replace("/", "_")
+        work.mkdir()
+        src = work / "kernel.cu"
+        src.write_text(string_constants(KERNELS / entry["path"])["CUDA_SRC"])
+        argv = [NVCC, "-cubin", "-arch=sm_90", "-std=c++17", "-o", str(work / "k.cubin"), str(src)]
+        return entry["path"], subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+    return dict(run_parallel(CUDA, compile_one))
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("entry", CUDA, ids=entry_id)
-def test_cuda_src_compiles_with_nvcc(tmp_path, entry):
-    src = tmp_path / "kernel.cu"
-    src.write_text(string_constants(KERNELS / entry["path"])["CUDA_SRC"])
-    proc = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-std=c++17", "-o", str(tmp_path / "k.cubin"), str(src)],
-                          capture_output=True, text=True, timeout=120)
+def test_cuda_src_compiles_with_nvcc(nvcc_results, entry):
+    proc = nvcc_results[entry["path"]]
     if entry["expect_status"] == "compile_error":
         assert proc.returncode != 0
         assert re.search(r"kernel\.cu\(\d+\): error", proc.stderr), proc.stderr
