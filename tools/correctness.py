@@ -8,10 +8,13 @@ Workers `pack` each output (tensor, tuple/list of tensors, numbers) into CPU ten
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
+from kiln.tools import sketch
+from kiln.tools.inputs import derive_seed
 from kiln.tools.records import Mismatch, MismatchEntry
 
 DEFAULT_TOL = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
@@ -25,28 +28,33 @@ def tolerances(dtype: str, atol: float | None, rtol: float | None) -> tuple[floa
 # ----------------------------------------------------------------------------- packing (worker side)
 
 
-def _walk(obj: Any, name: str, meta: list[dict], tensors: dict[str, torch.Tensor]) -> None:
+def _walk(obj: Any, name: str, meta: list[dict], tensors: dict[str, Any], seed: int) -> None:
     if isinstance(obj, torch.Tensor):
         meta.append({"name": name, "kind": "tensor", "cls": type(obj).__name__, "device": str(obj.device),
                      "dtype": str(obj.dtype).removeprefix("torch."), "shape": list(obj.shape)})
-        tensors[name] = obj.detach().to("cpu", copy=True).contiguous()  # plain tensor copy
+        if obj.numel() >= sketch.SKETCH_MIN_NUMEL:  # multi-GB outputs: compare a secret-seeded sketch
+            tensors[name] = sketch.make_sketch(obj, derive_seed(seed, name))
+        else:
+            tensors[name] = obj.detach().to("cpu", copy=True).contiguous()  # plain tensor copy
     elif isinstance(obj, (tuple, list)):
         for i, item in enumerate(obj):
-            _walk(item, f"{name}[{i}]", meta, tensors)
+            _walk(item, f"{name}[{i}]", meta, tensors, seed)
     elif isinstance(obj, dict):
         for key in sorted(obj, key=str):
-            _walk(obj[key], f"{name}[{key!r}]", meta, tensors)
+            _walk(obj[key], f"{name}[{key!r}]", meta, tensors, seed)
     elif isinstance(obj, (bool, int, float)) or obj is None:
         meta.append({"name": name, "kind": "number", "value": obj})
     else:
         meta.append({"name": name, "kind": "other", "cls": type(obj).__name__})
 
 
-def pack(output: Any) -> dict[str, Any]:
-    """Flatten one forward() result into {'meta': [...], 'tensors': {name: cpu tensor}}."""
+def pack(output: Any, seed: int = 0) -> dict[str, Any]:
+    """Flatten one forward() result into {'meta': [...], 'tensors': {name: cpu tensor or sketch}}.
+
+    Both sides of a comparison must pack with the same `seed` (the run's secret)."""
     meta: list[dict] = []
-    tensors: dict[str, torch.Tensor] = {}
-    _walk(output, "out", meta, tensors)
+    tensors: dict[str, Any] = {}
+    _walk(output, "out", meta, tensors, seed)
     return {"meta": meta, "tensors": tensors}
 
 
@@ -104,11 +112,36 @@ def compare(exp: dict, act: dict, *, atol: float, rtol: float) -> Mismatch | Non
                                 actual_desc=repr(a["value"]), n_mismatch=1, n_total=1, mismatch_frac=1.0,
                                 message=f"{e['name']}: expected {e['value']!r}, got {a['value']!r}.")
         elif e["kind"] == "tensor":
-            bad = compare_tensors(exp["tensors"][e["name"]], act["tensors"][e["name"]],
-                                  atol=atol, rtol=rtol, name=e["name"])
+            et, at = exp["tensors"][e["name"]], act["tensors"][e["name"]]
+            if sketch.is_sketch(et) or sketch.is_sketch(at):
+                bad = compare_sketches(et, at, atol=atol, rtol=rtol, name=e["name"])
+            else:
+                bad = compare_tensors(et, at, atol=atol, rtol=rtol, name=e["name"])
             if bad:
                 return bad
     return None
+
+
+def compare_sketches(e: dict, a: dict, *, atol: float, rtol: float, name: str) -> Mismatch | None:
+    """Compare two sketches of a huge output (see kiln.tools.sketch): the sampled values element by
+    element, reported at their positions in the full tensor, then whole-tensor NaN/inf counts and
+    the sum of |x|."""
+    if not (sketch.is_sketch(e) and sketch.is_sketch(a)) or not torch.equal(e["positions"], a["positions"]):
+        return Mismatch(output=name, reason="type", message=f"{name}: the two sides sampled different positions.")
+    bad = compare_tensors(e["values"], a["values"], atol=atol, rtol=rtol, name=name)
+    if bad is not None:
+        for entry in bad.first:
+            entry.index = sketch.unravel(int(e["positions"][entry.index[0]]), e["shape"])
+        shape = tuple(e["shape"])
+        bad.expected_desc = bad.actual_desc = str(shape)
+        bad.message = (f"{bad.message} (checked on a sample of {bad.n_total} of the output's "
+                       f"{math.prod(shape)} elements; indices are in the full tensor)")
+        return bad
+    why = sketch.stats_mismatch(e, a, rtol)
+    if why is None:
+        return None
+    return Mismatch(output=name, reason="nan" if "NaN" in why else "values", expected_desc=str(tuple(e["shape"])),
+                    actual_desc=str(tuple(a["shape"])), n_total=math.prod(e["shape"]), message=f"{name}: {why}.")
 
 
 def _number_close(e: Any, a: Any, atol: float, rtol: float) -> bool:

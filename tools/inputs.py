@@ -65,9 +65,25 @@ def prepare(values: list[Any], *, dtype: str, device: str, scale: float = 1.0) -
 
 def make_inputs(get_inputs: Callable[[], Any], *, secret: int, case: str, dist: str, trial: int,
                 dtype: str, device: str) -> tuple[Any, ...]:
-    seed_all(derive_seed(secret, case, dist, trial))
-    values = validate(get_inputs(), "get_inputs()")
+    seed = derive_seed(secret, case, dist, trial)
+    seed_all(seed)
+    values = validate(_draw_on(device, get_inputs, seed), "get_inputs()")
     return prepare(values, dtype=dtype, device=device, scale=DISTRIBUTIONS[dist])
+
+
+def _draw_on(device: str, get_inputs: Callable[[], Any], seed: int) -> Any:
+    """Run get_inputs() with `device` as torch's default device, so KernelBench's multi-GB
+    `torch.rand(...)` inputs are drawn on the GPU (seconds on the CPU, microseconds there). Both
+    workers do the same, so their inputs stay identical. A problem whose get_inputs needs CPU
+    tensors (numpy interop, say) falls back to drawing on the CPU."""
+    if device == "cpu":
+        return get_inputs()
+    try:
+        with torch.device(device):
+            return get_inputs()
+    except Exception:  # noqa: BLE001 - fall back to the CPU, exactly as KernelBench draws them
+        seed_all(seed)
+        return get_inputs()
 
 
 def clone(inputs: tuple[Any, ...]) -> tuple[Any, ...]:

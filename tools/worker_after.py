@@ -43,7 +43,7 @@ def timing_stage(b: Built, spec: JobSpec, res: Results) -> None:
     def recheck(inputs: tuple, output: Any) -> bool:
         with torch.no_grad():
             expected = b.ref(*clone(inputs))
-        return compare(pack(expected), pack(output), atol=spec.atol, rtol=spec.rtol) is None
+        return compare(pack(expected, spec.secret), pack(output, spec.secret), atol=spec.atol, rtol=spec.rtol) is None
 
     timing, tint = run_timing_stage(b.new, b.ref, make, baselines=spec.baselines, recheck=recheck,
                                     max_time_s=spec.timing_max_s, threshold=spec.speedup_threshold)

@@ -84,7 +84,7 @@ def run_trial(b: Built, spec: JobSpec, res: Results, dist: str, trial: int) -> N
     res.stage("correctness", where)
     pristine = b.inputs(spec, dist, trial)
     out1, mut1 = call_candidate(b, pristine, spec)
-    p1 = pack(out1)
+    p1 = pack(out1, spec.secret)
     save_output(spec.output_path(b.case.name, dist, trial, "before"), p1)
     res.stage("correctness", where + " (after the reference)")
     ref_in = clone(pristine)
@@ -93,7 +93,7 @@ def run_trial(b: Built, spec: JobSpec, res: Results, dist: str, trial: int) -> N
     sync(spec.device)
     b.out_sizes = tensor_sizes(ref_out)
     out2, mut2 = call_candidate(b, pristine, spec)
-    p2 = pack(out2)
+    p2 = pack(out2, spec.secret)
     after_same = same_output(p1, p2)
     if not after_same:
         save_output(spec.output_path(b.case.name, dist, trial, "after"), p2)

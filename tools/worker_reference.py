@@ -54,7 +54,7 @@ def run_case(case: CaseSpec, spec: JobSpec, res: Results) -> tuple[Any, torch.nn
             with torch.no_grad():
                 out = model(*inputs)
             sync(spec.device)
-            save_output(spec.output_path(case.name, dist, trial), pack(out))
+            save_output(spec.output_path(case.name, dist, trial), pack(out, spec.secret))
             res.data["trials"].append({"case": case.name, "distribution": dist, "trial": trial,
                                        "input_fp": fingerprint(pristine), "mutated": not same(inputs, pristine)})
         res.save()
