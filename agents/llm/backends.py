@@ -12,6 +12,7 @@ import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -62,7 +63,16 @@ def parse_spec(text: str, *, base_url: str | None = None) -> LLMSpec:
         raise KilnConfigError(f"--llm builtin takes no model (got {text!r})")
     if base_url and provider != "openai":
         raise KilnConfigError(f"--base-url is for OpenAI-compatible servers (openai:MODEL), not {provider}")
+    if base_url:
+        check_base_url(base_url)
     return LLMSpec(provider=provider, model=model, base_url=base_url if provider == "openai" else None)
+
+
+def check_base_url(url: str) -> None:
+    """An http(s) URL with a host, e.g. http://127.0.0.1:8000/v1; anything else fails at start."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise KilnConfigError(f"--base-url {url!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:8000/v1)")
 
 
 def api_key_for(spec: LLMSpec, env: Mapping[str, str]) -> str | None:

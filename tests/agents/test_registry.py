@@ -51,6 +51,8 @@ def test_spec_parsing_errors():
         parse_spec("anthropic:claude", base_url="http://x")
     with pytest.raises(KilnConfigError, match="needs an OpenAI-compatible spec"):
         resolve_roles("builtin", base_url="http://127.0.0.1:1/v1", env={})
+    with pytest.raises(KilnConfigError, match="not an http\\(s\\) URL"):
+        resolve_roles("openai:m", base_url="localhost:8000", env={})
     with pytest.raises(KilnConfigError, match="unknown --lang"):
         resolve_roles("openai:m", base_url="http://127.0.0.1:1/v1", lang="rust", env={})
 
