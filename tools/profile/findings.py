@@ -106,8 +106,8 @@ def no_tensor_cores(k: KernelProfile, _: Peaks) -> ProfileFinding | None:
 
 
 def narrow_loads(k: KernelProfile, _: Peaks) -> ProfileFinding | None:
-    if k.sass is None or k.bound != "memory" or not k.sass.global_load_widths_bits:
-        return None
+    if k.sass is None or k.bound != "memory" or k.near_limit or not k.sass.global_load_widths_bits:
+        return None  # near the memory roof the bytes, not the instruction count, are the limit
     widths = k.sass.global_load_widths_bits
     if "128" in widths or "64" in widths:
         return None

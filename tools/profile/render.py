@@ -17,7 +17,7 @@ def _peaks_lines(p: Peaks | None, dtype: str) -> list[str]:
         return ["peaks: none known for this GPU (roofline from ncu SOL % only)"]
     mm = ", ".join(f"{k} {v:.0f}" for k, v in p.matmul_tflops.items())
     ridges = ", ".join(f"{d} {r:.0f}" for d in dict.fromkeys(("fp32", "tf32", dtype)) if (r := p.ridge_flop_per_byte(d)))
-    return [f"peaks ({p.source}): copy {_n(p.copy_gbps)} GB/s; matmul TFLOP/s {mm}; launch {_n(p.launch_overhead_us, '.1f')} us",
+    return [f"peaks ({p.source}): copy {_n(p.copy_gbps)} GB/s; matmul TFLOP/s {mm}; torch-op launch {_n(p.launch_overhead_us, '.1f')} us",
             f"ridge points (FLOP/B): {ridges or 'n/a'}; under 5 us a kernel is launch-bound"]
 
 
