@@ -140,7 +140,8 @@ def resolve_roles(
                                 script=(script or {}).get(role) if script is not None else None)
         models[role] = chat
         client = LLMClient(role, chat, model_name=_model_name(spec, script), tracker=tracker,
-                           redactor=redactor, settings=settings, method=structured_method(spec, structured))
+                           redactor=redactor, settings=settings, method=structured_method(spec, structured),
+                           label=str(spec))
         built[role] = _role_object(role, client, device, no_progress_k, case_timeout_s)
     return Roles(coder=built["coder"], judge=built["judge"], proposer=built["proposer"], tracker=tracker,
                  specs={r: str(s) for r, s in specs.items()}, redactor=redactor, cache=cache, chat_models=models)

@@ -71,11 +71,12 @@ def raw_text_of(message: AIMessage | None) -> str:
 class LLMClient:
     def __init__(self, role: str, chat_model: Any, *, model_name: str, tracker: UsageTracker,
                  redactor: Redactor, settings: TransportSettings | None = None,
-                 method: str = "function_calling",
+                 method: str = "function_calling", label: str | None = None,
                  retry_prompt: Callable[[str, str], str] | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.role, self.chat_model, self.model_name = role, chat_model, model_name
         self.tracker, self.redactor, self.method = tracker, redactor, method
+        self.label = label or model_name  # names the backend in errors, e.g. "openai:m @ http://host/v1"
         self.settings = settings or TransportSettings()
         self.retry_prompt = retry_prompt or _default_retry_prompt
         self._sleep = sleep
@@ -89,7 +90,7 @@ class LLMClient:
             out = call_with_retries(lambda: runnable.invoke(messages), self.settings, sleep=self._sleep)
         except LLMCallError as exc:
             self.tracker.record_failure(self.role)
-            raise LLMCallError(self.redactor(f"{self.role} ({self.model_name}): {exc}")) from None
+            raise LLMCallError(self.redactor(f"{self.role} ({self.label}): {exc}")) from None
         message = out.get("raw") if isinstance(out, dict) else out
         return out, time.monotonic() - t0, is_cache_hit(message)
 

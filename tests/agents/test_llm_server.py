@@ -49,6 +49,7 @@ def test_persistent_500_fails_clearly(oai_server):
     reply = roles.coder.write(coder_task())
     assert not reply.ok and reply.source is None
     assert "after 3 attempts" in reply.error and "HTTP 500" in reply.error and "internal meltdown" in reply.error
+    assert reply.error.startswith(f"coder (openai:local-model @ {oai_server.url})")
     assert len(oai_server.requests) == 3
     assert roles.tracker.summary().by_role["coder"].failed_calls == 1
 
