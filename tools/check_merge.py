@@ -74,6 +74,12 @@ def candidate_outcome(rnd: Round) -> tuple[str, list[str]] | None:
     return None
 
 
+def _last_error_line(rnd: Round) -> str:
+    tb = (rnd.cand_data.get("error") or {}).get("traceback", "")
+    frames = [ln.strip() for ln in tb.splitlines() if ln.strip().startswith("File ")]
+    return f" Innermost frame: {frames[-1]}" if frames else ""
+
+
 def correctness_record(cmp: Comparison, atol: float, rtol: float) -> CorrectnessRecord:
     n_passed = sum(t.passed for t in cmp.trials)
     return CorrectnessRecord(passed=cmp.passed, atol=atol, rtol=rtol, n_trials=len(cmp.trials), n_passed=n_passed,
@@ -142,6 +148,8 @@ def merge(rec: CheckRecord, rnd: Round, *, static: list[Finding], policy: str, a
     outcome = candidate_outcome(rnd)
     if outcome:
         rec.status, rec.reasons = outcome[0], rec.reasons + outcome[1]
+        if rec.correctness is not None and not rec.correctness.first_failure:
+            rec.correctness.first_failure = f"{outcome[1][0]}." + _last_error_line(rnd)
     elif not rec.correct:
         rec.status = "incorrect"
         rec.reasons.append(cmp.short_reason if cmp and cmp.short_reason else "correctness trials incomplete")

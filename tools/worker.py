@@ -136,5 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """Leave without interpreter teardown: after a CUDA error the context is poisoned and torch's
+    exit handlers can hang; every result is already on disk."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())
