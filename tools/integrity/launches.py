@@ -72,7 +72,10 @@ class LaunchHooks:
             self._undo.pop()()
 
     def _patch(self, owner: Any, attr: str, namer: Callable, argpick: Callable) -> None:
-        orig = owner.__dict__[attr]
+        own = attr in owner.__dict__
+        orig = owner.__dict__[attr] if own else getattr(owner, attr, None)
+        if orig is None:
+            return
         hooks = self
 
         @functools.wraps(orig)
@@ -82,7 +85,7 @@ class LaunchHooks:
             return hooks._run(namer(obj), argpick(args, kwargs), lambda: orig(obj, *args, **kwargs))
 
         setattr(owner, attr, wrapper)
-        self._undo.append(lambda: setattr(owner, attr, orig))
+        self._undo.append(lambda: setattr(owner, attr, orig) if own else delattr(owner, attr))
 
     def _patch_extension(self, mod: types.ModuleType) -> None:
         for attr, fn in list(vars(mod).items()):
