@@ -196,3 +196,8 @@ def test_opaque_source_is_reported() -> None:
 @pytest.mark.parametrize("path", sorted(p.relative_to(CORPUS).as_posix() for p in CORPUS.glob("correct/*/*.py")))
 def test_correct_corpus_has_no_rejections(path: str) -> None:
     assert rejects((CORPUS / path).read_text()) == set()
+
+
+def test_kernelbench_style_honest_candidate_has_no_rejections() -> None:
+    src = (Path(__file__).parent / "data" / "kb_style_relu_load_inline.py").read_text()
+    assert scan(src) == {"static.env-or-file": {"warn"}}  # only the TORCH_CUDA_ARCH_LIST build setting

@@ -57,11 +57,11 @@ def _structure(findings: dict[str, Finding], outs: list[torch.Tensor], i: int) -
 
 def _aliasing(findings: dict[str, Finding], c_out: list[torch.Tensor], c_in: list[Any], r_out: list[torch.Tensor],
               r_in: list[Any], ref_storages: set[int], i: int) -> None:
-    ref_aliases_input = any(_sid(o) in {_sid(x) for x in _tensors(r_in)} for o in r_out if _materialized(o))
+    ref_aliases_input = any(_sid(o) in {_sid(x) for x in _tensors(r_in)} for o in r_out if _materialized(o) and o.numel())
     in_sids = {_sid(x) for x in _tensors(c_in)}
     ref_sids = ref_storages | {_sid(t) for t in r_out if _materialized(t)}
     for k, t in enumerate(c_out):
-        if not _materialized(t):
+        if not _materialized(t) or t.numel() == 0:  # empty tensors have no storage to share
             continue
         if _sid(t) in in_sids and not ref_aliases_input:
             _add(findings, "output.alias-input", f"output {k} shares memory with an input (input set {i})")
