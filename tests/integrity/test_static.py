@@ -199,5 +199,5 @@ def test_correct_corpus_has_no_rejections(path: str) -> None:
 
 
 def test_kernelbench_style_honest_candidate_has_no_rejections() -> None:
-    src = (Path(__file__).parent / "data" / "kb_style_relu_load_inline.py").read_text()
+    src = (Path(__file__).parent / "data" / "kb_style_relu_load_inline.py.txt").read_text()
     assert scan(src) == {"static.env-or-file": {"warn"}}  # only the TORCH_CUDA_ARCH_LIST build setting
