@@ -96,3 +96,35 @@ def test_clip_keeps_head_and_tail():
     out = clip(text, 50)
     assert out.startswith("A" * 25) and out.endswith("B" * 25) and "150 characters cut" in out
     assert clip("short", 50) == "short" and clip(None, 5) is None
+
+
+def test_check_summary_renders_every_part_of_a_record():
+    from kiln.tools.records import (
+        CheckRecord,
+        CompileRecord,
+        CorrectnessRecord,
+        Finding,
+        IntegrityRecord,
+        PhysicsRecord,
+        Speedup,
+        TimingRecord,
+        TimingStat,
+    )
+
+    stat = TimingStat(median_us=12.5, ci_low_us=12.0, ci_high_us=13.0, half_width_pct=0.8, n_samples=40)
+    rec = CheckRecord(
+        problem="p.py", candidate="c.py", status="rejected", reasons=["static.stream"],
+        compile=CompileRecord(ok=False, backend="nvrtc", compile_s=0.3, errors=["kernel.cu:4: error: x undefined"]),
+        correctness=CorrectnessRecord(atol=1e-4, rtol=1e-4, n_trials=6, n_passed=6, passed=True, input_mutated=True),
+        integrity=IntegrityRecord(findings=[Finding(rule="static.stream", severity="reject", evidence="torch.cuda.Stream()", line=9)],
+                                  physics=PhysicsRecord(floor_us=3.1, measured_us=12.5, pct_of_floor=24.8)),
+        timing=TimingRecord(measured=True, method="cuda-events", candidate=stat, speedups={
+            "compile": Speedup(baseline="compile", value=0.91, ci_low=0.9, ci_high=0.92, verdict="slower")}),
+        stderr_tail="Traceback: boom",
+    )
+    text = prompts.render("check_summary.j2", check=rec)
+    for part in ("status: rejected (static.stream)", "compile: FAILED via nvrtc, 0.3 s", "kernel.cu:4: error",
+                 "6/6 trials", "MUTATED an input", "[reject] static.stream: torch.cuda.Stream() (line 9)",
+                 "floor 3.10 us, measured 12.50 us, 25% of roofline", "candidate median 12.50 us",
+                 "vs compile: 0.910x (95% CI 0.900-0.920, slower)", "Traceback: boom"):
+        assert part in text, part
