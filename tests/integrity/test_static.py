@@ -50,6 +50,9 @@ POSITIVE = [
     ("static.stream", in_forward("c = getattr(torch, 'cuda')\ns = c.Stream()\nreturn x\n")),
     ("static.stream", in_forward("with torch.cuda.stream(self.s):\n    k(x)\nreturn x\n")),
     ("static.stream", in_forward("return getattr(torch.cuda, ''.join(['Str', 'eam']))()\n")),
+    ("static.stream", in_forward("return operator.attrgetter('cuda.Stream')(torch)()\n", "import operator\n")),
+    ("static.stream", in_forward("m = self.mod\nreturn getattr(m, 'Str' + 'eam')()\n")),
+    ("static.introspection", in_forward("return getattr(self.f, '_get' + 'frame')(1)\n")),
     # streams in C++/CUDA source strings
     ("static.stream", 'from torch.utils.cpp_extension import load_inline\n'
                       'SRC = """\nvoid f() {\n  cudaStream_t s;\n  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);\n}\n"""\n'

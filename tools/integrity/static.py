@@ -152,6 +152,17 @@ class _Visitor(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if node.value in R.HARNESS_NAMES:
             self.add("static.reference-model", "reject", f"looks up the harness's {node.value!r} by name", node)
+        if isinstance(node.value, str):
+            self.check_name_string(node.value, node)
+
+    def check_name_string(self, text: str, node: ast.AST) -> None:
+        """A string naming a dangerous attribute ('Stream', 'cuda.Stream', '_getframe') is on its way
+        to a getattr / attrgetter whatever object it is applied to."""
+        last = text.rsplit(".", 1)[-1]
+        if last in R.STREAM_ATTRS:
+            self.add("static.stream", "reject", f"names a stream API in a string: {text!r}", node)
+        if last in R.INTROSPECTION_ATTRS:
+            self.add("static.introspection", "reject", f"names frame/code internals in a string: {text!r}", node)
 
     # ------------------------------------------------------------------ stores
     def visit_Assign(self, node: ast.Assign) -> None:

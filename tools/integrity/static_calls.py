@@ -29,9 +29,11 @@ def check_call(v: Any, node: ast.Call) -> None:
 
 def _check_getattr(v: Any, node: ast.Call) -> None:
     owners = v.scope.resolve(node.args[0])
+    name = v.scope.fold(node.args[1])
+    if name is not None and not isinstance(node.args[1], ast.Constant):
+        v.check_name_string(name, node)  # an assembled attribute name, whatever the object
     if not any(q == "torch" or q.startswith("torch.") for q in owners):
         return
-    name = v.scope.fold(node.args[1])
     if name is None:
         v.add("static.dynamic-torch-attr", "reject", "getattr on torch with a computed name", node)
     elif not isinstance(node.args[1], ast.Constant):
