@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.errors import GraphRecursionError
 
 from kiln.graphs import rundir
-from kiln.graphs.context import RunContext, RunOptions
+from kiln.graphs.context import ProfileFn, RunContext, RunOptions
 from kiln.graphs.finish import write_outputs
 from kiln.graphs.graph import build_graph, recursion_limit
 from kiln.graphs.persist import open_checkpointer, run_config
@@ -55,9 +55,9 @@ def _evaluator() -> Evaluator:
 
 
 def make_context(opts: RunOptions, run_dir: Path, roles: Roles | None, evaluator: Evaluator | None,
-                 gpu: Any = None) -> RunContext:
+                 gpu: Any = None, profiler: ProfileFn | None = None) -> RunContext:
     roles = roles or resolve(opts, run_dir)
-    profiler, skipped = make_profiler(opts.device)
+    profiler, skipped = (profiler, None) if profiler else make_profiler(opts.device)
     return RunContext(options=opts, run_dir=run_dir, coder=roles.coder, judge=roles.judge, proposer=roles.proposer,
                       evaluator=evaluator or _evaluator(), gpu=gpu or _gpu_facts(opts.device), profiler=profiler,
                       extra={"profile_skipped": skipped})
@@ -97,7 +97,7 @@ def make_options(problem: Path, options: dict[str, Any]) -> RunOptions:
 
 def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None = None,
                 evaluator: Evaluator | None = None, progress: Progress | None = None, gpu: Any = None,
-                **options: Any) -> RunSummary:
+                profiler: ProfileFn | None = None, **options: Any) -> RunSummary:
     """Run the loop on one problem file; returns the summary also written to `<run dir>/summary.json`."""
     problem = Path(problem).resolve()
     if not problem.is_file():
@@ -111,7 +111,7 @@ def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None =
         raise KilnInputError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
     rundir.write_json(run_dir, RUN_FILE, opts)
-    ctx = make_context(opts, run_dir, roles, evaluator, gpu)
+    ctx = make_context(opts, run_dir, roles, evaluator, gpu, profiler)
     rundir.event(run_dir, "start", problem=str(problem), device=opts.device, strategy=opts.strategy)
     return _drive(ctx, {"status": "running", "iteration": 0}, progress or Progress(live=False))
 
@@ -124,11 +124,11 @@ def load_options(run_dir: Path) -> RunOptions:
 
 
 def resume_run(run_dir: Path, *, roles: Roles | None = None, evaluator: Evaluator | None = None,
-               progress: Progress | None = None, gpu: Any = None) -> RunSummary:
+               progress: Progress | None = None, gpu: Any = None, profiler: ProfileFn | None = None) -> RunSummary:
     """Continue an interrupted run from its last checkpoint; finished checks come from the cache."""
     run_dir = Path(run_dir).resolve()
     opts = load_options(run_dir)
-    ctx = make_context(opts, run_dir, roles, evaluator, gpu)
+    ctx = make_context(opts, run_dir, roles, evaluator, gpu, profiler)
     graph = build_graph().compile(checkpointer=open_checkpointer(run_dir))
     snapshot = graph.get_state(run_config(recursion_limit(opts)))
     if snapshot.values and not snapshot.next and (run_dir / "summary.json").exists():

@@ -74,11 +74,11 @@ def roles(coder: list, judge_: list, proposer: list | None = None, **kw: object)
                  ScriptedProposer(proposer or [{"cases": []}], **kw))
 
 
-def run(tmp: Path, r: Roles, evaluator: object | None = None, **opts: object):
+def run(tmp: Path, r: Roles, evaluator: object | None = None, profiler: object = None, **opts: object):
     opts.setdefault("device", "cpu")
     opts.setdefault("trials", 1)
     return run_problem(PROBLEM, out=tmp / "run", roles=r, evaluator=evaluator or CountingEvaluator(),
-                       gpu=GpuFacts(), **opts)
+                       gpu=GpuFacts(), profiler=profiler, **opts)
 
 
 @pytest.fixture

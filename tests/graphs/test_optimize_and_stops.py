@@ -13,9 +13,18 @@ def test_optimize_after_pass_then_stop_at_target(tmp_path):
     ev = TimedEvaluator({kernel("good"): 0.8, kernel("good_wide"): 1.6})
     r = roles([reply("good"), reply("good_wide")],
               [judge("optimize", bottleneck="too many programs", plan="use 2048-element blocks")])
-    summary = run(tmp_path, r, ev, target_speedup=1.5, max_iters=5)
+    profiled = []
+
+    def profiler(problem, candidate):  # stands in for kiln.tools.profile on a GPU
+        profiled.append(candidate.read_text())
+        return "memory-bound: DRAM throughput 41% of peak; 4773 elements in 5 programs", None
+
+    summary = run(tmp_path, r, ev, target_speedup=1.5, max_iters=5, profiler=profiler)
 
     assert [t.mode for t in r.coder.tasks] == ["generate", "optimize"]
+    assert profiled == [kernel("good"), kernel("good_wide")]  # each correct frontier kernel, once
+    assert "DRAM throughput 41%" in r.judge.inputs[0].profile_digest  # the digest reached the Judge
+    assert (tmp_path / "run" / "candidates" / "c0001" / "profile.txt").exists()
     second = r.coder.tasks[1]
     assert "2048-element blocks" in second.feedback and second.best_src == kernel("good")
     assert r.judge.inputs[0].check.correct and r.judge.inputs[0].target_speedup == 1.5
