@@ -55,16 +55,16 @@ def _route(state: RunState, ctx: RunContext, top: JudgeDecision) -> tuple[Goto, 
     """Apply the hard rules to the Judge's next step."""
     b = best(state)
     correct = b is not None and b.correct
-    nxt = top.next
+    nxt, why = top.next, None
     if nxt == "stop" and correct:
         return "finish", top, {"status": "stopped", "stop_reason": f"Judge: {top.stop_reason or top.diagnosis}"}
     if nxt == "stop" or (nxt == "stress" and not correct):
-        nxt = "repair"  # never stop (or stress) while the best kernel fails a check
+        nxt, why = "repair", f"graph: no '{nxt}' while the best kernel fails a check"
     if nxt == "stress" and stress_ok(state, b):  # type: ignore[arg-type]
-        nxt = "optimize"
+        nxt, why = "optimize", "graph: the best kernel already passes every stress case"
     if nxt == "stress":
         return "propose", top, {}
-    top = top.model_copy(update={"next": nxt}) if nxt != top.next else top
+    top = top.model_copy(update={"next": nxt, "overridden": why}) if why else top
     spent = iterations_spent(state, ctx.options)
     if spent:
         return "finish", top, {"status": "budget", "stop_reason": spent}

@@ -70,6 +70,7 @@ def test_judge_routing_overrides(correct, stressed, said, goto, next_):
     got, top, update = _route(state(correct=correct, speedup=1.0, low=1.0, stressed=stressed, iteration=1), ctx,
                               decision(said))
     assert (got, top.next) == (goto, next_)
+    assert (top.overridden is not None) == (next_ != said)
     if goto == "finish":
         assert update["status"] == "stopped"
 
