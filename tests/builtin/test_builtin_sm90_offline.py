@@ -34,12 +34,15 @@ def _kernels(path: Path) -> dict:
     return {k: v for k, v in vars(mod).items() if isinstance(v, triton.runtime.jit.JITFunction)}
 
 
-def _compile(fn, name: str) -> str:
+def _compile(fn, name: str, ptr: str = "*fp32") -> str:
     consts = {a: v for a, v in CONSTEXPRS[name].items() if a in fn.arg_names}
-    sig = {a: "constexpr" if a in consts else ("*fp32" if a.endswith("_ptr") or a[:1] == "p" and a[1:].isdigit() else "i32")
+    if ptr != "*fp32" and "PREC" in consts:
+        consts["PREC"] = "tf32"  # what ModelNew passes for 16-bit inputs
+    is_ptr = {a: a.endswith("_ptr") or a[:1] == "p" and a[1:].isdigit() for a in fn.arg_names}
+    sig = {a: "constexpr" if a in consts else ((ptr if a != "ws_ptr" else "*fp32") if is_ptr[a] else "i32")
            for a in fn.arg_names}  # fmt: skip
     attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names)
-             if a in ALIGNED or sig[a] == "*fp32"}  # fmt: skip
+             if a in ALIGNED or is_ptr[a] and a not in consts}  # fmt: skip
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3}).asm["ptx"]
 
@@ -58,3 +61,12 @@ def test_kernels_compile_for_sm90(name: str, tmp_path: Path, monkeypatch: pytest
             assert "ld.global.v4" in ptx, f"{name}.{kname}: loads are not vectorized"
         if kname == "_kiln_mm":
             assert "wgmma" in ptx or "mma.sync" in ptx, "the matmul does not use tensor cores"
+
+
+@pytest.mark.parametrize("name", ["softmax", "linear_gelu"])
+def test_kernels_compile_for_bf16(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gen) -> None:
+    """bf16 problems (kiln check --dtype bf16) use the same source: fp32 math, bf16 loads/stores."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    for kname, fn in _kernels(gen(EXAMPLES / f"{name}.py", tmp_path)).items():
+        ptx = _compile(fn, kname, ptr="*bf16")
+        assert "bf16" in ptx or "b16" in ptx
