@@ -82,7 +82,7 @@ def _model_name(spec: LLMSpec, script: Mapping[str, Any] | None) -> str:
     return spec.model
 
 
-def _role_object(role: str, client: LLMClient, device: str, no_progress_k: int, case_timeout_s: float) -> Any:
+def _role_object(role: str, client: LLMClient, device: str, no_progress_k: int, case_timeout_s: float | None) -> Any:
     from kiln.agents.coder import LLMCoder
     from kiln.agents.judge import LLMJudge
     from kiln.agents.proposer import LLMProposer
@@ -91,6 +91,8 @@ def _role_object(role: str, client: LLMClient, device: str, no_progress_k: int, 
         return LLMCoder(client)
     if role == "judge":
         return LLMJudge(client, no_progress_k=no_progress_k)
+    if case_timeout_s is None:  # the caller validates cases itself
+        return LLMProposer(client, device=device, run_reference=False)
     return LLMProposer(client, device=device, case_timeout_s=case_timeout_s)
 
 
@@ -108,10 +110,14 @@ def resolve_roles(
     structured: str | None = None,
     device: str = "cpu",
     no_progress_k: int = 3,
-    case_timeout_s: float = 60.0,
+    case_timeout_s: float | None = 60.0,
     env: Mapping[str, str] | None = None,
 ) -> Roles:
-    """Build the roles of one run. Fails fast (KilnConfigError) on any configuration problem."""
+    """Build the roles of one run. Fails fast (KilnConfigError) on any configuration problem.
+
+    `case_timeout_s`: the LLM Proposer runs the reference on each case it writes, in a clean
+    subprocess, and drops a case slower than this; None skips that run (the caller validates).
+    """
     env = os.environ if env is None else env
     if lang not in ("triton", "cuda"):
         raise KilnConfigError(f"unknown --lang {lang!r}; valid: triton, cuda")
