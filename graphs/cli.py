@@ -61,7 +61,7 @@ def run(
     progress = Progress(live=not quiet)
     if resume is None and problem is None:
         raise KilnInputError("give a PROBLEM file, or --resume RUN_DIR")
-    run_dir = resume or out or default_run_dir(problem)  # type: ignore[arg-type]
+    run_dir = resume or out or default_run_dir(problem)
     try:
         if resume is not None:
             summary = resume_run(resume, progress=progress)

@@ -22,11 +22,11 @@ class Budgets(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_iters: int = Field(8, ge=1, description="Coder rounds")
-    usd: float | None = Field(None, gt=0)
-    tokens: int | None = Field(None, gt=0)
-    minutes: float | None = Field(None, gt=0)
-    no_progress_iters: int = Field(4, ge=1, description="K: stop after K rounds without a better best")
+    max_iters: int = Field(default=8, ge=1, description="Coder rounds")
+    usd: float | None = Field(default=None, gt=0)
+    tokens: int | None = Field(default=None, gt=0)
+    minutes: float | None = Field(default=None, gt=0)
+    no_progress_iters: int = Field(default=4, ge=1, description="K: stop after K rounds without a better best")
 
 
 class RunOptions(BaseModel):
@@ -49,7 +49,7 @@ class RunOptions(BaseModel):
     beam_children: int = Field(2, ge=1, description="k: children per kept candidate")
     mcts_children: int = Field(2, ge=1, description="children per node before UCT descends")
     mcts_c: float = Field(1.0, ge=0, description="UCT exploration constant")
-    budgets: Budgets = Field(default_factory=Budgets)
+    budgets: Budgets = Field(default_factory=lambda: Budgets())
     trials: int = Field(3, ge=1, description="correctness trials per case and distribution")
     check_timeout_s: float = Field(300.0, gt=0)
     case_timeout_s: float = Field(60.0, gt=0, description="a stress case slower than this is rejected")

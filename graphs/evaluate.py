@@ -91,7 +91,7 @@ def stage_times(record: CheckRecord, iteration: int) -> list[TimeEntry]:
     else:
         verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing"))
     out = {"compile": compile_s, "verify": verify_s, "time": time_s}
-    return [TimeEntry(iteration=iteration, kind=k, seconds=v) for k, v in out.items() if v]  # type: ignore[arg-type]
+    return [TimeEntry(iteration=iteration, kind=k, seconds=v) for k, v in out.items() if v]
 
 
 def best_after(cands: dict[str, Candidate]) -> str | None:

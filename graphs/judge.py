@@ -60,7 +60,7 @@ def _route(state: RunState, ctx: RunContext, top: JudgeDecision) -> tuple[Goto, 
         return "finish", top, {"status": "stopped", "stop_reason": f"Judge: {top.stop_reason or top.diagnosis}"}
     if nxt == "stop" or (nxt == "stress" and not correct):
         nxt, why = "repair", f"graph: no '{nxt}' while the best kernel fails a check"
-    if nxt == "stress" and stress_ok(state, b):  # type: ignore[arg-type]
+    if nxt == "stress" and b is not None and stress_ok(state, b):
         nxt, why = "optimize", "graph: the best kernel already passes every stress case"
     if nxt == "stress":
         return "propose", top, {}

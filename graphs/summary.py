@@ -17,13 +17,13 @@ class Summary(BaseModel):
 
 
 class BestKernel(Summary):
-    path: str | None = Field(None, description="standalone copy of the best kernel")
+    path: str | None = Field(default=None, description="standalone copy of the best kernel")
     candidate: str | None = None
     correct: bool = False
-    speedup_vs_eager: float | None = Field(None, description="None when not measured")
-    speedup_vs_compile: float | None = Field(None, description="None when not measured")
+    speedup_vs_eager: float | None = Field(default=None, description="None when not measured")
+    speedup_vs_compile: float | None = Field(default=None, description="None when not measured")
     reward: float | None = None
-    check_path: str | None = Field(None, description="its latest CheckRecord (absolute path)")
+    check_path: str | None = Field(default=None, description="its latest CheckRecord (absolute path)")
 
 
 class IterationTimes(Summary):
@@ -61,7 +61,7 @@ class RunSummary(Summary):
     tokens: int
     input_tokens: int
     output_tokens: int
-    cost_usd: float | None = Field(None, description="None when no model had a known price")
+    cost_usd: float | None = Field(default=None, description="None when no model had a known price")
     usage_by_role: dict[str, RoleUsage] = Field(default_factory=dict)
     per_iteration: list[IterationTimes] = Field(default_factory=list)
     wall_s: float = Field(description="seconds spent inside graph nodes")
