@@ -84,3 +84,20 @@ def test_progress_folds_stream_parts_into_the_live_numbers():
     assert (p.tokens, p.cost, p.best, p.best_speedup, p.best_correct) == (15, 0.01, "c0001", 1.7, True)
     assert p.render().row_count == 1
     assert p.line() == "[iteration 1] evaluate: best c0001 (correct, 1.70x); 15 tokens, $0.0100"
+
+
+def test_langgraph_json_points_at_a_compiled_graph():
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    spec = json.loads((root / "langgraph.json").read_text())
+    path, attr = spec["graphs"]["kiln"].split(":")
+    mod_spec = importlib.util.spec_from_file_location("kiln_studio_entry", root / path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    drawn = getattr(mod, attr).get_graph()
+    assert {"code", "evaluate", "profile", "judge", "propose", "finish"} <= set(drawn.nodes)
+    edges = {(e.source, e.target) for e in drawn.edges}
+    assert {("judge", "code"), ("judge", "propose"), ("judge", "finish"), ("evaluate", "finish")} <= edges
