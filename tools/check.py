@@ -29,14 +29,24 @@ EXTRA_ROUND_MIN_TRIALS = 10
 
 
 def resolve_device(device: str) -> str:
-    """auto: cuda when a GPU is visible and torch can use it (no device node: cpu, without importing torch)."""
+    """auto: cuda when a GPU is visible. Asks NVML (milliseconds) before falling back to importing
+    torch (seconds), so the CLI can start its workers without waiting for torch."""
     if device != "auto":
         return device
     if not Path("/dev/nvidiactl").exists():
         return "cpu"
-    import torch
+    try:
+        import pynvml
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+        pynvml.nvmlInit()
+        try:
+            return "cuda" if pynvml.nvmlDeviceGetCount() > 0 else "cpu"
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML: ask torch
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _work_root() -> str | None:

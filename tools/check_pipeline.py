@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
 import shutil
+import tempfile
 from pathlib import Path
 
 from kiln.tools.check import EXTRA_ROUND_MIN_TRIALS, SPAWN_SLACK_S, new_workdir, stage_timeouts
@@ -45,7 +47,13 @@ def job_specs(work: Path, rec: CheckRecord, cases: list[CaseSpec], cand: Candida
                   speedup_threshold=options.speedup_threshold, gpu_index=options.gpu_index)
     key = hashlib.sha256("".join(Path(c.path).read_text() for c in cases).encode()).hexdigest()[:24]
     ref_cache = cache_root(options) / "reference" / f"{key}.{options.dtype}.{rec.device}.{KILN_REF_VERSION}.json"
-    ref = JobSpec(role="reference", work_dir=str(work / "ref"), reference_cache=str(ref_cache),
+    # the reference's outputs live under a random name in a directory its owner may not list (mode
+    # 0311), so candidate code can't find them next to its own working directory (root ignores modes:
+    # there, as against any determined reader, the static scan's file-access rules are the defence)
+    ref_dir = Path(tempfile.mkdtemp(prefix="r-", dir=work))
+    (work / "cand").mkdir()
+    os.chmod(work, 0o311)
+    ref = JobSpec(role="reference", work_dir=str(ref_dir), reference_cache=str(ref_cache),
                   **common)
     cnd = JobSpec(role="candidate", candidate=cand.path, work_dir=str(work / "cand"), **common)
     return ref, cnd
@@ -66,6 +74,8 @@ def one_round(rec: CheckRecord, cases: list[CaseSpec], cand: CandidateInfo, opti
             out.extra["peaks"] = rnd.cand_data["peaks"]
         return out
     finally:
+        with contextlib.suppress(OSError):
+            os.chmod(work, 0o700)
         shutil.rmtree(work, ignore_errors=True)
 
 
