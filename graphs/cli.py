@@ -38,7 +38,8 @@ def run(
     judge_llm: Annotated[str | None, typer.Option(help="spec for the Judge only")] = None,
     proposer_llm: Annotated[str | None, typer.Option(help="spec for the Proposer only")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")] = None,
-    target_speedup: Annotated[float, typer.Option(help="stop once this fast vs eager (CI low end)")] = 1.0,
+    target_speedup: Annotated[float, typer.Option(help="stop once this fast (CI low end)")] = 1.0,
+    target_baseline: Annotated[str, typer.Option(help="eager | compile: what --target-speedup is against")] = "eager",
     max_iters: Annotated[int, typer.Option(help="Coder rounds at most")] = 8,
     strategy: Annotated[str, typer.Option(help="linear | beam | mcts")] = "linear",
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
@@ -69,7 +70,7 @@ def run(
             summary = run_problem(
                 problem, out=run_dir, progress=progress, lang=lang, llm=_abs_replay(llm),
                 coder_llm=_abs_replay(coder_llm), judge_llm=_abs_replay(judge_llm),
-                proposer_llm=_abs_replay(proposer_llm), base_url=base_url, target_speedup=target_speedup,
+                proposer_llm=_abs_replay(proposer_llm), base_url=base_url, target_speedup=target_speedup, target_baseline=target_baseline,
                 strategy=strategy, device=device, trials=trials,
                 llm_cache=str(llm_cache.resolve()) if llm_cache else None,
                 budgets={"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens,

@@ -43,7 +43,8 @@ class RunOptions(BaseModel):
     proposer_llm: str | None = None
     base_url: str | None = None
     llm_cache: str | None = Field(None, description="SQLite LLM-response cache; None: <run dir>/llm_cache.sqlite")
-    target_speedup: float = Field(1.0, gt=0, description="vs eager; the CI's low end must reach it")
+    target_speedup: float = Field(1.0, gt=0, description="the CI's low end vs target_baseline must reach it")
+    target_baseline: Literal["eager", "compile"] = Field("eager", description="what the target is measured against")
     strategy: Strategy = "linear"
     beam_width: int = Field(2, ge=1, description="b: candidates kept per beam step")
     beam_children: int = Field(2, ge=1, description="k: children per kept candidate")

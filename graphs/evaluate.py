@@ -67,12 +67,14 @@ def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: l
     rel = f"candidates/{cand.id}/check{'' if n == 0 else f'_{n}'}.json"
     rundir.write_json(ctx.run_dir, rel, record)
     r = reward_of(record)
-    eager = record.timing.speedups.get("eager") if record.timing and record.timing.measured else None
+    speedups = record.timing.speedups if record.timing and record.timing.measured else {}
+    eager, compiled = speedups.get("eager"), speedups.get("compile")
     physics = record.integrity.physics if record.integrity else None
     updated = cand.model_copy(update={
         "status": record.status, "correct": r.correct, "frac_passed": r.frac_passed, "reward": r.reward,
         "speedup_vs_eager": record.speedup_vs_eager, "speedup_vs_compile": record.speedup_vs_compile,
         "speedup_eager_ci_low": eager.ci_low if eager else None,
+        "speedup_compile_ci_low": compiled.ci_low if compiled else None,
         "pct_of_roofline": physics.pct_of_floor if physics else None,
         "check_path": rel, "cases_checked": sorted(p.stem for p in cases),
         "failed_cases": failed_case_names(record), "feedback": failure_text(record),

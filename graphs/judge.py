@@ -14,7 +14,14 @@ from kiln.graphs import rundir
 from kiln.graphs.code import decision_key
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
-from kiln.graphs.rules import best, hard_rules, iterations_spent, stress_ok, valid_case_names
+from kiln.graphs.rules import (
+    best,
+    hard_rules,
+    iterations_spent,
+    speedup_for_target,
+    stress_ok,
+    valid_case_names,
+)
 from kiln.graphs.state import Candidate, RunState, TimeEntry
 from kiln.tools.records import CheckRecord
 
@@ -29,7 +36,8 @@ def _judge_input(ctx: RunContext, state: RunState, cand: Candidate) -> JudgeInpu
     b = best(state)
     return JudgeInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
                       candidate_src=source_of(ctx, cand) or "", check=record, profile_digest=digest, gpu=ctx.gpu,
-                      iteration=state.get("iteration", 0), best_speedup=b.speedup_vs_eager if b else None,
+                      iteration=state.get("iteration", 0),
+                      best_speedup=speedup_for_target(b, ctx.options)[0] if b else None,
                       target_speedup=ctx.options.target_speedup,
                       iters_without_progress=state.get("no_progress", 0),
                       stress_passed=stress_ok(state, cand), stress_cases=len(valid_case_names(state)))

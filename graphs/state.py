@@ -66,7 +66,8 @@ class Candidate(StateRecord):
     frac_passed: float = Field(0.0, description="correctness trials passed / run (0 if it never ran)")
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
-    speedup_eager_ci_low: float | None = None
+    speedup_eager_ci_low: float | None = Field(None, description="low end of the 95% CI vs eager")
+    speedup_compile_ci_low: float | None = Field(None, description="low end of the 95% CI vs torch.compile")
     pct_of_roofline: float | None = Field(None, description="physics floor / measured time, in %")
     reward: float = Field(0.0, description="correctness-gated reward (graphs.reward)")
     check_path: str | None = Field(None, description="run-dir-relative CheckRecord JSON")

@@ -34,6 +34,16 @@ def test_target_needs_the_ci_low_end_and_passing_stress_tests():
     assert done.goto == "finish" and done.status == "solved" and "target met" in done.reason
 
 
+def test_target_against_torch_compile():
+    o = RunOptions(problem="/p.py", target_speedup=0.95, target_baseline="compile")
+    s = state(speedup=3.0, low=2.9, stressed=True)
+    assert hard_rules(s, o) is None  # timed, but no compile baseline: never "met" against it
+    s["candidates"]["c0001"] = s["candidates"]["c0001"].model_copy(
+        update={"speedup_vs_compile": 0.97, "speedup_compile_ci_low": 0.96})
+    v = hard_rules(s, o)
+    assert v.status == "solved" and "0.97x vs compile" in v.reason
+
+
 def test_roofline_stop_and_cpu_stop():
     roof = hard_rules(state(speedup=1.1, low=1.0, roof=93.0, stressed=True), OPTS)
     assert roof.status == "solved" and "93% of its roofline" in roof.reason
