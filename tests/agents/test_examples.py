@@ -33,8 +33,7 @@ def test_triton_examples_are_correct_on_cpu(lang, cand, prob):
     assert rec.compile is not None and rec.compile.ok, rec.compile
     assert rec.correctness is not None and rec.correctness.passed, rec.correctness.first_failure
     assert rec.correctness.n_trials >= 2
-    static = [f for f in rec.integrity.findings if f.rule.startswith("static.")]
-    assert static == []
+    assert rec.status == "ok" and rec.correct, (rec.status, rec.reasons)  # integrity verdict included
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
