@@ -53,3 +53,12 @@ def test_invalid_cases_are_dropped() -> None:
     names = [c.name for c in reply.cases]
     assert names and all(not n.startswith("dim_") for n in names)
     assert "magnitude_1e3" in names and "batch_size_1" in names
+
+
+def test_ill_conditioned_cases_are_dropped_and_k_tails_are_aimed_at() -> None:
+    """x1000 inputs to a linear layer cancel to near zero: fp32 and fp64 references disagree
+    beyond 1e-4, so that case would fail any candidate; it is not proposed. The K dim gets an edge."""
+    _, _, reply = _propose("linear_gelu", max_cases=8)
+    names = [c.name for c in reply.cases]
+    assert "magnitude_1e3" not in names
+    assert names[:2] == ["out_features_257", "in_features_257"]
