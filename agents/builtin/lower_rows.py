@@ -113,11 +113,11 @@ def _operand(L: Lowerer, x: Any) -> int:
 
 
 def matmul_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref, TView
+    from kiln.agents.builtin.lower import Ref
 
     a = _operand(L, b["input"])
     other = b["other"] if name != "linear" else L._transpose(_ref(b["weight"], "linear weight"))
-    w = _operand(L, other if isinstance(other, TView) else other)
+    w = _operand(L, other)
     sa, sw = L.g.nodes[a].shape, L.g.nodes[w].shape
     if len(sw) != 2 or len(sa) < 2:
         raise Unsupported(f"matmul of shapes {list(sa)} x {list(sw)} (covered: (..., K) x (K, N))")
