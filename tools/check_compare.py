@@ -26,6 +26,7 @@ class Comparison:
     input_mutated: bool = False
     findings: list[Finding] = field(default_factory=list)
     problem_error: str | None = None  # the problem itself is nondeterministic: not the candidate's fault
+    n_planned: int = 0
 
 
 def _load(path: Any) -> dict:
@@ -99,7 +100,7 @@ def _mutation(cmp: Comparison, records: list[TrialRecord]) -> None:
 
 
 def _summarise(cmp: Comparison, cand_spec: JobSpec, cand_data: dict) -> None:
-    expected = len(cand_spec.cases) * len(cand_spec.distributions) * cand_spec.trials * 2
+    expected = cmp.n_planned = len(cand_spec.cases) * len(cand_spec.distributions) * cand_spec.trials * 2
     bad = next((t for t in cmp.trials if not t.passed), None)
     cmp.passed = bool(cand_data.get("correctness_done")) and bad is None and len(cmp.trials) == expected
     if bad is not None:

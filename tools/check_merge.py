@@ -83,7 +83,8 @@ def _last_error_line(rnd: Round) -> str:
 def correctness_record(cmp: Comparison, atol: float, rtol: float) -> CorrectnessRecord:
     n_passed = sum(t.passed for t in cmp.trials)
     return CorrectnessRecord(passed=cmp.passed, atol=atol, rtol=rtol, n_trials=len(cmp.trials), n_passed=n_passed,
-                             trials=cmp.trials, first_failure=cmp.first_failure, input_mutated=cmp.input_mutated)
+                             trials=cmp.trials, first_failure=cmp.first_failure, input_mutated=cmp.input_mutated,
+                             n_planned=cmp.n_planned)
 
 
 def stage_times(rnd: Round) -> dict[str, float]:

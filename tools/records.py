@@ -118,6 +118,8 @@ class CorrectnessRecord(Record):
     trials: list[TrialRecord] = Field(default_factory=list)
     first_failure: str | None = Field(None, description="one paragraph for the Coder")
     input_mutated: bool = False
+    n_planned: int = Field(0, description="trial calls planned: cases x distributions x trials x 2 phases "
+                                          "(comparison stops after a few failing trials)")
 
 
 class TimingStat(Record):

@@ -13,8 +13,9 @@ STATUS_STYLE = {"ok": "bold green", "incorrect": "bold red", "compile_error": "b
 def _correctness(c: CorrectnessRecord | None) -> list[str]:
     if c is None:
         return ["not run"]
+    planned = f" of {c.n_planned} planned, stopped early" if c.n_planned > c.n_trials else ""
     head = (f"{'passed' if c.passed else 'FAILED'}: {c.n_passed}/{c.n_trials} trial calls "
-            f"matched (atol {c.atol:g}, rtol {c.rtol:g})")
+            f"matched{planned} (atol {c.atol:g}, rtol {c.rtol:g})")
     lines = [head]
     if c.input_mutated:
         lines.append("the candidate modified its inputs")
