@@ -57,11 +57,16 @@ def _check_config(store: ResultStore, cfg: BatchConfig) -> None:
         raise KilnInputError(f"{store.path.parent} holds a batch with other settings; use another --out to start fresh")
 
 
-def write_metrics(run_dir: Path, store: ResultStore, cfg: BatchConfig, *, timed: bool, stopped: str | None) -> dict:
+def write_metrics(run_dir: Path, store: ResultStore, cfg: BatchConfig, *, timed: bool, stopped: str | None,
+                  elapsed_s: float | None = None, done_now: int = 0) -> dict:
     problems = group(store.outcomes())
     ks = [k for k in (1, 5, 10) if k <= cfg.samples] or [1]
     metrics = summarize(problems, ks, timed=timed)
     metrics.update({"mode": cfg.mode, "stopped": stopped, "n_expected": store.get_meta("n_expected")})
+    if elapsed_s:
+        # throughput of this invocation only (a resumed batch counts what it finished itself)
+        metrics["throughput"] = {"elapsed_s": round(elapsed_s, 1), "samples_done": done_now,
+                                 "samples_per_hour": round(done_now * 3600 / elapsed_s, 1)}
     tmp = run_dir / "metrics.json.tmp"
     tmp.write_text(json.dumps(metrics, indent=2))
     tmp.replace(run_dir / "metrics.json")
@@ -84,6 +89,8 @@ class Batch:
         self.store.set_meta("n_expected", len(problems) * cfg.samples)
         self.store.set_meta("problems", [p.model_dump() for p in problems])
         self.stopped: str | None = None
+        self.elapsed_s = 0.0
+        self.done_now = 0
 
     def pending(self) -> list[tuple[ProblemRef, int]]:
         return [(p, s) for p in self.problems for s in range(self.cfg.samples) if not self.store.is_done(p.key, s)]
@@ -122,6 +129,7 @@ class Batch:
                     problem, sample = inflight.pop(fut)
                     self._finish(fut, problem, sample, notify)
                 self.stopped = self.stopped or self.budget.spent(self.store.outcomes(), time.monotonic() - start)
+        self.elapsed_s = time.monotonic() - start
 
     def _finish(self, fut: Future, problem: ProblemRef, sample: int,
                 notify: Callable[[SampleOutcome | None, str | None], None]) -> None:
@@ -134,4 +142,5 @@ class Batch:
             notify(outcome, f"{problem.key}: {err}")
             return
         self._record(result)
+        self.done_now += 1
         notify(result.outcome, None)

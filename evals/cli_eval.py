@@ -97,6 +97,7 @@ def eval_(
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one)")] = None,
     cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
     timeout: Annotated[float, typer.Option(help="seconds per check")] = 300.0,
+    trials: Annotated[int, typer.Option(help="correctness trials per input distribution")] = 5,
 ) -> None:
     """Run kiln over many problems; resumable (rerun the same command to continue)."""
     refs = _problems(target, root, level, problems)
@@ -106,7 +107,7 @@ def eval_(
                           proposer_llm=proposer_llm, base_url=base_url, lang=lang, device=device, dtype=dtype,
                           max_iters=max_iters, target_speedup=target_speedup, strategy=strategy,
                           budget_usd=budget_usd, budget_tokens=budget_tokens, budget_minutes=budget_minutes,
-                          check_timeout_s=timeout)
+                          check_timeout_s=timeout, trials=trials)
     except ValueError as err:
         raise KilnInputError(str(err).splitlines()[-1] if str(err) else "bad option") from None
     _validate_roles(cfg)
@@ -116,7 +117,8 @@ def eval_(
     batch = Batch(run_dir, refs, cfg, evaluator, concurrency=concurrency, budget=budget)
     timed = bool(getattr(evaluator, "on_gpu", False))
     _run_with_progress(batch)
-    metrics = write_metrics(run_dir, batch.store, cfg, timed=timed, stopped=batch.stopped)
+    metrics = write_metrics(run_dir, batch.store, cfg, timed=timed, stopped=batch.stopped,
+                            elapsed_s=batch.elapsed_s, done_now=batch.done_now)
     if executor == "ray":
         RayEvaluator.shutdown()
     _print_summary(run_dir, metrics)
