@@ -66,12 +66,16 @@ class _Poisoner:
 
 
 def find_decoys(model: torch.nn.Module, inputs: tuple, kernels: list[str], roots: list[Any],
-                first: Any = None) -> list[str]:
+                first: Any = None, *, deterministic: bool = False) -> list[str]:
     """Names of own kernels whose outputs don't reach the result. `first`: the output of an
-    earlier plain forward on the same inputs, if any (saves one run when measuring noise)."""
+    earlier plain forward on the same inputs, if any. `deterministic` (CPU: the Triton interpreter
+    and CPU torch are): skip measuring run-to-run noise and use `first` as the baseline."""
     again = _outputs(first) if first is not None else _forward(model, inputs)
-    base = _forward(model, inputs)
-    noise = _max_diff(base, again)
+    if deterministic:
+        base, noise = again, 0.0
+    else:
+        base = _forward(model, inputs)
+        noise = _max_diff(base, again)
     decoys = []
     for name in kernels[:MAX_KERNELS]:
         if not any(_feeds(model, inputs, name, mode, base, noise, roots) for mode in ("flip", "fill")):

@@ -49,7 +49,8 @@ def inspect_forward(model_new: nn.Module, inputs: tuple, *, policy: str, device:
     elif not kernels:  # no profiler: the candidate's own C++ host code is its own work
         acc.own_kernels = sorted(counter.counts)
     if counter.counts:
-        acc.decoy_kernels = find_decoys(model_new, inputs, sorted(counter.counts), roots, first)
+        acc.decoy_kernels = find_decoys(model_new, inputs, sorted(counter.counts), roots, first,
+                                        deterministic=device != "cuda")
     acc.decoy_kernels += [f"{n} (returns the output of {op} unchanged)" for n, op in sorted(counter.torch_results.items())]
     return acc, judge(acc, policy)
 
@@ -69,8 +70,9 @@ def judge(acc: OpAccounting, policy: str) -> list[Finding]:
                                     + (" (forbidden under the strict policy)" if policy == "strict" else "")))
     if acc.decoy_kernels:
         out.append(Finding(rule="runtime.decoy", severity="reject",
-                           evidence=f"kernel(s) {', '.join(acc.decoy_kernels)} ran but poisoning their output "
-                                    "did not change the result"))
+                           evidence=f"kernel(s) {', '.join(acc.decoy_kernels)} ran, but overwriting their output right "
+                                    "after each launch (with -2x+1, then with 7.0) left the result within tolerance: "
+                                    "their work does not reach the output"))
     return out
 
 
