@@ -68,11 +68,17 @@ def judge(acc: OpAccounting, policy: str) -> list[Finding]:
         out.append(Finding(rule="runtime.torch-compute", severity=sev,
                            evidence=f"PyTorch compute ops in forward: {', '.join(acc.compute_ops[:10])}"
                                     + (" (forbidden under the strict policy)" if policy == "strict" else "")))
-    if acc.decoy_kernels:
+    poisoned = [d for d in acc.decoy_kernels if "returns the output of" not in d]
+    untouched = [d for d in acc.decoy_kernels if "returns the output of" in d]
+    if poisoned:
         out.append(Finding(rule="runtime.decoy", severity="reject",
-                           evidence=f"kernel(s) {', '.join(acc.decoy_kernels)} ran, but overwriting their output right "
+                           evidence=f"kernel(s) {', '.join(poisoned)} ran, but overwriting their output right "
                                     "after each launch (with -2x+1, then with 7.0) left the result within tolerance: "
                                     "their work does not reach the output"))
+    if untouched:
+        out.append(Finding(rule="runtime.decoy", severity="reject",
+                           evidence=f"extension function(s) {', '.join(untouched)}: the result is PyTorch's, "
+                                    "no kernel of the candidate's own touched it"))
     return out
 
 
