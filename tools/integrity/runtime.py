@@ -44,12 +44,14 @@ def inspect_forward(model_new: nn.Module, inputs: tuple, *, policy: str, device:
     kernels = sorted(n for n in counter.counts if not n.startswith(EXT))
     acc = OpAccounting(aten_ops=dict(sorted(recorder.counts.items())), compute_ops=recorder.compute_ops,
                        own_launches=dict(counter.counts), own_kernels=kernels, method="launch hooks")
+    profiled = False
     if device == "cuda" and torch.cuda.is_available():
         try:
             _profile_into(acc, model_new, inputs, roots)
+            profiled = True
         except Exception as exc:  # noqa: BLE001 - a profiler failure is the harness's, not the candidate's
             acc.method = f"launch hooks (profiler unavailable: {type(exc).__name__}: {str(exc)[:120]})"
-    elif not kernels:  # no profiler: the candidate's own C++ host code is its own work
+    if not profiled and not kernels:  # no profile: the candidate's own C++ host code counts as its own work
         acc.own_kernels = sorted(counter.counts)
     if counter.counts:
         acc.decoy_kernels = find_decoys(model_new, inputs, sorted(counter.counts), roots, first,
