@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from kiln.tools.integrity.ops import is_compute
-from kiln.tools.integrity.runtime import inspect_forward, is_own_kernel, judge
+from kiln.tools.integrity.runtime import inspect_forward, is_own_kernel, judge, own_kernel_names
 from kiln.tools.records import OpAccounting
 
 X = (torch.randn(1000),)
@@ -157,3 +157,12 @@ def test_profiled_kernel_names_are_matched_as_whole_functions() -> None:
     assert not is_own_kernel("void at::native::elementwise_kernel<128, 4>(int, at::native::F)", own)
     assert not is_own_kernel("cunn_SoftMaxForward<4, float>(float*, float const*, int)", own)
     assert not is_own_kernel("_Z12row_softmaxXPKf", own)
+
+
+def test_own_kernel_names_come_from_the_candidate_file(load_candidate) -> None:  # noqa: ANN001
+    mod = load_candidate("""
+def build():
+    src = "extern \\"C\\" __global__ void hidden_scale(float* x, int n) { }"
+    return src
+""")
+    assert {"relu_kernel", "hidden_scale"} <= own_kernel_names([mod])

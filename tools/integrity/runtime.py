@@ -105,10 +105,26 @@ def own_kernel_names(roots: list[Any]) -> set[str]:
             if fn is not None and hasattr(value, "run"):
                 names.add(getattr(fn, "__name__", ""))
             if isinstance(value, str) and "__global__" in value:
-                names |= set(re.findall(r"__global__\s+(?:[\w:<>]+\s+)*?(\w+)\s*\(", value))
+                names |= set(_GLOBAL_FN.findall(value))
             if type(value).__name__ == "CudaKernel":
                 names.add(str(getattr(value, "name", "")))
+        names |= set(_GLOBAL_FN.findall(_source_text(root)))
     return {n for n in names if len(n) >= 3}
+
+
+_GLOBAL_FN = re.compile(r"__global__\s+(?:[\w:<>]+\s+)*?(\w+)\s*\(")
+
+
+def _source_text(root: Any) -> str:
+    """The candidate's own file, wherever in it the kernel sources live (locals, class bodies)."""
+    path = str(getattr(root, "__file__", "") or "")
+    if not path.endswith(".py"):
+        return ""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def is_own_kernel(kernel: str, own_names: set[str]) -> bool:
