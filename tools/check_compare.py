@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln.tools.correctness import compare, first_failure
-from kiln.tools.records import Finding, TrialRecord
+from kiln.tools.records import Finding, Mismatch, TrialRecord
 from kiln.tools.worker import JobSpec
 
 DIST_WORDS = {"x1": "inputs as drawn by get_inputs()", "x3": "inputs scaled x3", "x0.01": "inputs scaled x0.01",
@@ -45,8 +45,14 @@ def _phase_records(ref_spec: JobSpec, cand_spec: JobSpec, ct: dict, atol: float,
                    ) -> list[TrialRecord]:
     case, dist, trial = ct["case"], ct["distribution"], ct["trial"]
     expected = _load(ref_spec.output_path(case, dist, trial))
-    before = _load(cand_spec.output_path(case, dist, trial, "before"))
-    after = before if ct.get("after_same") else _load(cand_spec.output_path(case, dist, trial, "after"))
+    try:  # the candidate's process wrote these: anything unreadable is its failure, not ours
+        before = _load(cand_spec.output_path(case, dist, trial, "before"))
+        after = before if ct.get("after_same") else _load(cand_spec.output_path(case, dist, trial, "after"))
+    except Exception as exc:  # noqa: BLE001
+        msg = f"its output could not be read back as plain tensors ({type(exc).__name__}: {str(exc)[:200]})"
+        return [TrialRecord(case=case, distribution=dist, trial=trial, phase=phase, passed=False,
+                            mismatch=Mismatch(output="out", reason="type", message=msg), error=msg)
+                for phase in ("before_reference", "after_reference")]
     out: list[TrialRecord] = []
     for phase, actual in (("before_reference", before), ("after_reference", after)):
         if out and actual is before:  # bitwise-identical output: same verdict, no second comparison

@@ -15,6 +15,7 @@ from kiln.tools.check_compare import compare_round
 from kiln.tools.check_merge import merge, reference_failure
 from kiln.tools.check_run import run_round
 from kiln.tools.correctness import tolerances
+from kiln.tools.errors import KilnInputError
 from kiln.tools.problem import CandidateInfo, ProblemInfo
 from kiln.tools.records import CheckOptions, CheckRecord, Finding
 from kiln.tools.worker import CaseSpec, JobSpec
@@ -68,8 +69,16 @@ def one_round(rec: CheckRecord, cases: list[CaseSpec], cand: CandidateInfo, opti
                         stage_timeouts=stage_timeouts(options), timeout_s=options.timeout_s + SPAWN_SLACK_S,
                         compare_fn=compare_round, use_fork_server=options.fork_server)
         reference_failure(rnd, rec.problem, options.timeout_s)
-        out = merge(rec.model_copy(deep=True), rnd, static=static, policy=options.policy,
-                    atol=ref_spec.atol, rtol=ref_spec.rtol, timing_wanted=time)
+        try:
+            out = merge(rec.model_copy(deep=True), rnd, static=static, policy=options.policy,
+                        atol=ref_spec.atol, rtol=ref_spec.rtol, timing_wanted=time)
+        except KilnInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the candidate's process wrote these files: never raise
+            out = rec.model_copy(deep=True)
+            out.status = "error"
+            out.reasons.append(f"the candidate's worker left results kiln cannot read ({type(exc).__name__}: "
+                               f"{str(exc)[:300]})")
         if rnd.cand_data.get("peaks"):
             out.extra["peaks"] = rnd.cand_data["peaks"]
         return out

@@ -104,7 +104,10 @@ def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_k
         else:
             cand_data = read_json(cand_spec.result_path)
             if cand_data.get("correctness_done"):
-                comparison = compare_fn(ref_spec, ref_data, cand_spec, cand_data)
+                try:
+                    comparison = compare_fn(ref_spec, ref_data, cand_spec, cand_data)
+                except Exception:  # noqa: BLE001 - no go; the merge step reports what went wrong
+                    comparison = None
         go = bool(comparison and comparison.passed)
         if go and cand_spec.device == "cuda" and cand_spec.time:
             ref_res = ref_res or ref.wait()  # nothing else on the GPU while the candidate is timed

@@ -35,7 +35,9 @@ def _walk(obj: Any, name: str, meta: list[dict], tensors: dict[str, Any], seed: 
         if obj.numel() >= sketch.SKETCH_MIN_NUMEL:  # multi-GB outputs: compare a secret-seeded sketch
             tensors[name] = sketch.make_sketch(obj, derive_seed(seed, name))
         else:
-            tensors[name] = obj.detach().to("cpu", copy=True).contiguous()  # plain tensor copy
+            # a plain torch.Tensor copy: a subclass would not survive the parent's weights_only load
+            # (its class is in the metadata, and a subclass output fails the comparison as a type)
+            tensors[name] = obj.detach().to("cpu", copy=True).contiguous().as_subclass(torch.Tensor)
     elif isinstance(obj, (tuple, list)):
         for i, item in enumerate(obj):
             _walk(item, f"{name}[{i}]", meta, tensors, seed)

@@ -193,3 +193,8 @@ def test_a_dead_fork_server_is_replaced() -> None:
         server.proc.wait(timeout=10)
     rec = run("wrong_scale.py")
     assert rec.status == "incorrect" and all(s.alive() for s in zygote._POOL.values())
+
+
+def test_a_garbage_result_file_is_a_record_not_an_exception() -> None:
+    rec = run("forged_result.py")
+    assert not rec.correct and any("results kiln cannot read" in r for r in rec.reasons), rec.reasons
