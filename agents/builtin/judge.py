@@ -14,7 +14,15 @@ from kiln.agents.builtin import space
 from kiln.agents.builtin.source import read_header
 from kiln.tools.records import CheckRecord
 
-PCT_RE = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*of\s*(?:peak|copy|roofline|dram|memory|sol)", re.I)
+# how far the main kernel is from its roofline, in the order a profile digest states it best
+PCT_RES = [
+    re.compile(r"at (\d+(?:\.\d+)?)% of its \w+ roofline", re.I),
+    re.compile(r"at (\d+(?:\.\d+)?)% of copy bandwidth", re.I),
+    re.compile(r"(\d+(?:\.\d+)?)% of the \w+ roofline", re.I),
+    re.compile(r"DRAM (\d+(?:\.\d+)?)%", re.I),
+    re.compile(r"(\d+(?:\.\d+)?)\s*% of (?:peak|copy|roofline)", re.I),
+]
+SPILL_RE = re.compile(r"\[registers\.spills\]|spill[s]?\D{0,20}[1-9][\d,]* ?B|[1-9][\d,]* ?bytes spill", re.I)
 KNOB_CYCLE = {
     "elementwise": [("block", "up"), ("num_warps", "up"), ("persistent", "up"), ("num_warps", "down")],
     "row": [("num_warps", "up"), ("tile", "up"), ("persistent", "up"), ("num_stages", "up"), ("num_warps", "down")],
@@ -70,7 +78,7 @@ class BuiltinJudge:
             return _decision("optimization", "no faster configuration lately", "stop", stop="no progress", evidence=evidence)
         fam = head.family if head is not None else "row"
         knob, direction = KNOB_CYCLE[fam][inp.iteration % len(KNOB_CYCLE[fam])]
-        if inp.profile_digest and "spill" in inp.profile_digest.lower():
+        if inp.profile_digest and SPILL_RE.search(inp.profile_digest):
             knob, direction = ("block" if fam == "elementwise" else "tile"), "down"
         bound = "compute (matmul tiles)" if fam == "matmul" else "memory bandwidth"
         plan = f"Try one configuration step: {knob} {direction}.\nknob: {knob} {direction}"
@@ -82,8 +90,8 @@ def roofline_pct(c: CheckRecord, inp: JudgeInput) -> float | None:
     phys = c.integrity.physics if c.integrity else None
     if phys is not None and phys.pct_of_floor is not None:
         return phys.pct_of_floor
-    if inp.profile_digest:
-        m = PCT_RE.search(inp.profile_digest)
+    for rx in PCT_RES if inp.profile_digest else []:
+        m = rx.search(inp.profile_digest or "")
         if m:
             return float(m.group(1))
     if phys and phys.bytes_moved and c.timing and c.timing.candidate and inp.gpu.copy_gbps:

@@ -119,3 +119,16 @@ def test_spills_in_the_profile_ask_for_smaller_tiles() -> None:
     digest = "registers 255/thread, 1024 bytes spill stores\ndram throughput 61% of peak"
     d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile_digest=digest))
     assert d.next == "optimize" and "knob: tile down" in d.plan and "61% of roofline" in d.evidence
+
+
+def test_digest_verdict_line_is_read_not_the_l1_percentage() -> None:
+    """A digest as kiln.tools.profile renders it: zero spills, L1 % before the verdict."""
+    digest = ("1 kernel(s), 140.0 us of GPU time per forward\n"
+              "   regs 40; smem 0 B; spills 0 B\n"
+              "   memory units: DRAM 71%, L2 40%, L1 12% of peak\n"
+              "verdict: memory-bound at 71% of copy bandwidth (1.40x headroom): move fewer bytes")
+    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile_digest=digest))
+    assert d.next == "optimize" and "71% of roofline" in d.evidence and "knob: tile down" not in d.plan
+    near = digest.replace("verdict: memory-bound at 71% of copy bandwidth", "verdict: the main kernel is at 93% of its memory roofline")
+    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile_digest=near))
+    assert d.next == "stop" and d.stop_reason == "near roofline"
