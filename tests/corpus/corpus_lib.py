@@ -41,6 +41,13 @@ def accepted_statuses(entry: dict) -> set[str]:
     return {entry["expect_status"], *entry.get("accept_status", [])}
 
 
+def must_fail_hidden_trials(entry: dict) -> bool:
+    """A cheat whose output is wrong somewhere in a short hidden run (fresh seeds, x(-1), reused
+    module). Timing-only cheats (call counters) are honest for their first calls, so they pass."""
+    incorrect = "incorrect" in accepted_statuses(entry)
+    return incorrect and not (entry.get("expect_rule") or "").startswith("timing.")
+
+
 def expectation_met(entry: dict, record: dict) -> tuple[bool, str]:
     """Does a kiln check record (as JSON) meet the manifest entry? Returns (ok, why-not)."""
     status = record.get("status")
