@@ -42,6 +42,18 @@ def test_cuda_src_compiles_with_nvcc(nvcc_results, entry):
         assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+# NVRTC (the fast path's compiler) sees no host headers: these come from math.h / float.h and
+# compile under nvcc but not under NVRTC.
+HOST_HEADER_MACROS = re.compile(r"\b(INFINITY|NAN|HUGE_VALF?|FLT_MAX|FLT_MIN|FLT_EPSILON|DBL_MAX|M_PI)\b")
+
+
+@pytest.mark.parametrize("entry", [e for e in CUDA if e["form"] == "fast"], ids=entry_id)
+def test_fast_path_source_is_nvrtc_clean(entry):
+    cuda = string_constants(KERNELS / entry["path"])["CUDA_SRC"]
+    assert not HOST_HEADER_MACROS.search(cuda), HOST_HEADER_MACROS.search(cuda).group(0)
+    assert "#include" not in cuda
+
+
 @pytest.mark.parametrize("entry", [e for e in CUDA if e["form"] == "fast"], ids=entry_id)
 def test_fast_path_kernel_names_exist(entry):
     source = (KERNELS / entry["path"]).read_text()
