@@ -18,6 +18,7 @@ class Plan:
     dims: tuple[int, int] = (0, 0)  # row family: first and last reduced dim (a contiguous range)
     full_shape: tuple[int, ...] = ()
     mm: int = -1
+    dim_attr: str | None = None  # row family: the Model attribute that names the reduced dim, if any
 
 
 def classify(g: KGraph) -> Plan:

@@ -12,7 +12,7 @@ a looped kernel makes one pass per reduction level plus one for the output.
 from __future__ import annotations
 
 from kiln.agents.builtin.classify import Plan
-from kiln.agents.builtin.emit import ancestors, contig, expr, input_exprs, op_line
+from kiln.agents.builtin.emit import ancestors, expr, op_line
 
 
 class RowKernel:
@@ -165,69 +165,22 @@ class RowKernel:
         )
 
 
+def layout_of(plan: Plan) -> str:
+    return "rows" if plan.dims[1] == len(plan.full_shape) - 1 else "cols"
+
+
 def row_kernels(plan: Plan) -> str:
+    """The kernels for the traced layout; both layouts (suffixes _r, _c) when the reduced dim is
+    a Model attribute (`dim=self.dim`) that other init inputs can change."""
     from kiln.agents.builtin.gen_split import split_kernels, splittable
 
-    layout = "rows" if plan.dims[1] == len(plan.full_shape) - 1 else "cols"
-    one = RowKernel(plan, layout, False, "_kiln_row_onepass").source()
-    out = one + RowKernel(plan, layout, True, "_kiln_row_looped").source()
-    return out + (split_kernels(plan, layout) if splittable(plan, layout) else "")
-
-
-def row_forward(plan: Plan, cfg: dict) -> str:
-    d0, d1 = plan.dims
-    layout = "rows" if d1 == len(plan.full_shape) - 1 else "cols"
-    main = input_exprs(plan)[[plan.roles[i] for i in plan.loads].index("full")]
-    nd = len(plan.full_shape)
-    if RowKernel(plan, layout, False, "").cls[plan.g.out] == "full":
-        oshape = "shape"
-    elif len(plan.g.out_shape) == nd:  # keepdim
-        oshape = f"shape[:{d0}] + (1,) * {d1 - d0 + 1} + shape[{d1 + 1}:]"
-    else:
-        oshape = f"shape[:{d0}] + shape[{d1 + 1}:]"
-    lines = [
-        contig(input_exprs(plan)),
-        f"shape = tuple({main}.shape)",
-        f"M, R, N = _kiln_prod(shape[:{d0}]), _kiln_prod(shape[{d0}:{d1 + 1}]), _kiln_prod(shape[{d1 + 1}:])",
-        f"out = torch.empty({oshape}, device={main}.device, dtype={main}.dtype)",
-        "if out.numel() == 0 or R == 0:\n    return out",
-    ]
-    from kiln.agents.builtin.gen_split import split_forward, splittable
-
-    if splittable(plan, layout):
-        lines += split_forward(layout, cfg, len(plan.loads))
-    lines += _launch_rows(cfg) if layout == "rows" else _launch_cols(cfg)
-    args = ", ".join(f"t{k}" for k in range(len(plan.loads)))
-    lines.append(f"grid = (min(ntiles, _kiln_sm_count(out.device) * {cfg['waves']}) if {bool(cfg['persistent'])} else ntiles,)")
-    tile = "ROWS=rows" if layout == "rows" else "BLOCK_N=bn"
-    lines.append(
-        f"kernel[grid](out, {args}, M, R, N, ntiles, BLOCK_R=br, {tile}, num_warps=nw, num_stages={cfg['num_stages']})"
-    )
-    return "\n".join(lines + ["return out"])
-
-
-def _launch_rows(cfg: dict) -> list[str]:
-    return [
-        f"if R <= {cfg['onepass_max']}:",
-        "    kernel, br = _kiln_row_onepass, triton.next_power_of_2(R)",
-        f"    rows = max(1, min({cfg['tile']} // br, triton.next_power_of_2(M), 64))",
-        "else:",
-        f"    kernel, br, rows = _kiln_row_looped, {cfg['chunk']}, 1",
-        f"nw = max(1, min({cfg['num_warps']}, rows * br // 256))",
-        "ntiles = triton.cdiv(M, rows)",
-    ]
-
-
-def _launch_cols(cfg: dict) -> list[str]:
-    return [
-        f"bn = min({cfg['block_n']}, triton.next_power_of_2(N))",
-        f"if triton.next_power_of_2(R) * bn <= {cfg['tile']}:",
-        "    kernel, br = _kiln_row_onepass, triton.next_power_of_2(R)",
-        "else:",
-        f"    kernel, br = _kiln_row_looped, max(1, {cfg['tile']} // bn)",
-        f"nw = max(1, min({cfg['num_warps']}, br * bn // 256))",
-        "ntiles = M * triton.cdiv(N, bn)",
-    ]
+    pairs = [("rows", "_r"), ("cols", "_c")] if plan.dim_attr else [(layout_of(plan), "")]
+    out = ""
+    for layout, sfx in pairs:
+        out += RowKernel(plan, layout, False, f"_kiln_row_onepass{sfx}").source()
+        out += RowKernel(plan, layout, True, f"_kiln_row_looped{sfx}").source()
+        out += split_kernels(plan, layout, sfx) if splittable(plan, layout) else ""
+    return out
 
 
 PROD_HELPER = '''

@@ -25,7 +25,7 @@ def _ws_off(layout: str, s: str) -> tuple[str, str]:
     return f"(tl.cast({s}, tl.int64) * M + m) * N + ncol", "n_ok"
 
 
-def split_kernels(plan: Plan, layout: str) -> str:
+def split_kernels(plan: Plan, layout: str, sfx: str = "") -> str:
     k = RowKernel(plan, layout, True, "")
     red = next(i for i in plan.live if plan.g.nodes[i].kind == "reduce")
     op = plan.g.nodes[red].op
@@ -35,7 +35,7 @@ def split_kernels(plan: Plan, layout: str) -> str:
     tile = "ROWS: tl.constexpr" if layout == "rows" else "BLOCK_N: tl.constexpr"
     ptrs = ", ".join(f"p{j}" for j in range(len(plan.loads)))
     split = (
-        f"\n\n@triton.jit\ndef _kiln_row_split(ws_ptr, {ptrs}, M, R, N, ntiles, RS, BLOCK_R: tl.constexpr, {tile}):\n"
+        f"\n\n@triton.jit\ndef _kiln_row_split{sfx}(ws_ptr, {ptrs}, M, R, N, ntiles, RS, BLOCK_R: tl.constexpr, {tile}):\n"
         "    pid = tl.program_id(0)\n    s = tl.program_id(1)\n"
         "    for t in range(pid, ntiles, tl.num_programs(0)):\n" + "\n".join("        " + ln for ln in body) + "\n"
     )
@@ -49,7 +49,7 @@ def split_kernels(plan: Plan, layout: str) -> str:
     fin += [ln for i in plan.live if k.cls[i] == "red" and plan.g.nodes[i].kind == "op" for ln in [_op(plan, i)]]
     fin.append(k._store(f"v{plan.g.out}" if plan.g.nodes[plan.g.out].kind != "const" else "0.0"))
     finish = (
-        f"\n\n@triton.jit\ndef _kiln_row_finish(out_ptr, ws_ptr, M, R, N, ntiles, SPLIT, SP: tl.constexpr, {tile}):\n"
+        f"\n\n@triton.jit\ndef _kiln_row_finish{sfx}(out_ptr, ws_ptr, M, R, N, ntiles, SPLIT, SP: tl.constexpr, {tile}):\n"
         "    pid = tl.program_id(0)\n"
         "    for t in range(pid, ntiles, tl.num_programs(0)):\n" + "\n".join("        " + ln for ln in fin) + "\n"
     )
@@ -62,7 +62,7 @@ def _op(plan: Plan, i: int) -> str:
     return op_line(plan, i)
 
 
-def split_forward(layout: str, cfg: dict, nin: int) -> list[str]:
+def split_forward(layout: str, cfg: dict, nin: int, sfx: str = "") -> list[str]:
     """Forward lines that run the split path when the tiles cannot fill the device."""
     args = ", ".join(f"t{k}" for k in range(nin))
     if layout == "rows":
@@ -78,9 +78,9 @@ def split_forward(layout: str, cfg: dict, nin: int) -> list[str]:
         "rs = triton.cdiv(triton.cdiv(R, split), bc) * bc",
         "split = triton.cdiv(R, rs)",
         "ws = torch.empty((split, M * N), device=out.device, dtype=torch.float32)",
-        f"_kiln_row_split[(tiles_s, split)](ws, {args}, M, R, N, tiles_s, rs, BLOCK_R=bc, **tile_kw, "
+        f"_kiln_row_split{sfx}[(tiles_s, split)](ws, {args}, M, R, N, tiles_s, rs, BLOCK_R=bc, **tile_kw, "
         f"num_warps={cfg['num_warps']})",
-        "_kiln_row_finish[(tiles_s,)](out, ws, M, R, N, tiles_s, split, SP=triton.next_power_of_2(split), **tile_kw, "
+        f"_kiln_row_finish{sfx}[(tiles_s,)](out, ws, M, R, N, tiles_s, split, SP=triton.next_power_of_2(split), **tile_kw, "
         "num_warps=4)",
         "return out",
     ]

@@ -90,11 +90,14 @@ def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
     return inputs
 
 
-def trace(src: str) -> Problem:
-    """Build Model(*get_init_inputs()), fx-trace it, and propagate shapes on `meta` tensors."""
+def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
+    """Build Model(*get_init_inputs()), fx-trace it, and propagate shapes on `meta` tensors.
+    `override` sets model attributes before tracing (to see what an attribute controls)."""
     ns = load_problem_src(src)
     torch.manual_seed(0)
     model = ns["Model"](*ns["get_init_inputs"]())
+    for name, value in (override or {}).items():
+        setattr(model, name, value)
     try:
         gm = torch.fx.symbolic_trace(model)
     except Exception as err:  # noqa: BLE001 - fx raises many types for data-dependent code

@@ -16,9 +16,10 @@ from kiln.agents.builtin.classify import Plan, classify
 from kiln.agents.builtin.emit import HELPERS, IMPORTS, model_class
 from kiln.agents.builtin.gen_elementwise import COLLAPSE_HELPER, ew_forward, ew_kernel
 from kiln.agents.builtin.gen_matmul import mm_forward, mm_kernel
-from kiln.agents.builtin.gen_row import PROD_HELPER, row_forward, row_kernels
+from kiln.agents.builtin.gen_row import PROD_HELPER, row_kernels
+from kiln.agents.builtin.gen_row_forward import row_forward
 from kiln.agents.builtin.lower import lower
-from kiln.agents.builtin.problem import Problem, trace
+from kiln.agents.builtin.problem import Problem, Unsupported, trace
 
 HEADER = "# kiln-builtin: "
 HEADER_RE = re.compile(r"^# kiln-builtin: (\{.*\})$", re.M)
@@ -48,8 +49,30 @@ def analyze(problem_src: str) -> Analysis:
     digest = hashlib.sha256(problem_src.encode()).hexdigest()
     if digest not in _CACHE:
         prob = trace(problem_src)
-        _CACHE[digest] = Analysis(prob, classify(lower(prob)))
+        plan = classify(lower(prob))
+        plan.dim_attr = _dim_attr(problem_src, prob, plan)
+        _CACHE[digest] = Analysis(prob, plan)
     return _CACHE[digest]
+
+
+def _dim_attr(src: str, prob: Problem, plan: Plan) -> str | None:
+    """The int attribute of Model that names the reduced dim (`dim=self.dim`), found by tracing
+    again with the attribute moved one dim over and seeing the reduction follow it."""
+    nd = len(plan.full_shape)
+    if plan.family != "row" or plan.dims[0] != plan.dims[1] or nd < 2 or "vec" in plan.roles.values():
+        return None
+    d = plan.dims[0]
+    for name, val in prob.attrs.items():
+        if type(val) is not int or not -nd <= val < nd or val % nd != d:
+            continue
+        alt = (d + 1) % nd
+        try:
+            other = classify(lower(trace(src, {name: alt})))
+        except Unsupported:
+            continue
+        if other.family == "row" and other.dims == (alt, alt):
+            return name
+    return None
 
 
 def render(an: Analysis, knobs: dict, visited: set[str]) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kiln.agents.base import ProposerInput
 from kiln.agents.builtin import BuiltinProposer
+from kiln.agents.builtin.proposer import case_source
 from kiln.agents.builtin.source import analyze, read_header
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -62,3 +63,22 @@ def test_a_wrong_candidate_fails_the_selfcheck(tmp_path: Path, gen, run_selfchec
     cand.write_text(src.replace("v5 = (v3 / v4)", "v5 = (v3 / (v4 + 0.01))"))
     (res,) = run_selfcheck([(prob, cand)])
     assert not res["ok"] and "differ" in res["error"]
+
+
+def test_reduced_dim_from_a_model_attribute_follows_other_init_inputs(tmp_path: Path, gen, run_selfcheck) -> None:
+    """`dim=self.dim`: cases with other init inputs (a leading, middle or last dim) still match."""
+    pairs = []
+    prob = EXAMPLES / "sum_reduction.py"
+    cand = gen(prob, tmp_path)
+    for d in (0, 2, -1):
+        case = tmp_path / f"sum_dim{d}.py"
+        case.write_text(case_source(prob.read_text(), {}, None).replace("reduce_dim = 1", f"reduce_dim = {d}"))
+        pairs.append((case, cand))
+    prob = PROBLEMS / "max_middle.py"
+    cand = gen(prob, tmp_path)
+    for d in (0, 2):
+        case = tmp_path / f"max_dim{d}.py"
+        case.write_text(prob.read_text().replace("return [1]", f"return [{d}]"))
+        pairs.append((case, cand))
+    results = run_selfcheck(pairs)
+    assert all(r["ok"] for r in results), results

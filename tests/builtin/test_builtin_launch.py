@@ -38,6 +38,7 @@ def _launches(problem: Path, tmp_path: Path, gen) -> list:
     ("split_cols", ["_kiln_row_split", "_kiln_row_finish"]),
     ("split_rows", ["_kiln_row_split", "_kiln_row_finish"]),
     ("log_softmax_long", ["_kiln_row_looped"]),
+    ("max_middle", ["_kiln_row_onepass_c"]),
     ("softmax_middle", ["_kiln_row_onepass"]),
     ("broadcast_two", ["_kiln_ew_bcast"]),
     ("activations", ["_kiln_ew_flat"]),

@@ -35,7 +35,8 @@ def _kernels(path: Path) -> dict:
 
 
 def _compile(fn, name: str, ptr: str = "*fp32") -> str:
-    consts = {a: v for a, v in CONSTEXPRS[name].items() if a in fn.arg_names}
+    base = name.removesuffix("_r").removesuffix("_c")  # per-layout variants of the row kernels
+    consts = {a: v for a, v in CONSTEXPRS[base].items() if a in fn.arg_names}
     if ptr != "*fp32" and "PREC" in consts:
         consts["PREC"] = "tf32"  # what ModelNew passes for 16-bit inputs
     is_ptr = {a: a.endswith("_ptr") or a[:1] == "p" and a[1:].isdigit() for a in fn.arg_names}
