@@ -12,7 +12,7 @@ $(BIN)/kiln: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[dev,ray]'
+	$(BIN)/pip install -q -e '.[dev,ray,anthropic,profile]'
 	touch $(BIN)/kiln
 
 setup: $(BIN)/kiln
