@@ -38,9 +38,22 @@ def _register() -> None:
 _register()
 
 
+def _split_config(argv: list[str]) -> tuple[str | None, list[str]]:
+    """`kiln --config FILE COMMAND ...`: the one option that precedes the command."""
+    if len(argv) >= 2 and argv[0] == "--config":
+        return argv[1], argv[2:]
+    if argv and argv[0].startswith("--config="):
+        return argv[0].split("=", 1)[1], argv[1:]
+    return None, argv
+
+
 def main() -> None:
+    from kiln.evals.config import ENV_PREFIX, config_path, load_default_map
+
     try:
-        app()
+        explicit, args = _split_config(sys.argv[1:])
+        default_map = load_default_map(config_path(explicit))
+        app(args=args, prog_name="kiln", default_map=default_map, auto_envvar_prefix=ENV_PREFIX)
     except (KilnInputError, KilnConfigError) as err:
         print(f"kiln: error: {err}", file=sys.stderr)
         sys.exit(2)
