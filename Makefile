@@ -29,7 +29,7 @@ check: setup
 	$(BIN)/mypy tools
 
 demo: setup
-	$(BIN)/kiln run examples/softmax.py --out runs/demo
+	$(BIN)/kiln run examples/softmax.py
 
 clean:
 	rm -rf $(VENV) runs
