@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -111,7 +111,7 @@ def eval_(
     except ValueError as err:
         raise KilnInputError(str(err).splitlines()[-1] if str(err) else "bad option") from None
     _validate_roles(cfg)
-    run_dir = out or Path("runs") / datetime.now(timezone.utc).strftime("eval-%Y%m%d-%H%M%S")
+    run_dir = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
     evaluator = _evaluator(executor, ray_address, device, cpu_slots)
     budget = BatchBudget(usd=batch_budget_usd, tokens=batch_budget_tokens, minutes=batch_budget_minutes)
     batch = Batch(run_dir, refs, cfg, evaluator, concurrency=concurrency, budget=budget)

@@ -110,7 +110,7 @@ class _Forked:
             try:
                 self.returncode = int(self.status.read_text())
             except (OSError, ValueError):
-                if not self.zygote.alive() and not _pid_alive(self.pid):
+                if not self.zygote.alive() and not pid_alive(self.pid):
                     self.returncode = -signal.SIGKILL  # server gone: the status is lost
         return self.returncode
 
@@ -124,7 +124,8 @@ class _Forked:
         return self.returncode
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Is a process with this pid alive (ours or not)?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

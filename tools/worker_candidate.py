@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from kiln.tools.inputs import (
     seed_all,
     validate,
 )
+from kiln.tools.isolation import pid_alive
 from kiln.tools.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
 from kiln.tools.worker_poison import poisoned_allocations, prime_cuda_cache, tensor_sizes
 
@@ -155,20 +155,10 @@ def await_decision(spec: JobSpec, res: Results) -> bool:
     """The parent compares outputs with the reference worker's, then writes go / stop."""
     res.stage("await")
     while not spec.decision_path.exists():
-        if spec.parent_pid and not _alive(spec.parent_pid):
+        if spec.parent_pid and not pid_alive(spec.parent_pid):
             return False  # the parent died: nobody will read what we would measure
         time.sleep(0.005)
     return bool(json.loads(spec.decision_path.read_text()).get("go"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run(spec: JobSpec) -> None:

@@ -19,6 +19,7 @@ from types import ModuleType
 
 from kiln.tools.compile.detect import cuda_backend, detect_lang
 from kiln.tools.compile.errors import locate_in_source, log_tail, python_error, trim_errors, triton_error
+from kiln.tools.isolation import pid_alive
 from kiln.tools.records import CompileRecord, Lang
 
 _LAST_IMPORTED: dict[str, str] = {}
@@ -51,16 +52,6 @@ def gpu_arch_list() -> str | None:
 OWNER_FILE = ".kiln-build-pid"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clear_stale_locks(ext_dir: Path) -> list[Path]:
     """Remove torch's build `lock` files that a killed worker left behind, then claim the dir.
 
@@ -73,7 +64,7 @@ def clear_stale_locks(ext_dir: Path) -> list[Path]:
     except (OSError, ValueError):
         pid = None
     removed = []
-    if pid is None or not _alive(pid):
+    if pid is None or not pid_alive(pid):
         for lock in ext_dir.glob("*/lock"):
             lock.unlink(missing_ok=True)
             removed.append(lock)

@@ -95,7 +95,7 @@ def measure() -> Peaks:
     props = torch.cuda.get_device_properties(0)
     return Peaks(gpu_name=props.name, source="measured", copy_gbps=round(2 * src.numel() / (copy_ms * 1e-3) / 1e9, 1),
                  matmul_tflops=tflops, launch_overhead_us=round(launch_ms * 1e3, 2),
-                 sm_count=props.multi_processor_count, measured_at=dt.datetime.now(dt.timezone.utc).isoformat())
+                 sm_count=props.multi_processor_count, measured_at=dt.datetime.now(dt.UTC).isoformat())
 
 
 def main(argv: list[str] | None = None) -> int:
