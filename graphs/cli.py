@@ -51,6 +51,8 @@ def run(
     no_progress: Annotated[int, typer.Option(help="stop after K rounds without a better kernel")] = 4,
     llm_cache: Annotated[Path | None, typer.Option(help="LLM-response cache (SQLite) to reuse across runs")] = None,
     trials: Annotated[int, typer.Option(help="correctness trials per case and input distribution")] = 3,
+    seed: Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check); "
+                                             "with --llm-cache, a rerun then replays the run exactly")] = None,
     quiet: Annotated[bool, typer.Option(help="no live display")] = False,
 ) -> None:
     """Run the Coder / Judge / Proposer loop on PROBLEM until the kernel is verified and fast enough."""
@@ -71,7 +73,7 @@ def run(
                 problem, out=run_dir, progress=progress, lang=lang, llm=_abs_replay(llm),
                 coder_llm=_abs_replay(coder_llm), judge_llm=_abs_replay(judge_llm),
                 proposer_llm=_abs_replay(proposer_llm), base_url=base_url, target_speedup=target_speedup, target_baseline=target_baseline,
-                strategy=strategy, device=device, trials=trials,
+                strategy=strategy, device=device, trials=trials, seed=seed,
                 llm_cache=str(llm_cache.resolve()) if llm_cache else None,
                 budgets={"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens,
                          "minutes": budget_minutes, "no_progress_iters": no_progress})

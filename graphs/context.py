@@ -52,6 +52,7 @@ class RunOptions(BaseModel):
     mcts_c: float = Field(1.0, ge=0, description="UCT exploration constant")
     budgets: Budgets = Field(default_factory=lambda: Budgets())
     trials: int = Field(3, ge=1, description="correctness trials per case and distribution")
+    seed: int | None = Field(None, description="fixed check seed; None: a fresh secret seed per check")
     check_timeout_s: float = Field(300.0, gt=0)
     case_timeout_s: float = Field(60.0, gt=0, description="a stress case slower than this is rejected")
     max_cases: int = Field(4, ge=1, description="cases asked of the Proposer per round")
