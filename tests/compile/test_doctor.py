@@ -2,13 +2,14 @@
 
 import json
 import subprocess
+import sys
 
 
 def test_doctor_json_reports_every_item(tmp_path):
     cache = tmp_path / "cache"
     (cache / "ext").mkdir(parents=True)
     (cache / "ext" / "blob.so").write_bytes(b"\0" * (3 * 2**20))
-    p = subprocess.run(["kiln", "doctor", "--json", "--cache-dir", str(cache)], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "kiln.evals.cli", "doctor", "--json", "--cache-dir", str(cache)], capture_output=True, text=True,
                        timeout=180)
     items = {it["name"]: it for it in json.loads(p.stdout)}
     assert set(items) == {"torch / Triton", "GPU / driver", "CUDA / nvcc", "fast CUDA path", "ninja (load_inline)",
