@@ -116,7 +116,7 @@ def eval_(
     budget = BatchBudget(usd=batch_budget_usd, tokens=batch_budget_tokens, minutes=batch_budget_minutes)
     batch = Batch(run_dir, refs, cfg, evaluator, concurrency=concurrency, budget=budget)
     timed = bool(getattr(evaluator, "on_gpu", False))
-    _run_with_progress(batch)
+    _run_with_progress(batch, timed)
     metrics = write_metrics(run_dir, batch.store, cfg, timed=timed, stopped=batch.stopped,
                             elapsed_s=batch.elapsed_s, done_now=batch.done_now)
     if executor == "ray":
@@ -124,7 +124,7 @@ def eval_(
     _print_summary(run_dir, metrics)
 
 
-def _run_with_progress(batch: Batch) -> None:
+def _run_with_progress(batch: Batch, timed: bool) -> None:
     done_before = batch.store.outcomes()
     total = len(batch.problems) * batch.cfg.samples
     seen: list[SampleOutcome] = list(done_before)
@@ -133,14 +133,14 @@ def _run_with_progress(batch: Batch) -> None:
                           "tokens {task.fields[tokens]}  ${task.fields[cost]}"),
                TimeElapsedColumn(), TimeRemainingColumn()]
     with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("eval", total=total, completed=len(seen), **_fields(seen))
+        task = progress.add_task("eval", total=total, completed=len(seen), **_fields(seen, timed))
 
         def on_progress(outcome: SampleOutcome | None, error: str | None) -> None:
             if outcome is not None:
                 seen.append(outcome)
             if error:
                 progress.console.print(f"[yellow]job failed[/] {error}")
-            progress.update(task, completed=len(seen), **_fields(seen))
+            progress.update(task, completed=len(seen), **_fields(seen, timed))
 
         started = time.monotonic()
         batch.run(on_progress)
@@ -148,12 +148,12 @@ def _run_with_progress(batch: Batch) -> None:
             progress.console.print(f"[yellow]stopped:[/] {batch.stopped} after {time.monotonic() - started:.0f} s")
 
 
-def _fields(outcomes: list[SampleOutcome]) -> dict[str, str]:
+def _fields(outcomes: list[SampleOutcome], timed: bool) -> dict[str, str]:
     problems = group(outcomes)
     correct = sum(1 for p in problems if p.n_correct)
-    f1 = fast_p(problems, "eager", 1.0) if problems else 0.0
+    f1 = f"{fast_p(problems, 'eager', 1.0):.2f}" if problems and timed else "—"
     cost = sum(o.cost_usd or 0.0 for o in outcomes)
-    return {"correct": f"{correct}/{len(problems)}", "fast1": f"{f1:.2f}",
+    return {"correct": f"{correct}/{len(problems)}", "fast1": f1,
             "tokens": str(sum(o.tokens for o in outcomes)), "cost": f"{cost:.2f}"}
 
 
