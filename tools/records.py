@@ -24,6 +24,8 @@ DType = Literal["fp32", "bf16", "fp16"]
 Policy = Literal["strict", "partial"]
 Lang = Literal["triton", "cuda", "torch", "unknown"]
 Severity = Literal["info", "warn", "reject"]
+Baseline = Literal["eager", "eager_tf32", "compile"]
+ALL_BASELINES: tuple[Baseline, ...] = ("eager", "eager_tf32", "compile")
 Verdict = Literal["faster", "slower", "tie", "not_measured"]
 
 
@@ -51,9 +53,7 @@ class CheckOptions(Record):
     rtol: float | None = None
     policy: Policy = "partial"
     time: bool = Field(True, description="time correct candidates when a GPU is used")
-    baselines: list[Literal["eager", "eager_tf32", "compile"]] = Field(
-        default_factory=lambda: ["eager", "eager_tf32", "compile"]
-    )
+    baselines: list[Baseline] = Field(default_factory=lambda: list(ALL_BASELINES))
     seed: int | None = Field(None, description="None: a fresh secret seed per run (recorded afterwards)")
     gpu_index: int = 0
     speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
@@ -174,7 +174,7 @@ class TimingRecord(Record):
     candidate: TimingStat | None = None
     baselines: dict[str, TimingStat] = Field(default_factory=dict)
     speedups: dict[str, Speedup] = Field(default_factory=dict)
-    memory: MemoryRecord = Field(default_factory=MemoryRecord)
+    memory: MemoryRecord = Field(default_factory=lambda: MemoryRecord.model_validate({}))
     env: EnvRecord | None = None
     baseline_errors: dict[str, str] = Field(default_factory=dict, description="baselines that failed to run, and why")
 
