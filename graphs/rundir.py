@@ -15,25 +15,19 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from kiln.agents.llm.redact import MASK, SECRET_NAME
+from kiln.agents.llm.redact import redact as llm_redact
 from kiln.tools.records import CheckOptions, CheckRecord
 
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 _URL_USERINFO = re.compile(r"(https?://)[^/@\s]+@")
-
-
-def _secrets() -> list[str]:
-    return sorted(
-        {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8},
-        key=len,
-        reverse=True,
-    )
+_MIN_ENV_SECRET_LEN = 8  # stricter than the agent layer's default: run dirs are meant to be shared
 
 
 def redact(text: str) -> str:
-    """Replace every secret-looking environment value (and URL credentials) with a marker."""
-    for value in _secrets():
-        text = text.replace(value, "[REDACTED]")
-    return _URL_USERINFO.sub(r"\1[REDACTED]@", text)
+    """The agent layer's redaction (known secrets, key-shaped strings), plus every secret-looking
+    environment value of 8+ characters and whole URL credentials (`https://TOKEN@host` too)."""
+    env_secrets = [v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= _MIN_ENV_SECRET_LEN]
+    return _URL_USERINFO.sub(rf"\1{MASK}@", llm_redact(text, env_secrets))
 
 
 M = TypeVar("M", bound=BaseModel)
