@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 
 from kiln.agents.base import CoderReply, CoderTask, Usage
 from kiln.agents.builtin import space
@@ -19,9 +18,6 @@ from kiln.agents.builtin.source import Analysis, analyze, read_header, render
 
 UNSUPPORTED = "unsupported by the built-in coder: "
 RESOURCE_WORDS = ("out of resource", "outofresources", "shared memory", "registers", "too many resources")
-# torch.fx tracing and shape propagation on meta tensors are not thread-safe; batch runs call the
-# Coder from many threads at once, so analysis is serialised (it takes milliseconds).
-_ANALYZE_LOCK = threading.Lock()
 KNOB_RE = re.compile(r"^knob:\s*(\w+)\s+(up|down)\s*$", re.M)
 CONFIG_RE = re.compile(r"^config:\s*(\{.*\})\s*$", re.M)
 
@@ -36,8 +32,7 @@ class BuiltinCoder:
         if task.lang != "triton":
             return _fail(f"{UNSUPPORTED}--lang {task.lang} (the template library is Triton)")
         try:
-            with _ANALYZE_LOCK:
-                an = analyze(task.problem_src)
+            an = analyze(task.problem_src)
         except Unsupported as err:
             return _fail(f"{UNSUPPORTED}{err}")
         knobs, visited, note = self._choose(an, task)

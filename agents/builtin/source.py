@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from dataclasses import dataclass
 
 from kiln.agents.builtin import space
@@ -44,15 +45,21 @@ class Analysis:
 _CACHE: dict[str, Analysis] = {}
 
 
+# torch.fx tracing and shape propagation on meta tensors are not thread-safe, and batch runs call
+# the Coder from many threads at once: analysis (milliseconds, then cached) is serialised.
+_LOCK = threading.Lock()
+
+
 def analyze(problem_src: str) -> Analysis:
     """Trace, lower and classify a problem; raises problem.Unsupported with what is missing."""
     digest = hashlib.sha256(problem_src.encode()).hexdigest()
-    if digest not in _CACHE:
-        prob = trace(problem_src)
-        plan = classify(lower(prob))
-        plan.dim_attr = _dim_attr(problem_src, prob, plan)
-        _CACHE[digest] = Analysis(prob, plan)
-    return _CACHE[digest]
+    with _LOCK:
+        if digest not in _CACHE:
+            prob = trace(problem_src)
+            plan = classify(lower(prob))
+            plan.dim_attr = _dim_attr(problem_src, prob, plan)
+            _CACHE[digest] = Analysis(prob, plan)
+        return _CACHE[digest]
 
 
 def _dim_attr(src: str, prob: Problem, plan: Plan) -> str | None:
