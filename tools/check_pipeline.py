@@ -45,7 +45,8 @@ def job_specs(work: Path, rec: CheckRecord, cases: list[CaseSpec], cand: Candida
     common = dict(parent_pid=os.getpid(), cases=cases, dtype=options.dtype, device=rec.device, secret=seed, trials=trials,
                   cache_root=str(cache_root(options)), policy=options.policy, atol=atol, rtol=rtol, time=time,
                   baselines=list(options.baselines), timing_max_s=0.6 * timing_budget,
-                  speedup_threshold=options.speedup_threshold, gpu_index=options.gpu_index)
+                  speedup_threshold=options.speedup_threshold, gpu_index=options.gpu_index,
+                  profile_dir=os.environ.get("KILN_PROFILE_WORKERS") or None)
     key = hashlib.sha256("".join(Path(c.path).read_text() for c in cases).encode()).hexdigest()[:24]
     ref_cache = cache_root(options) / "reference" / f"{key}.{options.dtype}.{rec.device}.{KILN_REF_VERSION}.json"
     # the reference's outputs live under a random name in a directory its owner may not list (mode

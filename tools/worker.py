@@ -53,6 +53,7 @@ class JobSpec(BaseModel):
     gpu_index: int = 0
     reference_cache: str | None = Field(None, description="JSON file caching the problem-only integrity facts")
     parent_pid: int | None = Field(None, description="workers waiting on the parent give up if it dies")
+    profile_dir: str | None = Field(None, description="dump a cProfile of the worker here (KILN_PROFILE_WORKERS)")
 
     @property
     def result_path(self) -> Path:
@@ -70,16 +71,22 @@ class JobSpec(BaseModel):
         return Path(self.work_dir) / "out" / f"{case}.{dist}.{trial}{'.' + phase if phase else ''}.pt"
 
 
+TRACE_MAX = 400
+
+
 class Results:
     """The worker's result file: a dict rewritten atomically after each step."""
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.data: dict[str, Any] = {"role": spec.role, "stages": {}, "trials": []}
+        self.data: dict[str, Any] = {"role": spec.role, "stages": {}, "trials": [], "trace": []}
 
     def stage(self, name: str, detail: str = "") -> None:
         beat(self.spec.heartbeat, name, detail)
-        self.data["stages"].setdefault(name, [time.time(), None])
+        now = time.time()
+        self.data["stages"].setdefault(name, [now, None])
+        if len(self.data["trace"]) < TRACE_MAX:  # where the worker spent its time, step by step
+            self.data["trace"].append([round(now, 4), name, detail])
 
     def end_stage(self, name: str) -> None:
         if name in self.data["stages"]:
@@ -132,8 +139,27 @@ def main(argv: list[str] | None = None) -> int:
         from kiln.tools.worker_reference import run
     else:
         from kiln.tools.worker_candidate import run
-    run(spec)
+    if spec.profile_dir:
+        _profiled(run, spec)
+    else:
+        run(spec)
     return 0
+
+
+def _profiled(run: Any, spec: JobSpec) -> None:
+    """Run the worker under cProfile and dump the stats as DIR/ROLE-PID.pstats (a developer's tool)."""
+    import cProfile
+    import shutil
+
+    prof = cProfile.Profile()
+    out = Path(spec.profile_dir or ".")
+    try:
+        prof.runcall(run, spec)
+    finally:
+        out.mkdir(parents=True, exist_ok=True)
+        prof.dump_stats(str(out / f"{spec.role}-{os.getpid()}.pstats"))
+        if spec.result_path.exists():  # its step-by-step trace, kept after the work dir is gone
+            shutil.copy(spec.result_path, out / f"{spec.role}-{os.getpid()}.result.json")
 
 
 def _exit_now(code: int) -> None:

@@ -22,9 +22,10 @@ def integrity_stage(b: Built, spec: JobSpec, res: Results) -> None:
         res.data["integrity_missing"] = str(exc)
         return
 
-    res.stage("integrity")
+    res.stage("integrity", "operator and kernel accounting")
     inputs = b.inputs(spec, "x1", 0, tag="integrity")
     accounting, findings = runtime.inspect_forward(b.new, inputs, policy=spec.policy, device=spec.device)
+    res.stage("integrity", "output hygiene")
     sets = [b.inputs(spec, "x1", i, tag="integrity-outputs") for i in range(3)]
     findings = [*findings, *runtime.check_outputs(b.new, b.ref, sets)]
     res.data["accounting"] = accounting.model_dump()
@@ -46,11 +47,13 @@ def timing_stage(b: Built, spec: JobSpec, res: Results) -> None:
         return compare(pack(expected, spec.secret), pack(output, spec.secret), atol=spec.atol, rtol=spec.rtol) is None
 
     timing, tint = run_timing_stage(b.new, b.ref, make, baselines=spec.baselines, recheck=recheck,
-                                    max_time_s=spec.timing_max_s, threshold=spec.speedup_threshold)
+                                    max_time_s=spec.timing_max_s, threshold=spec.speedup_threshold,
+                                    step=lambda what: res.stage("timing", what))
     res.data["timing"] = timing.model_dump()
     res.data["timing_integrity"] = tint.model_dump()
     from kiln.tools.integrity.peaks import get_peaks
 
+    res.stage("timing", "machine peaks")
     res.data["peaks"] = get_peaks(spec.device, spec.dtype, gpu_index=0).model_dump()
     res.end_stage("timing")
 

@@ -112,6 +112,7 @@ def compile_stage(spec: JobSpec, res: Results) -> list[Built] | None:
     res.save()
     if module is None or not crec.ok:
         return None
+    res.stage("compile", "building Model and ModelNew")
     try:
         built = [Built(case, spec, module) for case in spec.cases]
         res.data["weights_fp"] = {b.case.name: fingerprint([t for _, t in sorted(b.ref.state_dict().items())])

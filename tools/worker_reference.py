@@ -43,6 +43,7 @@ def weights_fingerprint(model: torch.nn.Module) -> list[float]:
 
 
 def run_case(case: CaseSpec, spec: JobSpec, res: Results) -> tuple[Any, torch.nn.Module]:
+    res.stage("reference", f"{case.name}: building Model")
     mod, _model_mod, model = build_reference(case, spec)
     res.data.setdefault("weights_fp", {})[case.name] = weights_fingerprint(model)
     for dist in spec.distributions:

@@ -62,21 +62,29 @@ def input_sets(make_inputs: Callable[[int], tuple], n_max: int = N_INPUT_SETS) -
 
 def run_timing_stage(candidate: Any, reference: Any, make_inputs: Callable[[int], tuple], *,
                      baselines: list[str], recheck: Callable[[tuple, Any], bool] | None,
-                     max_time_s: float, threshold: float = 1.0) -> tuple[TimingRecord, TimingIntegrity]:
-    """Time the candidate and each baseline; speedups with CIs; memory; env; timing integrity."""
+                     max_time_s: float, threshold: float = 1.0,
+                     step: Callable[[str], None] | None = None) -> tuple[TimingRecord, TimingIntegrity]:
+    """Time the candidate and each baseline; speedups with CIs; memory; env; timing integrity.
+    `step(what)` is told as each part starts (the worker's heartbeat and trace)."""
     import torch
 
+    step = step or (lambda _what: None)
+    step("environment")
     env = gpuenv.env_record("cuda", torch.cuda.current_device())
     throttle = _ThrottleSampler(env.gpu_index)
+    step("input sets")
     sets = input_sets(make_inputs)
     flush = L2Flusher(torch.cuda.current_device())
     share = max_time_s / (1 + len(baselines))
     integ = TimingIntegrity(threads_before=os_threads(), distinct_inputs=True)
+    step("candidate")
     cand_stat, cand_us = _time_candidate(candidate, sets, flush, share, recheck, integ, throttle)
     integ.threads_after = os_threads()
+    step("wall vs event time")
     integ.wall_over_event = wall_over_event(candidate, sets[0], integ)
     rec = TimingRecord(measured=True, method=METHOD.format(n=N_INPUT_SETS), candidate=cand_stat)
     for name in baselines:
+        step(f"baseline {name}")
         try:
             fn = _baseline_fn(name, reference)
             with tf32(True if name == "eager_tf32" else None), torch.no_grad():
@@ -86,6 +94,7 @@ def run_timing_stage(candidate: Any, reference: Any, make_inputs: Callable[[int]
             continue
         rec.baselines[name] = stat
         rec.speedups[name] = speedup(us, cand_us, name=name, threshold=threshold)
+    step("peak memory")
     rec.memory = peak_memory(candidate, reference, sets[0])
     rec.env = gpuenv.env_after(env, throttle.reasons)
     return rec, integ
