@@ -64,34 +64,69 @@ def _phase_records(ref_spec: JobSpec, cand_spec: JobSpec, ct: dict, atol: float,
     return out
 
 
+class RoundComparer:
+    """Compares trials as both workers finish them (the parent's share of the work overlaps the
+    candidate's remaining trials), and says when the candidate has already failed."""
+
+    def __init__(self, ref_spec: JobSpec, cand_spec: JobSpec) -> None:
+        self.ref_spec, self.cand_spec = ref_spec, cand_spec
+        self.cmp = Comparison()
+        self.seen: set[tuple] = set()
+        self.failures = 0
+        self.weights_checked: set[str] = set()
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more to compare: the problem is broken or enough trials failed."""
+        return self.cmp.problem_error is not None or self.failures >= MAX_FAILURES
+
+    @property
+    def failed(self) -> bool:
+        return self.cmp.problem_error is not None or self.failures > 0
+
+    def feed(self, ref_data: dict, cand_data: dict) -> None:
+        """Compare every trial both sides have finished and this comparer has not seen yet."""
+        if self.settled:
+            return
+        cmp = self.cmp
+        ref_w, cand_w = ref_data.get("weights_fp") or {}, cand_data.get("weights_fp") or {}
+        for case in set(ref_w) & set(cand_w) - self.weights_checked:  # each case once both sides built it
+            self.weights_checked.add(case)
+            if ref_w[case] != cand_w[case]:
+                cmp.problem_error = ("building Model twice under the same seed gave different weights: the problem's "
+                                     "constructor is not deterministic, so kiln cannot align weights")
+                return
+        refs = {(t["case"], t["distribution"], t["trial"]): t for t in ref_data.get("trials", [])}
+        for ct in cand_data.get("trials", []):
+            key = (ct["case"], ct["distribution"], ct["trial"])
+            rt = refs.get(key)
+            if rt is None or key in self.seen or ct["case"] not in self.weights_checked:
+                continue
+            if rt["input_fp"] != ct["input_fp"]:
+                cmp.problem_error = ("get_inputs() gave different tensors under the same seed in two processes: it "
+                                     "uses a random source kiln does not seed, so inputs cannot be reproduced")
+                return
+            records = _phase_records(self.ref_spec, self.cand_spec, ct, self.cand_spec.atol, self.cand_spec.rtol)
+            self.seen.add(key)
+            if ct.get("mutated") and not rt.get("mutated") and not ct.get("ref_mutated"):
+                _mutation(cmp, records)
+            cmp.trials += records
+            if not all(r.passed for r in records):
+                self.failures += 1
+                if self.failures >= MAX_FAILURES:
+                    return
+
+    def finish(self, cand_data: dict) -> Comparison:
+        if self.cmp.problem_error is None:
+            _summarise(self.cmp, self.cand_spec, cand_data)
+        return self.cmp
+
+
 def compare_round(ref_spec: JobSpec, ref_data: dict, cand_spec: JobSpec, cand_data: dict) -> Comparison:
     """Compare every trial the candidate finished against the reference worker's outputs."""
-    cmp = Comparison()
-    if ref_data.get("weights_fp") and cand_data.get("weights_fp") and \
-            ref_data["weights_fp"] != cand_data["weights_fp"]:
-        cmp.problem_error = ("building Model twice under the same seed gave different weights: the problem's "
-                             "constructor is not deterministic, so kiln cannot align weights")
-        return cmp
-    refs = {(t["case"], t["distribution"], t["trial"]): t for t in ref_data.get("trials", [])}
-    failures = 0
-    for ct in cand_data.get("trials", []):
-        rt = refs.get((ct["case"], ct["distribution"], ct["trial"]))
-        if rt is None:
-            continue
-        if rt["input_fp"] != ct["input_fp"]:
-            cmp.problem_error = ("get_inputs() gave different tensors under the same seed in two processes: it "
-                                 "uses a random source kiln does not seed, so inputs cannot be reproduced")
-            return cmp
-        records = _phase_records(ref_spec, cand_spec, ct, cand_spec.atol, cand_spec.rtol)
-        if ct.get("mutated") and not rt.get("mutated") and not ct.get("ref_mutated"):
-            _mutation(cmp, records)
-        cmp.trials += records
-        if not all(r.passed for r in records):
-            failures += 1
-            if failures >= MAX_FAILURES:
-                break
-    _summarise(cmp, cand_spec, cand_data)
-    return cmp
+    c = RoundComparer(ref_spec, cand_spec)
+    c.feed(ref_data, cand_data)
+    return c.finish(cand_data)
 
 
 def _mutation(cmp: Comparison, records: list[TrialRecord]) -> None:

@@ -67,7 +67,8 @@ def candidate_outcome(rnd: Round) -> tuple[str, list[str]] | None:
         hint = " (illegal memory access or segfault?)" if proc.signal_name in ("SIGSEGV", "SIGBUS") else ""
         return "crashed", [f"the candidate worker was {_how(proc.returncode, proc.signal_name)}{hint} "
                            f"in stage {_where(rnd)}"]
-    stopped_by_parent = data.get("correctness_done") and not (rnd.comparison and rnd.comparison.passed)
+    failed = not (rnd.comparison and rnd.comparison.passed)
+    stopped_by_parent = (data.get("correctness_done") or data.get("stopped_by_parent")) and failed
     if not data.get("done") and not stopped_by_parent:
         return "crashed", [f"the candidate worker exited early (exit code 0) in stage {_where(rnd)}: "
                                "os._exit or sys.exit in the candidate?"]

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from kiln.tools.check import EXTRA_ROUND_MIN_TRIALS, SPAWN_SLACK_S, new_workdir, stage_timeouts
-from kiln.tools.check_compare import compare_round
+from kiln.tools.check_compare import RoundComparer
 from kiln.tools.check_merge import merge, reference_failure
 from kiln.tools.check_run import run_round
 from kiln.tools.correctness import tolerances
@@ -68,7 +68,7 @@ def one_round(rec: CheckRecord, cases: list[CaseSpec], cand: CandidateInfo, opti
         ref_spec, cand_spec = job_specs(work, rec, cases, cand, options, seed=seed, trials=trials, time=time)
         rnd = run_round(ref_spec, cand_spec, cache_root=cache_root(options), cand_key=cand.sha256[:16],
                         stage_timeouts=stage_timeouts(options), timeout_s=options.timeout_s + SPAWN_SLACK_S,
-                        compare_fn=compare_round, use_fork_server=options.fork_server)
+                        comparer=RoundComparer(ref_spec, cand_spec), use_fork_server=options.fork_server)
         reference_failure(rnd, rec.problem, options.timeout_s)
         try:
             out = merge(rec.model_copy(deep=True), rnd, static=static, policy=options.policy,

@@ -4,6 +4,7 @@ whether to go on (integrity, timing), and collect everything the workers left in
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -84,10 +85,11 @@ def _preimport_torch() -> None:
 
 
 def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_key: str,
-              stage_timeouts: dict[str, float], timeout_s: float, compare_fn: Any, use_fork_server: bool = True
+              stage_timeouts: dict[str, float], timeout_s: float, comparer: Any, use_fork_server: bool = True
               ) -> Round:
-    """Run both workers; `compare_fn(ref_spec, ref_data, cand_spec, cand_data)` -> Comparison, whose
-    `.passed` decides whether the candidate goes on to integrity checks and timing."""
+    """Run both workers. `comparer` (check_compare.RoundComparer) compares trials as both sides
+    finish them; a failure tells the candidate to stop its trials; when every trial passed, the
+    candidate goes on to integrity checks and timing."""
     _preimport_torch()
     cand_wall = time.time()  # spawn time includes starting the fork server when this check did
     zygote = fork_server(cand_spec, cache_root) if use_fork_server else None
@@ -96,16 +98,17 @@ def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_k
     cand = _start(cand_spec, env=worker_env(cand_spec, cache_root, cand_key), timeout_s=timeout_s,
                   stages=stage_timeouts, untimed=("await",), zygote=zygote)
     try:
-        ref_res, cand_res = _until_compare_point(ref, cand)
+        ref_res, cand_res = _until_compare_point(ref, cand, ref_spec, cand_spec, comparer)
         ref_data = read_json(ref_spec.result_path)
         comparison = None
         if (ref_res is not None and ref_res.returncode != 0) or ref_data.get("error"):
             cand.kill()  # a broken problem: the candidate's result would mean nothing
         else:
             cand_data = read_json(cand_spec.result_path)
-            if cand_data.get("correctness_done"):
+            if cand_data.get("correctness_done") or comparer.failed:
                 try:
-                    comparison = compare_fn(ref_spec, ref_data, cand_spec, cand_data)
+                    comparer.feed(ref_data, cand_data)
+                    comparison = comparer.finish(cand_data)
                 except Exception:  # noqa: BLE001 - no go; the merge step reports what went wrong
                     comparison = None
         go = bool(comparison and comparison.passed)
@@ -123,9 +126,30 @@ def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_k
                  cand_started_wall=cand_wall, comparison=comparison)
 
 
-def _until_compare_point(ref: IsolatedProc, cand: IsolatedProc) -> tuple[ProcResult | None, ProcResult | None]:
+class _Watch:
+    """Re-reads a worker's result file only when it changed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.mtime, self.data = path, -1, {}  # type: ignore[var-annotated]
+
+    def changed(self) -> bool:
+        try:
+            m = self.path.stat().st_mtime_ns
+        except OSError:
+            return False
+        if m == self.mtime:
+            return False
+        self.mtime, self.data = m, read_json(self.path)
+        return True
+
+
+def _until_compare_point(ref: IsolatedProc, cand: IsolatedProc, ref_spec: JobSpec, cand_spec: JobSpec,
+                         comparer: Any) -> tuple[ProcResult | None, ProcResult | None]:
     """Poll both until the reference's trial outputs exist (its integrity stage may still run) and
-    the candidate has ended or awaits the verdict."""
+    the candidate has ended or awaits the verdict, comparing trials on the way; the first failing
+    trial tells the candidate to stop (its decision file says no go)."""
+    ref_w, cand_w = _Watch(ref_spec.result_path), _Watch(cand_spec.result_path)
+    told = False
     while True:
         ref_res, cand_res = ref.poll(), cand.poll()
         ref_ready = ref_res is not None or ref.stage == "integrity"
@@ -133,4 +157,10 @@ def _until_compare_point(ref: IsolatedProc, cand: IsolatedProc) -> tuple[ProcRes
             return ref_res, cand_res
         if ref_ready and (cand_res is not None or cand.stage == "await"):
             return ref_res, cand_res
+        if (ref_w.changed() | cand_w.changed()) and ref_w.data and cand_w.data:
+            with contextlib.suppress(Exception):  # compared again (and reported) at the end
+                comparer.feed(ref_w.data, cand_w.data)
+            if comparer.failed and not told:
+                write_atomic(cand_spec.decision_path, {"go": False})
+                told = True
         time.sleep(POLL_S)

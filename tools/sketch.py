@@ -16,6 +16,8 @@ to move the sum of |x|. Outputs below the threshold are always compared element 
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import torch
@@ -25,31 +27,45 @@ N_UNIFORM = 1 << 22
 N_EDGE = 1 << 16
 
 
-def _positions(shape: tuple[int, ...], seed: int, device: torch.device, n_uniform: int, n_edge: int
-               ) -> torch.Tensor:
-    """Flat indices: uniform ones, then edge ones (coordinate d set to 0 or size-1, d in turn)."""
-    gen = torch.Generator(device=device)
+@functools.lru_cache(maxsize=8)
+def positions(shape: tuple[int, ...], seed: int, n_uniform: int = N_UNIFORM, n_edge: int = N_EDGE) -> torch.Tensor:
+    """Flat indices, on the CPU: uniform ones, then edge ones (coordinate d set to 0 or size-1, d in
+    turn). Drawn from a CPU generator, so every process (and the parent, to report a mismatch)
+    gets the same positions whatever device the output is on; cached, as they are drawn per call."""
+    gen = torch.Generator(device="cpu")
     gen.manual_seed(seed & ((1 << 63) - 1))
-    numel = 1
-    for s in shape:
-        numel *= s
-    uniform = torch.randint(0, numel, (n_uniform,), generator=gen, device=device)
-    coords = [torch.randint(0, s, (n_edge,), generator=gen, device=device) for s in shape]
-    side = torch.randint(0, 2, (n_edge,), generator=gen, device=device)
-    which = torch.arange(n_edge, device=device) % len(shape)
+    numel = math.prod(shape)
+    uniform = torch.randint(0, numel, (n_uniform,), generator=gen)
+    coords = [torch.randint(0, s, (n_edge,), generator=gen) for s in shape]
+    side = torch.randint(0, 2, (n_edge,), generator=gen)
+    which = torch.arange(n_edge) % len(shape)
     for d, s in enumerate(shape):
         pin = which == d
         coords[d] = torch.where(pin, side * (s - 1), coords[d])
-    edge = torch.zeros(n_edge, dtype=torch.long, device=device)
+    edge = torch.zeros(n_edge, dtype=torch.long)
     for d, s in enumerate(shape):
         edge = edge * s + coords[d]
     return torch.cat([uniform, edge])
 
 
+_ON_DEVICE: dict[tuple, torch.Tensor] = {}
+
+
+def _positions_on(device: torch.device, shape: tuple[int, ...], seed: int, n_uniform: int, n_edge: int
+                  ) -> torch.Tensor:
+    key = (str(device), shape, seed, n_uniform, n_edge)
+    if key not in _ON_DEVICE:
+        if len(_ON_DEVICE) >= 4:
+            _ON_DEVICE.clear()
+        _ON_DEVICE[key] = positions(shape, seed, n_uniform, n_edge).to(device)
+    return _ON_DEVICE[key]
+
+
 def make_sketch(t: torch.Tensor, seed: int, *, n_uniform: int = N_UNIFORM, n_edge: int = N_EDGE) -> dict[str, Any]:
-    """The sketch of one big tensor, as CPU data ready for torch.save."""
+    """The sketch of one big tensor, as CPU data ready for torch.save. The positions are not in it
+    (megabytes per output): `sketch_positions` draws them again from the seed and shape."""
     flat = t.detach().reshape(-1)
-    pos = _positions(tuple(t.shape), seed, flat.device, n_uniform, n_edge)
+    pos = _positions_on(flat.device, tuple(t.shape), seed, n_uniform, n_edge)
     values = flat[pos]
     with torch.no_grad():
         f = flat if flat.is_floating_point() else flat.double()
@@ -61,7 +77,18 @@ def make_sketch(t: torch.Tensor, seed: int, *, n_uniform: int = N_UNIFORM, n_edg
             "sum_abs": float(torch.where(finite, f, torch.zeros((), dtype=f.dtype, device=f.device))
                              .abs().sum(dtype=torch.float64)),
         }
-    return {"kind": "sketch", "shape": list(t.shape), "positions": pos.cpu(), "values": values.cpu(), **stats}
+    return {"kind": "sketch", "shape": list(t.shape), "seed": seed, "n_uniform": n_uniform, "n_edge": n_edge,
+            "values": values.cpu(), **stats}
+
+
+def sketch_positions(sk: dict[str, Any]) -> torch.Tensor:
+    """The flat positions a sketch sampled, drawn again from its seed and shape."""
+    return positions(tuple(sk["shape"]), sk["seed"], sk["n_uniform"], sk["n_edge"])
+
+
+def same_sampling(e: dict[str, Any], a: dict[str, Any]) -> bool:
+    keys = ("shape", "seed", "n_uniform", "n_edge")
+    return all(e.get(k) == a.get(k) for k in keys) and e["values"].shape == a["values"].shape
 
 
 def is_sketch(obj: Any) -> bool:

@@ -58,7 +58,7 @@ def run_case(case: CaseSpec, spec: JobSpec, res: Results) -> tuple[Any, torch.nn
             save_output(spec.output_path(case.name, dist, trial), pack(out, spec.secret))
             res.data["trials"].append({"case": case.name, "distribution": dist, "trial": trial,
                                        "input_fp": fingerprint(pristine), "mutated": not same(inputs, pristine)})
-        res.save()
+            res.save()  # the parent compares each trial as soon as both sides have it
     return mod, model
 
 

@@ -128,10 +128,12 @@ class RowKernel:
             lines.append(self._store(expr(self.p, self.p.g.out)))
         return lines
 
-    def _pass(self, k: int, reds: list[int], done: set[int], rng: str = "0, R", epilogue: bool = True) -> list[str]:
+    def _pass(self, k: int, reds: list[int], done: set[int], rng: str = "0, R", epilogue: bool = True,
+              sum_acc: str = "tl.float32") -> list[str]:
         shape = "[ROWS, BLOCK_R]" if self.layout == "rows" else "[BLOCK_R, BLOCK_N]"
         fills = {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}
-        lines = [f"acc{i} = tl.full({shape}, {fills[self.p.g.nodes[i].op]}, tl.float32)" for i in reds]
+        acc = {"sum": sum_acc, "max": "tl.float32", "min": "tl.float32"}
+        lines = [f"acc{i} = tl.full({shape}, {fills[self.p.g.nodes[i].op]}, {acc[self.p.g.nodes[i].op]})" for i in reds]
         lines.append(f"for c in range({rng}, BLOCK_R):")
         body = self._chunk("c + ")
         body += self._full_nodes(ancestors(self.p, [self.p.g.nodes[i].args[0] for i in reds], done))

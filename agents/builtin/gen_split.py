@@ -1,6 +1,6 @@
 """Split reductions: when a reduction has too few independent tiles to fill the GPU (a sum over
 dim 0 of a tall matrix, a full reduction), the reduced extent R is cut into SPLIT slices.
-`_kiln_row_split` reduces each (tile, slice) into an fp32 workspace [SPLIT, M*N];
+`_kiln_row_split` reduces each (tile, slice) into a workspace [SPLIT, M*N] (fp64 for sums);
 `_kiln_row_finish` combines the slices with the same reduction and applies the epilogue.
 Only for a single reduction whose result is the output (sum/mean/max/min with elementwise ops
 before and after); softmax-like outputs keep the one-pass/looped kernels."""
@@ -30,7 +30,10 @@ def split_kernels(plan: Plan, layout: str, sfx: str = "") -> str:
     red = next(i for i in plan.live if plan.g.nodes[i].kind == "reduce")
     op = plan.g.nodes[red].op
     off, ok = _ws_off(layout, "s")
-    body = k._setup() + k._pass(1, [red], set(), rng="s * RS, tl.minimum(s * RS + RS, R)", epilogue=False)
+    # long slices of a sum accumulate in fp64 (free in a memory-bound kernel): fp32 partial sums of
+    # thousands of rows drift from PyTorch's by more than fp32's 1e-4 tolerance where outputs cancel
+    body = k._setup() + k._pass(1, [red], set(), rng="s * RS, tl.minimum(s * RS + RS, R)", epilogue=False,
+                                sum_acc="tl.float64")
     body.append(f"tl.store(ws_ptr + {off}, v{red}, mask={ok})")
     tile = "ROWS: tl.constexpr" if layout == "rows" else "BLOCK_N: tl.constexpr"
     ptrs = ", ".join(f"p{j}" for j in range(len(plan.loads)))
@@ -77,7 +80,7 @@ def split_forward(layout: str, cfg: dict, nin: int, sfx: str = "") -> list[str]:
         "split = min(triton.cdiv(R, bc), triton.cdiv(4 * nsm, tiles_s))",
         "rs = triton.cdiv(triton.cdiv(R, split), bc) * bc",
         "split = triton.cdiv(R, rs)",
-        "ws = torch.empty((split, M * N), device=out.device, dtype=torch.float32)",
+        "ws = torch.empty((split, M * N), device=out.device, dtype=torch.float64)",
         f"_kiln_row_split{sfx}[(tiles_s, split)](ws, {args}, M, R, N, tiles_s, rs, BLOCK_R=bc, **tile_kw, "
         f"num_warps={cfg['num_warps']})",
         f"_kiln_row_finish{sfx}[(tiles_s,)](out, ws, M, R, N, tiles_s, split, SP=triton.next_power_of_2(split), **tile_kw, "
