@@ -76,8 +76,11 @@ def main() -> int:
             data = json.loads(res.read_text())
             row[f"steps_{data['role']}"] = {k: round(v, 3) for k, v in sorted(fold(data.get("trace", [])).items(),
                                                                               key=lambda kv: -kv[1])}
+        from kiln.tools import zygote
+
+        row["fork_server_skipped"] = sorted({m for z in zygote._POOL.values() for m in getattr(z, "skipped", [])})
         rows.append(row)
-        print(json.dumps({k: row[k] for k in ("i", "status", "wall_s", "stages_s")}), flush=True)
+        print(json.dumps({k: row[k] for k in ("i", "status", "wall_s", "stages_s", "fork_server_skipped")}), flush=True)
         (args.out / "trace.json").write_text(json.dumps(rows, indent=1))
     lines = [f"walls: {[r['wall_s'] for r in rows]}; median of warm: "
              f"{statistics.median([r['wall_s'] for r in rows[1:]] or [rows[0]['wall_s']]):.2f} s", ""]

@@ -25,12 +25,15 @@ from pathlib import Path
 PRELOAD = ("torch", "numpy", "triton", "triton.language", "torch.utils.flop_counter",
            "kiln.tools.worker_reference", "kiln.tools.worker_candidate", "kiln.tools.worker_after",
            "kiln.tools.compile", "kiln.tools.cuda", "kiln.tools.integrity.physics", "kiln.tools.integrity.degenerate",
-           "kiln.tools.integrity.runtime", "kiln.tools.integrity.peaks", "kiln.tools.timing", "kiln.tools.gpuenv",
-           # what every checked candidate reaches later, measured at 4-8 s of imports per worker on the
-           # H200 machine (torch's integrity-stage dispatch machinery, the profiler, and dynamo/inductor
-           # for the torch.compile baseline), paid once here instead
-           "torch.utils._python_dispatch", "torch._higher_order_ops.triton_kernel_wrap", "torch.profiler",
-           "torch._dynamo", "torch._inductor.compile_fx", "torch.utils.cpp_extension")
+           "kiln.tools.integrity.runtime", "kiln.tools.integrity.peaks", "kiln.tools.timing", "kiln.tools.gpuenv")
+# What every checked candidate reaches later, measured at 4-8 s of imports per worker on the H200
+# machine (torch's integrity-stage dispatch machinery, the profiler, and dynamo/inductor for the
+# torch.compile baseline). Some may ask the CUDA runtime for the device count at import, which
+# makes torch refuse CUDA in every forked child: each is imported, then a probe child checks the
+# fork is still clean, and a module that spoils it makes the server start again without it.
+PRELOAD_EXTRA = ("torch.utils._python_dispatch", "torch.profiler", "torch._higher_order_ops.triton_kernel_wrap",
+                 "torch._dynamo", "torch._inductor.compile_fx", "torch.utils.cpp_extension")
+SKIP_ENV = "KILN_ZYGOTE_SKIP"
 
 
 # ----------------------------------------------------------------------------- server (its own process)
@@ -84,15 +87,46 @@ def _reap(status_files: dict[int, str]) -> None:
             os.replace(tmp, path)
 
 
-def serve() -> None:
+def fork_is_clean() -> bool:
+    """Would a forked child still be allowed to initialise CUDA? (torch marks children 'bad fork'
+    once the parent touched the CUDA runtime, even just to count devices.)"""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return True
+    if torch.cuda.is_initialized():
+        return False
+    pid = os.fork()
+    if pid == 0:
+        bad = getattr(torch.cuda, "_is_in_bad_fork", lambda: False)()
+        os._exit(3 if bad else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _preload() -> None:
+    # torch answers device-count questions through NVML (fork-safe) rather than the CUDA runtime
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     for name in PRELOAD:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():  # a preload touched CUDA: forks would inherit it
-        sys.exit("kiln fork server: CUDA was initialised while preloading; not safe to fork")
+    if not fork_is_clean():
+        sys.exit("kiln fork server: CUDA was initialised by the basic preloads; not safe to fork")
+    skip = set(filter(None, os.environ.get(SKIP_ENV, "").split(",")))
+    extra = os.environ.get("KILN_ZYGOTE_PRELOAD_EXTRA")  # a developer's override of the list
+    for name in (extra.split(",") if extra is not None else PRELOAD_EXTRA):
+        if name in skip or name in sys.modules:
+            continue
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+        if not fork_is_clean():  # start again without it (the import cannot be undone)
+            os.environ[SKIP_ENV] = ",".join(sorted(skip | {name}))
+            os.execv(sys.executable, [sys.executable, "-m", "kiln.tools.zygote"])
+
+
+def serve() -> None:
+    _preload()
     out = sys.stdout
-    out.write("ready\n")
+    out.write(f"ready skipped={os.environ.get(SKIP_ENV, '')}\n")
     out.flush()
     status_files: dict[int, str] = {}
     buf = b""
@@ -128,8 +162,11 @@ class Zygote:
             [sys.executable, "-m", "kiln.tools.zygote"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)
         assert self.proc.stdout is not None
-        if self.proc.stdout.readline().strip() != b"ready":
+        line = self.proc.stdout.readline().decode(errors="replace").split()
+        if not line or line[0] != "ready":
             raise RuntimeError("kiln fork server failed to start")
+        # preloads left out because importing them made forked children unable to use CUDA
+        self.skipped = [m for m in line[1].removeprefix("skipped=").split(",") if m] if len(line) > 1 else []
 
     def alive(self) -> bool:
         return self.proc.poll() is None

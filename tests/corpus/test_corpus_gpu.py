@@ -106,7 +106,10 @@ def crashes(tmp_path_factory, request):
         done = out_dir / (entry_id(entry).replace("/", "_") + ".done")
         argv = [str(HERE / "run_forward.py"), str(problem_path(entry)), str(KERNELS / entry["path"]),
                 str(done), "cuda"]
-        proc = run_script(argv, timeout_s=600, heartbeat=done.with_name(done.name + ".calling"), hang_s=15)
+        # own extension build dir: under xdist, each worker builds this fixture, and two builds of
+        # one extension name in ~/.cache/torch_extensions race each other
+        proc = run_script(argv, timeout_s=600, heartbeat=done.with_name(done.name + ".calling"), hang_s=15,
+                          env_extra={"TORCH_EXTENSIONS_DIR": str(out_dir / "torch_extensions")})
         return entry["path"], (proc, done.exists())
 
     others = [e for e in entries if e not in hogs]
