@@ -60,6 +60,8 @@ class CoderTask(AgentRecord):
     )
     gpu: GpuFacts = Field(default_factory=GpuFacts)
     iteration: int = 0
+    sibling: int = Field(0, ge=0, description="which of this round's children of the same parent (beam): "
+                                               "siblings should each try something different")
 
 
 class CoderReply(AgentRecord):

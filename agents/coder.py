@@ -52,6 +52,7 @@ class LLMCoder:
             last_src=clip(task.last_src, self.max_source_chars),
             feedback=clip(task.feedback, self.max_feedback_chars),
             feedback_title=FEEDBACK_TITLES[task.mode],
+            sibling=task.sibling,
         )
         return [SystemMessage(system), HumanMessage(user)]
 

@@ -26,7 +26,10 @@ def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazi
     compile_ = f", {best.speedup_vs_compile:.2f}x vs torch.compile" if best.speedup_vs_compile is not None else ""
     typer.echo(f"status: {summary.status} ({summary.stop_reason})")
     typer.echo(f"best: {best.path or '-'} ({'correct' if best.correct else 'NOT correct'}; {speed}{compile_})")
-    cost = f"${summary.cost_usd:.4f}" if summary.cost_usd is not None else "cost unknown"
+    if summary.cost_usd is not None:
+        cost = f"${summary.cost_usd:.4f}"
+    else:  # no tokens at all: the built-in policies (or a replay) ran, nothing was billed
+        cost = "no LLM cost" if not summary.tokens else "cost unknown (no price for this model)"
     typer.echo(f"iterations: {summary.iterations}, tokens: {summary.tokens}, {cost}; run dir: {summary.run_dir}")
 
 

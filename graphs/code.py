@@ -44,12 +44,12 @@ def _mode_and_feedback(state: RunState, parent: Candidate | None) -> tuple[Coder
     return mode, "\n\n".join(parts) or None
 
 
-def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration: int) -> CoderTask:
+def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration: int, sibling: int = 0) -> CoderTask:
     mode, feedback = _mode_and_feedback(state, parent)
     last = parent if parent is None or parent.source_path else None
     return CoderTask(mode=mode, lang=ctx.options.lang, problem_name=problem_name(ctx), problem_src=problem_src(ctx),
                      best_src=source_of(ctx, best(state)), last_src=source_of(ctx, last), feedback=feedback,
-                     gpu=ctx.gpu, iteration=iteration)
+                     gpu=ctx.gpu, iteration=iteration, sibling=sibling)
 
 
 def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: CoderTask, reply) -> Candidate:
@@ -71,9 +71,10 @@ def code(state: RunState, runtime: Runtime[RunContext]) -> dict:
     cands = dict(state.get("candidates", {}))
     new: dict[str, Candidate] = {}
     usage, times = [], []
-    for parent_id in parents_for_round(state, ctx.options):
+    parents = parents_for_round(state, ctx.options)
+    for i, parent_id in enumerate(parents):
         parent = cands.get(parent_id) if parent_id else None
-        task = _task(ctx, state, parent, iteration)
+        task = _task(ctx, state, parent, iteration, sibling=parents[:i].count(parent_id))
         emit(stage="code", iteration=iteration, mode=task.mode)
         t0 = time.monotonic()
         reply = ctx.coder.write(task)

@@ -42,6 +42,20 @@ class BuiltinCoder:
         return CoderReply(ok=True, source=src, raw=f"```python\n{src}```\n", notes=note, usage=Usage(role="coder", model="builtin"))
 
     def _choose(self, an: Analysis, task: CoderTask) -> tuple[dict | None, set[str], str]:
+        """The configuration for this task; a beam sibling j takes the j-th one after it, so
+        siblings of one parent never write the same kernel."""
+        knobs, visited, note = self._choose_first(an, task)
+        for _ in range(task.sibling):
+            if knobs is None:
+                break
+            visited = visited | {space.key(knobs)}
+            nxt = space.next_config(an.family, knobs, visited)
+            if nxt is None:
+                return None, visited, f"no {an.family} configuration left for alternative {task.sibling + 1}"
+            knobs, note = nxt, f"{note}; alternative {task.sibling + 1}: {json.dumps(nxt, sort_keys=True)}"
+        return knobs, visited, note
+
+    def _choose_first(self, an: Analysis, task: CoderTask) -> tuple[dict | None, set[str], str]:
         fam = an.family
         last, best = read_header(task.last_src), read_header(task.best_src)
         visited = set().union(*(h.visited for h in (last, best) if h is not None and h.family == fam))

@@ -67,3 +67,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "b").exists()
     not_run = kiln_run("--resume", str(tmp_path))
     assert not_run.returncode == 2 and "not a kiln run directory" in not_run.stderr
+
+
+def test_summary_line_names_the_cost_honestly(capsys) -> None:
+    from types import SimpleNamespace
+
+    from kiln.graphs.cli import _print_summary
+
+    best = SimpleNamespace(speedup_vs_eager=None, speedup_vs_compile=None, path=None, correct=False)
+
+    def line(cost, tokens):
+        _print_summary(SimpleNamespace(best=best, status="budget", stop_reason="x", iterations=1, tokens=tokens,
+                                       cost_usd=cost, run_dir="r"))
+        return capsys.readouterr().out.splitlines()[-1]
+
+    assert "no LLM cost" in line(None, 0)  # built-in policies: nothing billed, not "unknown"
+    assert "cost unknown" in line(None, 1200)  # a model kiln has no price for
+    assert "$0.0123" in line(0.0123, 1200)

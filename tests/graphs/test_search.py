@@ -15,6 +15,7 @@ def test_search_strategies_keep_the_correct_child(tmp_path, strategy):
     assert (tmp_path / "run" / "best_kernel.py").read_text() == kernel("good")
     assert [t.mode for t in r.coder.tasks] == ["generate", "generate"]  # two children of the root
     if strategy == "beam":
+        assert [t.sibling for t in r.coder.tasks] == [0, 1]  # the Coder is told they are alternatives
         assert summary.iterations == 1  # k = 2 children in one round
         assert r.judge.inputs == []  # the correct child won; the hard rules needed no Judge
     else:
