@@ -16,7 +16,7 @@ run() {  # name, gpu, seconds, pytest args...
     > "$OUT/gpu-tests-$name.log" 2>&1
   echo "$name gpu=$gpu rc=$? $((SECONDS - t0))s: $(tail -1 "$OUT/gpu-tests-$name.log")" >> "$OUT/gpu-tests-summary.txt"
 }
-parallel_group() { run parallel "$1" "${T_PAR:-300}" -n 8 tests/corpus tests/core tests/agents tests/graphs; }
+parallel_group() { run parallel "$1" "${T_PAR:-300}" -n 8 --dist loadgroup tests/corpus tests/core tests/agents tests/graphs; }
 serial_group() {
   run compile "$1" "${T_COMPILE:-150}" tests/compile
   run integrity "$1" "${T_INTEGRITY:-150}" -s tests/integrity

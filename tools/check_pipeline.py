@@ -13,7 +13,7 @@ from pathlib import Path
 from kiln.tools.check import EXTRA_ROUND_MIN_TRIALS, SPAWN_SLACK_S, new_workdir, stage_timeouts
 from kiln.tools.check_compare import RoundComparer
 from kiln.tools.check_merge import merge, reference_failure
-from kiln.tools.check_run import run_round
+from kiln.tools.check_run import read_json, run_round, start_worker
 from kiln.tools.correctness import tolerances
 from kiln.tools.errors import KilnInputError
 from kiln.tools.problem import CandidateInfo, ProblemInfo
@@ -80,13 +80,33 @@ def one_round(rec: CheckRecord, cases: list[CaseSpec], cand: CandidateInfo, opti
             out.status = "error"
             out.reasons.append(f"the candidate's worker left results kiln cannot read ({type(exc).__name__}: "
                                f"{str(exc)[:300]})")
-        if rnd.cand_data.get("peaks"):
-            out.extra["peaks"] = rnd.cand_data["peaks"]
+        peaks = trusted_peaks(work, rnd.ref_data, out, options)
+        if peaks:
+            out.extra["peaks"] = peaks
         return out
     finally:
         with contextlib.suppress(OSError):
             os.chmod(work, 0o700)
         shutil.rmtree(work, ignore_errors=True)
+
+
+PEAKS_TIMEOUT_S = 180.0
+
+
+def trusted_peaks(work: Path, ref_data: dict, rec: CheckRecord, options: CheckOptions) -> dict | None:
+    """The physics floor's peaks: from the reference worker (a trusted process reading the cache);
+    when the cache lacks them and the candidate was timed, measured now by a `peaks` worker, with
+    both workers gone and the GPU idle. Never from the candidate's own result file."""
+    if ref_data.get("peaks"):
+        return ref_data["peaks"]
+    if not ref_data.get("peaks_missing") or rec.timing is None or not rec.timing.measured:
+        return None
+    spec = JobSpec(role="peaks", cases=[], dtype=options.dtype, device=rec.device, secret=0,
+                   work_dir=str(work / "peaks"), cache_root=str(cache_root(options)), time=False,
+                   gpu_index=options.gpu_index, parent_pid=os.getpid())
+    proc = start_worker(spec, cache_root(options), "peaks", PEAKS_TIMEOUT_S)
+    proc.wait()
+    return read_json(spec.result_path).get("peaks")
 
 
 def run_check(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,

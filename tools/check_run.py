@@ -61,6 +61,12 @@ def _start(spec: JobSpec, *, env: dict[str, str], timeout_s: float, stages: dict
                           untimed_stages=untimed, zygote=zygote)
 
 
+def start_worker(spec: JobSpec, cache_root: Path, cand_key: str, timeout_s: float) -> IsolatedProc:
+    """One worker on its own (e.g. the `peaks` role), forked from the fork server when there is one."""
+    return _start(spec, env=worker_env(spec, cache_root, cand_key), timeout_s=timeout_s, stages=None,
+                  zygote=fork_server(spec, cache_root))
+
+
 def worker_env(spec: JobSpec, cache_root: Path, cand_key: str) -> dict[str, str]:
     return scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_root / "cand" / cand_key,
                         extra={"TORCHINDUCTOR_CACHE_DIR": str(cache_root / "inductor")})

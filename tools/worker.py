@@ -32,7 +32,7 @@ class CaseSpec(BaseModel):
 class JobSpec(BaseModel):
     """Everything a worker needs, written by the parent as JSON."""
 
-    role: Literal["reference", "candidate"]
+    role: Literal["reference", "candidate", "peaks"]
     candidate: str | None = None
     cases: list[CaseSpec]
     dtype: str = "fp32"
@@ -137,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     beat(spec.heartbeat, "start")
     if argv[0] == "reference":
         from kiln.tools.worker_reference import run
+    elif argv[0] == "peaks":
+        from kiln.tools.worker_reference import run_peaks as run
     else:
         from kiln.tools.worker_candidate import run
     if spec.profile_dir:

@@ -54,10 +54,6 @@ def timing_stage(b: Built, spec: JobSpec, res: Results) -> None:
                                     step=lambda what: res.stage("timing", what))
     res.data["timing"] = timing.model_dump()
     res.data["timing_integrity"] = tint.model_dump()
-    from kiln.tools.integrity.peaks import get_peaks
-
-    res.stage("timing", "machine peaks")
-    res.data["peaks"] = get_peaks(spec.device, spec.dtype, gpu_index=0).model_dump()
     res.end_stage("timing")
 
 

@@ -117,5 +117,35 @@ def run(spec: JobSpec) -> None:
             run_integrity(*first, spec.cases[0], spec, res)
         except Exception as exc:  # noqa: BLE001 - integrity hooks must not sink the reference
             res.data["integrity_error"] = f"{type(exc).__name__}: {exc}"
+    if spec.device == "cuda" and spec.time:
+        _cached_peaks(spec, res)
+    res.data["done"] = True
+    res.save()
+
+
+def _cached_peaks(spec: JobSpec, res: Results) -> None:
+    """The GPU's measured peaks for the physics floor, from this trusted process (never from the
+    candidate's, whose result file it controls). Not measured here: the candidate's trials share the
+    GPU now, so the parent has them measured later, on an idle GPU, when the cache lacks them."""
+    from kiln.tools.integrity.peaks import cached_peaks
+
+    try:
+        peaks = cached_peaks(spec.dtype, gpu_index=0)
+    except Exception as exc:  # noqa: BLE001 - no floor is reported as such by the verdict
+        res.data["peaks_error"] = f"{type(exc).__name__}: {exc}"
+        return
+    res.data["peaks"] = peaks.model_dump() if peaks else None
+    res.data["peaks_missing"] = peaks is None
+
+
+def run_peaks(spec: JobSpec) -> None:
+    """The `peaks` role: measure (or read) this GPU's peaks and cache them; run by the parent only
+    when no other worker is on the GPU."""
+    from kiln.tools.integrity.peaks import get_peaks
+
+    res = Results(spec)
+    res.stage("peaks")
+    res.data["peaks"] = get_peaks(spec.device, spec.dtype, gpu_index=0).model_dump()
+    res.end_stage("peaks")
     res.data["done"] = True
     res.save()

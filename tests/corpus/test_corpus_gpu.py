@@ -77,6 +77,7 @@ def naive(tmp_path_factory, request):
     return run_pairs("naive", entries, tmp_path_factory.mktemp("gpu-naive"))
 
 
+@pytest.mark.xdist_group("corpus_hidden")  # one xdist worker builds the module fixture, not each
 @pytest.mark.parametrize("entry", params(RUNNABLE))
 def test_on_gpu_correct_pass_and_wrong_fail(hidden, entry):
     trials = hidden[str(KERNELS / entry["path"])]
@@ -90,6 +91,7 @@ def test_on_gpu_correct_pass_and_wrong_fail(hidden, entry):
             assert any(reason in str(t.get("first_bad")) for t in trials), trials
 
 
+@pytest.mark.xdist_group("corpus_naive")  # one xdist worker builds the module fixture, not each
 @pytest.mark.parametrize("entry", params(NAIVE))
 def test_on_gpu_cheat_fools_a_naive_check(naive, entry):
     trials = naive[str(KERNELS / entry["path"])]
@@ -116,6 +118,7 @@ def crashes(tmp_path_factory, request):
     return dict(run_parallel(others, run, workers=4) + run_parallel(hogs, run, workers=1))
 
 
+@pytest.mark.xdist_group("corpus_crashes")  # one xdist worker builds the module fixture, not each
 @pytest.mark.parametrize("entry", params(CRASHING))
 def test_on_gpu_crashing_fixture_fails_as_described(crashes, entry):
     proc, returned = crashes[entry["path"]]

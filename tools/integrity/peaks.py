@@ -56,6 +56,14 @@ def get_peaks(device: str, dtype: str, *, cache_file: Path | None = None, gpu_in
     return peaks
 
 
+def cached_peaks(dtype: str, *, cache_file: Path | None = None, gpu_index: int = 0) -> Peaks | None:
+    """This GPU's peaks for `dtype` if the cache has them (no measurement: for a process that
+    shares the GPU with others, where a measurement would come out low)."""
+    path = cache_file or default_cache_file()
+    entry = _read_cache(path).get(_cache_key(gpu_index, dtype))
+    return Peaks.model_validate(entry).model_copy(update={"source": f"cache:{path}"}) if entry else None
+
+
 def measure_peaks(dtype: str, *, gpu_index: int = 0) -> Peaks:
     import torch
 
