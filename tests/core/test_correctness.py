@@ -61,3 +61,24 @@ def test_default_tolerances_per_dtype() -> None:
     assert tolerances("fp16", 1e-3, None) == (1e-3, 1e-2)
     assert cmp(torch.ones(3, dtype=torch.bfloat16), torch.ones(3, dtype=torch.bfloat16) * 1.0078125,
                *tolerances("bf16", None, None)) is None
+
+
+def test_close_in_place_compares_every_element_where_the_outputs_are(monkeypatch) -> None:
+    from kiln.tools import sketch
+    from kiln.tools.correctness import close_in_place
+
+    a = torch.randn(5, 7)
+    assert close_in_place(a, a + 1e-6, atol=1e-4, rtol=1e-4) is True
+    bad = a.clone()
+    bad[4, 6] += 1.0  # one element anywhere decides it: no sample
+    assert close_in_place(a, bad, atol=1e-4, rtol=1e-4) is False
+    assert close_in_place((a, a), (a, bad), atol=1e-4, rtol=1e-4) is False
+    nan = a.clone()
+    nan[0, 0] = float("nan")
+    assert close_in_place(nan, nan.clone(), atol=0, rtol=0) is True  # NaN facing NaN
+    assert close_in_place(a, nan, atol=1e-4, rtol=1e-4) is False
+    # not decidable here: the caller packs and compares as usual
+    assert close_in_place(a, a[:2], atol=1e-4, rtol=1e-4) is None
+    assert close_in_place(a, 3.0, atol=1e-4, rtol=1e-4) is None
+    monkeypatch.setattr(sketch, "SKETCH_MIN_NUMEL", 10)
+    assert close_in_place(a, a.clone(), atol=1e-4, rtol=1e-4) is None  # huge: the sketch path's job
