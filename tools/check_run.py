@@ -76,8 +76,16 @@ def fork_server(spec: JobSpec, cache_root: Path) -> Any:
     """The process-wide fork server for this device (None: fall back to a fresh interpreter)."""
     from kiln.tools.zygote import get_zygote
 
+    return get_zygote((spec.device, spec.gpu_index, sys.executable), zygote_env(spec, cache_root))
+
+
+def zygote_env(spec: JobSpec, cache_root: Path) -> dict[str, str]:
+    """The fork server's environment: a worker's, except that the server (kiln's and torch's code
+    only) may write the bytecode cache, so its next start does not compile torch's Python again
+    where an install shipped none; the workers it forks write none (`zygote._child`)."""
     env = scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_root / "zygote")
-    return get_zygote((spec.device, spec.gpu_index, sys.executable), env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 PARENT_MODULES = ("torch", "kiln.tools.integrity.verdict")

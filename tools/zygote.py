@@ -43,6 +43,7 @@ def _child(req: dict) -> None:
     """In the forked child: contain, redirect, run the worker, never return."""
     code = 1
     try:
+        sys.dont_write_bytecode = True  # the server may cache bytecode; a worker (candidate code) never
         os.setsid()
         from kiln.tools.isolation import _limits
 

@@ -37,3 +37,25 @@ def test_clean_preloads_are_all_kept(tmp_path: Path) -> None:
         assert z.skipped == []
     finally:
         z.close()
+
+
+def test_the_server_may_cache_bytecode_but_its_workers_do_not(tmp_path: Path) -> None:
+    from kiln.tools import zygote
+    from kiln.tools.check_run import zygote_env
+    from kiln.tools.worker import JobSpec
+
+    spec = JobSpec(role="reference", cases=[], secret=0, work_dir=str(tmp_path), cache_root=str(tmp_path))
+    env = zygote_env(spec, tmp_path)
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["CUDA_VISIBLE_DEVICES"] == ""
+    # a check imports the problem and candidate in forked workers: no __pycache__ appears beside them
+    import shutil
+
+    from kiln.tools.check import check
+    from kiln.tools.records import CheckOptions
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    shutil.copy(fixtures / "problems" / "relu.py", tmp_path / "relu.py")
+    shutil.copy(fixtures / "kernels" / "correct" / "triton" / "relu.py", tmp_path / "relu_new.py")
+    rec = check(tmp_path / "relu.py", tmp_path / "relu_new.py", CheckOptions(device="cpu", trials=1, time=False))
+    assert rec.status == "ok", rec.reasons
+    assert zygote._POOL and not (tmp_path / "__pycache__").exists()
