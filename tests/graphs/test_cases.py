@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import PROBLEM, case_source
+from graph_helpers import PROBLEM, case_source
 
 from kiln.graphs.cases import run_reference, safe_name, static_problem
 

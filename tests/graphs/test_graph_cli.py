@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROBLEM, judge, kernel
+from graph_helpers import PROBLEM, judge, kernel
 
 REQUIRED = {"status", "best", "iterations", "tokens", "cost_usd", "per_iteration"}
 

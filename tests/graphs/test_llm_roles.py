@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PROBLEM, CountingEvaluator, case_source, kernel, reply
+from graph_helpers import PROBLEM, CountingEvaluator, case_source, kernel, reply
 
 from kiln.agents.base import GpuFacts
 from kiln.graphs.runner import run_problem

@@ -4,7 +4,7 @@ stops the run cleanly and keeps its best kernel."""
 from __future__ import annotations
 
 import pytest
-from conftest import TimedEvaluator, judge, kernel, reply, roles, run
+from graph_helpers import TimedEvaluator, judge, kernel, reply, roles, run
 
 from kiln.graphs.rundir import events
 

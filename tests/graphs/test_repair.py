@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import case_source, judge, kernel, reply, roles, run
+from graph_helpers import case_source, judge, kernel, reply, roles, run
 
 from kiln.graphs.rundir import events
 

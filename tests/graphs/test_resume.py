@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import PROBLEM, CountingEvaluator, judge, kernel, reply, roles, run
+from graph_helpers import PROBLEM, CountingEvaluator, judge, kernel, reply, roles, run
 
 from kiln.agents.base import GpuFacts
 from kiln.agents.scripted import ScriptedCoder, ScriptedJudge, ScriptedProposer

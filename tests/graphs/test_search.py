@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import judge, kernel, reply, roles, run
+from graph_helpers import judge, kernel, reply, roles, run
 
 
 @pytest.mark.parametrize("strategy", ["beam", "mcts"])
