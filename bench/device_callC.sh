@@ -36,5 +36,6 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
 else
   tests; runs
 fi
-cd "$OUT" && tar czf logs.tgz runs-*.log runs t-*.log trace.log trace/trace.json 2>/dev/null
+cd "$OUT" && tar czf logs.tgz runs-*.log runs t-*.log trace.log trace/trace.json 2>/dev/null && rm -f runs-*.log t-*.log trace.log
+# what comes back is at most 8 files: logs.tgz, summary.txt, env.txt
 cat summary.txt
