@@ -141,6 +141,30 @@ def compare(exp: dict, act: dict, *, atol: float, rtol: float) -> Mismatch | Non
     return None
 
 
+def relative_l2(exp: dict, act: dict) -> float | None:
+    """The worst ||actual - expected|| / ||expected|| over the tensor outputs of two packed results
+    (a sketch's sampled values stand for its tensor), over elements finite on both sides; None
+    when no output has a nonzero reference norm. Elementwise tolerances miss errors that are small
+    in absolute terms but large against a small output (atol dominates); this number shows them."""
+    worst: float | None = None
+    for e in exp["meta"]:
+        if e["kind"] != "tensor" or e["name"] not in act["tensors"]:
+            continue
+        et, at = exp["tensors"][e["name"]], act["tensors"][e["name"]]
+        et, at = (et["values"] if sketch.is_sketch(et) else et), (at["values"] if sketch.is_sketch(at) else at)
+        if not isinstance(et, torch.Tensor) or not isinstance(at, torch.Tensor) or et.shape != at.shape \
+                or not et.is_floating_point():
+            continue
+        ew, aw = et.double(), at.double()
+        both = torch.isfinite(ew) & torch.isfinite(aw)
+        ew, aw = ew[both], aw[both]
+        norm = float(ew.norm())
+        if norm > 0.0:
+            r = float((aw - ew).norm()) / norm
+            worst = r if worst is None else max(worst, r)
+    return worst
+
+
 def compare_sketches(e: dict, a: dict, *, atol: float, rtol: float, name: str) -> Mismatch | None:
     """Compare two sketches of a huge output (see kiln.tools.sketch): the sampled values element by
     element, reported at their positions in the full tensor, then whole-tensor NaN/inf counts and

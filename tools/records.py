@@ -107,6 +107,8 @@ class TrialRecord(Record):
     mismatch: Mismatch | None = None
     error: str | None = None
     input_mutated: bool = False
+    rel_l2_err: float | None = Field(None, description="||actual - expected|| / ||expected|| over the output "
+                                                        "(worst output) when the trial passed")
 
 
 class CorrectnessRecord(Record):
