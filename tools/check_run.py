@@ -144,7 +144,8 @@ class _Watch:
     """Re-reads a worker's result file only when it changed."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.mtime, self.data = path, -1, {}  # type: ignore[var-annotated]
+        self.path, self.mtime = path, -1
+        self.data: dict[str, Any] = {}
 
     def changed(self) -> bool:
         try:

@@ -155,12 +155,14 @@ def relative_l2(exp: dict, act: dict) -> float | None:
         if not isinstance(et, torch.Tensor) or not isinstance(at, torch.Tensor) or et.shape != at.shape \
                 or not et.is_floating_point():
             continue
-        ew, aw = et.double(), at.double()
+        work = _work_dtype(et, at)  # float32 passes, summed in float64 (no float64 copies of big outputs)
+        ew, aw = et.to(work), at.to(work)
         both = torch.isfinite(ew) & torch.isfinite(aw)
-        ew, aw = ew[both], aw[both]
-        norm = float(ew.norm())
+        if not bool(both.all()):
+            ew, aw = ew[both], aw[both]
+        norm = float(torch.linalg.vector_norm(ew, dtype=torch.float64))
         if norm > 0.0:
-            r = float((aw - ew).norm()) / norm
+            r = float(torch.linalg.vector_norm(aw - ew, dtype=torch.float64)) / norm
             worst = r if worst is None else max(worst, r)
     return worst
 

@@ -48,24 +48,16 @@ def positions(shape: tuple[int, ...], seed: int, n_uniform: int = N_UNIFORM, n_e
     return torch.cat([uniform, edge])
 
 
-_ON_DEVICE: dict[tuple, torch.Tensor] = {}
-
-
-def _positions_on(device: torch.device, shape: tuple[int, ...], seed: int, n_uniform: int, n_edge: int
-                  ) -> torch.Tensor:
-    key = (str(device), shape, seed, n_uniform, n_edge)
-    if key not in _ON_DEVICE:
-        if len(_ON_DEVICE) >= 4:
-            _ON_DEVICE.clear()
-        _ON_DEVICE[key] = positions(shape, seed, n_uniform, n_edge).to(device)
-    return _ON_DEVICE[key]
+@functools.lru_cache(maxsize=4)
+def _positions_on(device: str, shape: tuple[int, ...], seed: int, n_uniform: int, n_edge: int) -> torch.Tensor:
+    return positions(shape, seed, n_uniform, n_edge).to(device)
 
 
 def make_sketch(t: torch.Tensor, seed: int, *, n_uniform: int = N_UNIFORM, n_edge: int = N_EDGE) -> dict[str, Any]:
     """The sketch of one big tensor, as CPU data ready for torch.save. The positions are not in it
     (megabytes per output): `sketch_positions` draws them again from the seed and shape."""
     flat = t.detach().reshape(-1)
-    pos = _positions_on(flat.device, tuple(t.shape), seed, n_uniform, n_edge)
+    pos = _positions_on(str(flat.device), tuple(t.shape), seed, n_uniform, n_edge)
     values = flat[pos]
     with torch.no_grad():
         f = flat if flat.is_floating_point() else flat.double()
