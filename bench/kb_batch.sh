@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6's KernelBench level-1 batch on nvidia-h200-x2, one command: the 20-problem one-shot
+# Issue 6's KernelBench level-1 batch on nvidia-h200-x2, one command: the 23-problem one-shot
 # built-in batch on both GPUs, then the same batch on one GPU (capped by the time left), each
 # with fresh caches (compile, Triton, inductor); bench/batch_throughput.py compares them.
 #   . bench/device_env.sh && bash bench/kb_batch.sh
