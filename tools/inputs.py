@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from kiln.tools import chunked
+
 DISTRIBUTIONS: dict[str, float] = {"x1": 1.0, "x3": 3.0, "x0.01": 0.01, "neg": -1.0}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -42,13 +44,21 @@ def seed_all(seed: int) -> None:
 
 
 def validate(values: Any, where: str) -> list[Any]:
-    """Inputs must be a list/tuple of tensors or plain numbers (bool, int, float)."""
+    """Inputs must be a list/tuple of tensors, plain numbers (bool, int, float) or tuples/lists of
+    numbers (a shape, as KernelBench's LayerNorm passes `normalized_shape`)."""
     if not isinstance(values, (list, tuple)):
         raise InputsError(f"{where} must return a list or tuple, got {type(values).__name__}")
     for i, v in enumerate(values):
-        if not isinstance(v, (torch.Tensor, bool, int, float)):
-            raise InputsError(f"{where}[{i}] is a {type(v).__name__}; inputs must be tensors or numbers")
+        if not isinstance(v, torch.Tensor) and not _numbers(v):
+            raise InputsError(f"{where}[{i}] is a {type(v).__name__}; inputs must be tensors, numbers "
+                              "or tuples of numbers")
     return list(values)
+
+
+def _numbers(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(_numbers(x) for x in v)
+    return isinstance(v, (bool, int, float))
 
 
 def prepare(values: list[Any], *, dtype: str, device: str, scale: float = 1.0) -> tuple[Any, ...]:
@@ -90,17 +100,11 @@ def clone(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in inputs)
 
 
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().contiguous().reshape(-1).view(torch.uint8)
-
-
 def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Bitwise-identical (so NaN equals NaN): used to detect input mutation."""
     for x, y in zip(a, b, strict=True):
         if isinstance(x, torch.Tensor):
-            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            if not torch.equal(_bytes(x), _bytes(y)):
+            if not isinstance(y, torch.Tensor) or not chunked.same_bits(x, y):
                 return False
         elif x != y:
             return False
@@ -108,11 +112,14 @@ def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def fingerprint(values: Any) -> list[float]:
-    """A cheap digest (float64 sums) to prove both workers built the same inputs and weights."""
-    out = []
+    """A cheap digest (float64 sums, in slices) to prove both workers built the same inputs and
+    weights; a tuple of numbers contributes each of them."""
+    out: list[float] = []
     for v in values:
         if isinstance(v, torch.Tensor):
-            out.append(float(v.detach().double().nan_to_num(0.0).sum().item()) if v.numel() else 0.0)
+            out.append(chunked.sum64(v))
+        elif isinstance(v, (list, tuple)):
+            out.extend(fingerprint(v))
         else:
             out.append(float(v))
     return out

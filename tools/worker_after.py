@@ -26,7 +26,8 @@ def integrity_stage(b: Built, spec: JobSpec, res: Results) -> None:
     inputs = b.inputs(spec, "x1", 0, tag="integrity")
     accounting, findings = runtime.inspect_forward(b.new, inputs, policy=spec.policy, device=spec.device)
     res.stage("integrity", "output hygiene")
-    sets = [b.inputs(spec, "x1", i, tag="integrity-outputs") for i in range(3)]
+    del inputs
+    sets = (b.inputs(spec, "x1", i, tag="integrity-outputs") for i in range(3))  # one at a time: GBs each
     findings = [*findings, *runtime.check_outputs(b.new, b.ref, sets)]
     res.data["accounting"] = accounting.model_dump()
     res.data["findings"] = [f.model_dump() for f in findings]

@@ -111,6 +111,8 @@ def run(spec: JobSpec) -> None:
             return res.fail("reference", exc, f"case {case.name}")
         first = first or got
     res.data["trials_done"] = True
+    if spec.device == "cuda":  # give the cached blocks back: the candidate, still in its trials, needs room
+        torch.cuda.empty_cache()
     res.end_stage("reference")
     if spec.integrity and first is not None:
         try:

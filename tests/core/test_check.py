@@ -198,3 +198,9 @@ def test_a_dead_fork_server_is_replaced() -> None:
 def test_a_garbage_result_file_is_a_record_not_an_exception() -> None:
     rec = run("forged_result.py")
     assert not rec.correct and any("results kiln cannot read" in r for r in rec.reasons), rec.reasons
+
+
+def test_init_inputs_may_hold_a_shape_tuple() -> None:
+    """KernelBench's 40_LayerNorm passes `normalized_shape` as a tuple in get_init_inputs()."""
+    rec = check(DATA / "shape_init_problem.py", DATA / "shape_init_triton.py", FAST)
+    assert rec.status == "ok" and rec.correct, rec.reasons

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_cli_bad_inputs_exit_2_with_one_line(tmp_path: Path, run_cli) -> None:
         ([str(PROBLEM), str(cand)], "does not match Model.forward"),
         ([str(PROBLEM), str(DATA / "add_triton.py"), "--dtype", "fp64"], "--dtype must be one of"),
         ([str(DATA / "bad_inputs_problem.py"), str(DATA / "add_triton.py"), "--device", "cpu"],
-         "get_inputs()[1] is a str; inputs must be tensors or numbers"),
+         "get_inputs()[1] is a str; inputs must be tensors, numbers or tuples of numbers"),
     ]
     for args, expected in cases:
         res = run_cli("check", *args)
@@ -80,3 +81,13 @@ def test_cli_bad_inputs_exit_2_with_one_line(tmp_path: Path, run_cli) -> None:
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and expected in lines[0], res.stderr
         assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_inputs_may_be_tuples_of_numbers_but_nothing_else() -> None:
+    from kiln.tools.inputs import InputsError, fingerprint, validate
+
+    assert validate([(64, 256), [1, 2.5], 3], "get_init_inputs()") == [(64, 256), [1, 2.5], 3]
+    assert fingerprint([(64, 256), 3]) == [64.0, 256.0, 3.0]
+    for bad, where in [([(64, "a")], "[0] is a tuple"), ([{"a": 1}], "[0] is a dict")]:
+        with pytest.raises(InputsError, match=re.escape(where)):
+            validate(bad, "get_init_inputs()")

@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import weakref
+
+import pytest
 import torch
 from torch import nn
 
+from kiln.tools import chunked
+from kiln.tools.integrity import hygiene
 from kiln.tools.integrity.hygiene import check_outputs
+
+
+@pytest.fixture(autouse=True, params=["copies", "compact"])
+def snapshot_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every rule holds both ways outputs are remembered: whole copies (small outputs) and, as for
+    KernelBench's multi-GB ones, a sample and a checksum computed in slices."""
+    if request.param == "compact":
+        monkeypatch.setattr(hygiene, "COMPACT_MIN_NUMEL", 1)
+        monkeypatch.setattr(hygiene, "SAMPLE", (64, 16))
+        monkeypatch.setattr(chunked, "CHUNK", 5)
+    return request.param
 
 
 class Ref(nn.Module):
@@ -121,3 +137,20 @@ def test_one_call_late_output_is_caught() -> None:
             return out.clone()
 
     assert "output.cached" in rules(Late(), nn.ReLU())
+
+
+def test_input_sets_are_made_one_at_a_time_and_let_go() -> None:
+    """Sets come from an iterable and none is kept once both models ran on it: at KernelBench's
+    sizes three sets held at once (plus clones) ran an H200 out of memory."""
+    made: list[weakref.ref] = []
+
+    def make() -> tuple[torch.Tensor]:
+        assert all(r() is None for r in made), "an earlier input set is still alive"
+        x = torch.randn(4, 8)
+        made.append(weakref.ref(x))
+        return (x,)
+
+    sets = (make() for _ in range(3))
+
+    assert {f.rule for f in check_outputs(Honest(), Ref(), sets)} == set()
+    assert len(made) == 3

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from kiln.tools import chunked
 from kiln.tools.integrity.accounting import AtenRecorder, _sid
 from kiln.tools.integrity.launches import LaunchHooks
 
@@ -124,15 +125,11 @@ def _moved(base: list[torch.Tensor], out: list[torch.Tensor], noise: float) -> b
         if b.shape != o.shape or b.dtype != o.dtype:
             return True
         if not b.is_floating_point():
-            if not torch.equal(b, o):
+            if not chunked.same_bits(b, o):
                 return True
             continue
         tol = 1e-4 if b.dtype in (torch.float32, torch.float64) else 1e-2
-        bd, od = b.double(), o.double()
-        if not torch.equal(torch.isnan(bd), torch.isnan(od)):
-            return True
-        ok = ~torch.isnan(bd)
-        if bool(((bd[ok] - od[ok]).abs() > tol + tol * bd[ok].abs() + 10 * noise).any()):
+        if chunked.moved(b, o, tol, 10 * noise):
             return True
     return False
 
@@ -146,21 +143,12 @@ def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
         if x.shape != y.shape or x.dtype != y.dtype:
             return float("inf")
         if not x.is_floating_point():
-            if not torch.equal(x, y):
+            if not chunked.same_bits(x, y):
                 return float("inf")
             continue
-        if not torch.equal(torch.isnan(x), torch.isnan(y)):
-            return float("inf")
-        ok = ~torch.isnan(x)
-        if ok.any():
-            d = (x[ok].double() - y[ok].double()).abs()
-            worst = max(worst, float(torch.nan_to_num(d, nan=float("inf"), posinf=float("inf")).max()))
+        worst = max(worst, chunked.max_abs_diff(x, y))
     return worst
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape:
-        return False
-    if a.is_floating_point():
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return torch.equal(a, b)
+    return chunked.same_bits(a, b)

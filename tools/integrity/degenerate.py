@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from kiln.tools import chunked
 from kiln.tools.records import DegenerateRecord
 
 ATOL = 1e-4
@@ -40,31 +41,38 @@ def assess(build_model: Callable[[int], nn.Module], make_inputs: Callable[[int],
     return DegenerateRecord(degenerate=bool(reasons), reasons=reasons)
 
 
-def _value_reasons(y: torch.Tensor, *, atol: float, rtol: float) -> list[str]:
-    if y.numel() == 0:
+def _value_reasons(ys: list[torch.Tensor], *, atol: float, rtol: float) -> list[str]:
+    n = sum(y.numel() for y in ys)
+    if n == 0:
         return ["degenerate.constant: the output is empty"]
-    finite = y[torch.isfinite(y)]
-    if finite.numel() == 0:
+    first, peak, n_finite, constant = None, 0.0, 0, True
+    for y in ys:
+        for _, s in chunked.slices(y):
+            finite = s[torch.isfinite(s)].double()
+            if not finite.numel():
+                continue
+            n_finite += finite.numel()
+            peak = max(peak, float(finite.abs().max()))
+            first = finite[0] if first is None else first
+            constant = constant and bool(((finite - first).abs() <= atol + rtol * first.abs()).all())
+    if first is None:
         return ["degenerate.constant: no output element is finite"]
-    peak = float(finite.abs().max())
     if peak <= atol:
         return [f"degenerate.near-zero: max |output| = {peak:.3g} <= atol {atol:g}; zeros pass"]
-    first = finite.flatten()[0]
-    if bool(((finite - first).abs() <= atol + rtol * first.abs()).all()) and finite.numel() == y.numel():
+    if constant and n_finite == n:
         return [f"degenerate.constant: every output element equals {float(first):.6g}"]
     return []
 
 
-def _run(model: nn.Module, inputs: tuple) -> torch.Tensor:
-    """All tensor outputs flattened into one float vector (tuples and lists included)."""
+def _run(model: nn.Module, inputs: tuple) -> list[torch.Tensor]:
+    """Copies of every tensor output (tuples and lists included), kept on the model's device."""
     with torch.no_grad():
         out = model(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])
-    parts = [t.detach().reshape(-1).double().cpu() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+    return [t.detach().clone() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
 
 
-def _same(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
+def _same(a: list[torch.Tensor], b: list[torch.Tensor], atol: float, rtol: float) -> bool:
+    return len(a) == len(b) and all(chunked.allclose(x, y, atol=atol, rtol=rtol) for x, y in zip(a, b, strict=True))
 
 
 def _params(model: nn.Module) -> list[torch.Tensor]:
