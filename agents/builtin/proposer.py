@@ -70,7 +70,7 @@ class BuiltinProposer:
 
     def _numel(self, src: str) -> int | None:
         try:
-            inputs = list(load_problem_src(src)["get_inputs"]())
+            inputs = _meta_inputs(load_problem_src(src))
         except (Unsupported, Exception):  # noqa: BLE001 - judged again by _valid
             return None
         return sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
@@ -90,6 +90,15 @@ class BuiltinProposer:
             return ok and time.perf_counter() - start < self.max_ref_s and _well_conditioned(model, inputs, out)
         except (Unsupported, Exception):  # noqa: BLE001 - any failure means an invalid case
             return False
+
+
+def _meta_inputs(ns: dict) -> list:
+    """get_inputs() on the `meta` device: sizes without drawing multi-GB tensors (CPU if it fails)."""
+    try:
+        with torch.device("meta"):
+            return list(ns["get_inputs"]())
+    except Exception:  # noqa: BLE001 - numpy interop and the like
+        return list(ns["get_inputs"]())
 
 
 def _well_conditioned(model: torch.nn.Module, inputs: list, out: torch.Tensor) -> bool:
