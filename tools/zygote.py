@@ -189,19 +189,25 @@ class Zygote:
 
 
 _POOL: dict[tuple, Zygote] = {}
-_POOL_LOCK = threading.Lock()
+_POOL_LOCK = threading.Lock()  # guards the two dicts; each key's own lock guards its start
+_KEY_LOCKS: dict[tuple, threading.Lock] = {}
 
 
 def get_zygote(key: tuple, env: dict[str, str]) -> Zygote | None:
-    """The process-wide server for `key`, started on first use; None if it can't start."""
+    """The process-wide server for `key`, started on first use; None if it can't start. Servers
+    for different keys (one per GPU in a batch) start side by side, not one after the other."""
     with _POOL_LOCK:
+        lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+    with lock:
         z = _POOL.get(key)
         if z is not None and z.alive():
             return z
         try:
-            z = _POOL[key] = Zygote(env)
+            z = Zygote(env)
         except (OSError, RuntimeError):
             return None
+        with _POOL_LOCK:
+            _POOL[key] = z
         return z
 
 

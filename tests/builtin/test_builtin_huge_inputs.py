@@ -8,8 +8,8 @@ import time
 
 from kiln.agents.base import CoderTask, GpuFacts
 from kiln.agents.builtin.coder import BuiltinCoder
-from kiln.agents.builtin.proposer import _meta_inputs
 from kiln.agents.builtin.problem import load_problem_src
+from kiln.agents.builtin.proposer import _meta_inputs
 
 # 2**40 fp32 elements (4 TiB): no machine draws this, so only shapes can have been read.
 HUGE = '''

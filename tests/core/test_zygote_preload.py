@@ -59,3 +59,36 @@ def test_the_server_may_cache_bytecode_but_its_workers_do_not(tmp_path: Path) ->
     rec = check(tmp_path / "relu.py", tmp_path / "relu_new.py", CheckOptions(device="cpu", trials=1, time=False))
     assert rec.status == "ok", rec.reasons
     assert zygote._POOL and not (tmp_path / "__pycache__").exists()
+
+
+def test_servers_for_different_gpus_start_side_by_side(monkeypatch) -> None:
+    """In a 2-GPU batch both fork servers start at once; one start (seconds) must not wait for the
+    other's. Each stand-in server's start blocks until both have begun: a global lock would
+    deadlock it into the timeout. The same key is still started once."""
+    import threading
+
+    from kiln.tools import zygote
+
+    both = threading.Barrier(2, timeout=10)
+    started: list[str] = []
+
+    class Starting:
+        def __init__(self, env: dict[str, str]) -> None:
+            started.append(env["KEY"])
+            both.wait()
+
+        def alive(self) -> bool:
+            return True
+
+    monkeypatch.setattr(zygote, "Zygote", Starting)
+    monkeypatch.setattr(zygote, "_POOL", {})
+    monkeypatch.setattr(zygote, "_KEY_LOCKS", {})
+    got: dict[int, object] = {}
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, zygote.get_zygote(("cuda", i % 2), {"KEY": str(i % 2)})))
+               for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert sorted(started) == ["0", "1"], "each GPU's server starts exactly once"
+    assert got[0] is got[2] and got[1] is got[3] and got[0] is not got[1]

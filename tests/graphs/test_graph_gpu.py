@@ -17,7 +17,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 def test_builtin_run_on_gpu_is_timed_profiled_and_honest(tmp_path):
     run_dir = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "kiln.evals.cli", "run", str(EXAMPLES / "softmax.py"), "--device",
-                           "cuda", "--out", str(run_dir), "--max-iters", "4", "--quiet"],
+                           "cuda", "--out", str(run_dir), "--max-iters", "2", "--quiet"],
                           capture_output=True, text=True, timeout=1800, env=os.environ.copy())
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] in ("solved", "budget", "no_progress", "stopped"), done.stderr[-2000:]
