@@ -45,6 +45,9 @@ def scrubbed_env(*, device: str, gpu_index: int, cache_dir: Path,
         "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton"),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        # inductor compiles the torch.compile baseline in-process: no pool of compile-worker
+        # processes importing torch beside the timed calls (or holding up their shutdown)
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
     })
     if device == "cpu":
         env.update({"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"})

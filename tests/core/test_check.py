@@ -103,6 +103,7 @@ def test_no_secret_reaches_the_worker(tmp_path: Path, monkeypatch) -> None:
     assert "OPENAI_API_KEY" not in seen and "KILN_TEST_TOKEN" not in seen
     assert "sk-planted-in-the-parent" not in json.dumps(seen)
     assert seen["TRITON_INTERPRET"] == "1" and seen["CUDA_VISIBLE_DEVICES"] == ""
+    assert seen["_inductor_compile_threads"] == "1", "inductor would start compile workers beside the timing"
 
 
 def test_extra_case_is_checked_too() -> None:

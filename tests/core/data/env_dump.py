@@ -4,9 +4,11 @@ import json
 import os
 from pathlib import Path
 
+import torch._inductor.config as inductor_config
 import torch.nn as nn
 
-Path(__file__).with_suffix(".env.json").write_text(json.dumps(dict(os.environ)))
+seen = dict(os.environ, _inductor_compile_threads=str(inductor_config.compile_threads))
+Path(__file__).with_suffix(".env.json").write_text(json.dumps(seen))
 
 
 class ModelNew(nn.Module):
