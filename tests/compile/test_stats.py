@@ -98,3 +98,15 @@ def test_input_rotation_refreshes_in_place_with_distinct_contents():
     assert torch.equal(pool[0][0], torch.full((4,), 1.0))  # the pool itself is never modified
     assert all(abs(t[0].item() / (i % 3 + 1) - 1) < 1e-3 for i, t in enumerate(seen))
     assert [i for i in range(40) if _wants_check(i)] == [0, 1, 3, 7, 15, 31]
+
+
+def test_a_speedup_inside_the_run_to_run_spread_is_a_tie_however_tight_its_ci():
+    """KernelBench's 26_GELU on the H200: 1.004x with a CI of 1.00-1.01 was called 'faster'; a
+    rerun of the same kernel moves by up to 0.46 %, so that claim would not survive one."""
+    b, c = _samples(100.5, 0.001, 400, 1), _samples(100.0, 0.001, 400, 2)
+    tight = speedup(b, c, name="eager")
+    assert tight.ci_low > 1.0 and tight.verdict == "tie"
+    assert speedup(c, b, name="eager").verdict == "tie"
+    b3 = _samples(103.0, 0.001, 400, 1)
+    assert speedup(b3, c, name="eager").verdict == "faster"
+    assert speedup(c, b3, name="eager").verdict == "slower"

@@ -123,6 +123,9 @@ def test_noise_aware_verdicts() -> None:
     sp = verdict.apply(rec).timing.speedups  # type: ignore[union-attr]
     assert (sp["eager"].verdict, sp["compile"].verdict, sp["eager_tf32"].verdict) == ("faster", "tie", "slower")
     assert verdict.apply(rec, threshold=1.25).timing.speedups["eager"].verdict == "tie"  # type: ignore[union-attr]
+    near = timed(record(), 100.0, {"eager": (1.004, 1.002, 1.006), "compile": (0.996, 0.994, 0.998)})
+    sp = verdict.apply(near).timing.speedups  # type: ignore[union-attr]
+    assert (sp["eager"].verdict, sp["compile"].verdict) == ("tie", "tie")  # inside the run-to-run spread
 
 
 def test_big_speedups_need_an_extra_round() -> None:

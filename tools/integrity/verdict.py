@@ -11,6 +11,7 @@ from __future__ import annotations
 from kiln.tools.integrity import physics
 from kiln.tools.integrity.peaks import Peaks
 from kiln.tools.records import CheckRecord, Finding, IntegrityRecord, Speedup, TimingIntegrity
+from kiln.tools.timing.stats import RUN_TO_RUN
 
 EXTRA_ROUND_SPEEDUP = 10.0
 """Any speedup above this triggers an extra verification round (more trials, new seeds, sizes)."""
@@ -129,11 +130,11 @@ def _noise_aware(rec: CheckRecord, threshold: float) -> None:
 
 
 def _verdict(s: Speedup, threshold: float) -> Speedup:
-    """Faster only if the CI's low end is above the threshold; slower only if its high end is
-    below; an interval containing the threshold is a tie."""
-    if s.ci_low > threshold:
+    """Faster only if the CI's low end is above the threshold by the run-to-run spread
+    (`RUN_TO_RUN`); slower only if its high end is that far below; anything nearer is a tie."""
+    if s.ci_low > threshold * (1 + RUN_TO_RUN):
         v = "faster"
-    elif s.ci_high < threshold:
+    elif s.ci_high < threshold / (1 + RUN_TO_RUN):
         v = "slower"
     else:
         v = "tie"
