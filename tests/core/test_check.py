@@ -205,3 +205,12 @@ def test_init_inputs_may_hold_a_shape_tuple() -> None:
     """KernelBench's 40_LayerNorm passes `normalized_shape` as a tuple in get_init_inputs()."""
     rec = check(DATA / "shape_init_problem.py", DATA / "shape_init_triton.py", FAST)
     assert rec.status == "ok" and rec.correct, rec.reasons
+
+
+def test_a_wrong_softmax_hidden_under_atol_is_incorrect() -> None:
+    """Every output of the problem lies below atol, so x * 2e-5 passes elementwise; it changes with
+    the inputs, so no output check sees a repeat: the relative L2 error (1.0) is what rejects it."""
+    rec = check(DATA / "flat_softmax_problem.py", DATA / "flat_softmax_scaled.py", FAST)
+    assert rec.status == "incorrect" and not rec.correct, rec.reasons
+    assert any(r.startswith("rejected: correctness.hidden-error") for r in rec.reasons), rec.reasons
+    assert rec.integrity and rec.integrity.degenerate and rec.integrity.degenerate.degenerate

@@ -1,5 +1,6 @@
 """An output that passes elementwise but is off as a whole (an error below atol on small values)
-gets a `correctness.hidden-error` warning, not silence and not a rejection."""
+gets a `correctness.hidden-error` warning, not silence; one grossly off as a whole (zeros where
+every output lies below atol) is rejected."""
 
 from __future__ import annotations
 
@@ -40,3 +41,16 @@ def test_honest_rounding_gets_no_warning() -> None:
         TrialRecord(case="problem", distribution="x1", trial=0, passed=True, rel_l2_err=3e-6)])
     hidden_error(cmp, rtol=1e-4)
     assert cmp.findings == []
+
+
+def test_zeros_for_outputs_below_atol_are_rejected() -> None:
+    """KernelBench's 23_Softmax: 393216 outputs per row, each ~2.5e-6, all below atol 1e-4, so a
+    kernel returning zeros passes every elementwise test; as a whole it is 100 % wrong."""
+    x = torch.rand(4, 393216)
+    exp, zeros = pack(torch.softmax(x, dim=-1)), pack(torch.zeros(4, 393216))
+    assert compare(exp, zeros, atol=1e-4, rtol=1e-4) is None
+    rel = relative_l2(exp, zeros)
+    cmp = Comparison(passed=True, trials=[
+        TrialRecord(case="problem", distribution="x1", trial=0, passed=True, rel_l2_err=rel)])
+    hidden_error(cmp, rtol=1e-4)
+    assert rel == 1.0 and [(f.rule, f.severity) for f in cmp.findings] == [("correctness.hidden-error", "reject")]
