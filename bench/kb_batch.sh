@@ -22,6 +22,6 @@ DEADLINE_LEFT() { echo $((DEADLINE - SECONDS - 5)); }
 batch gpu2 0,1 "${KB_MIN2:-4.5}"
 batch gpu1 0 "$(python3 -c "print(max(0.5, ($DEADLINE - $SECONDS - 30) / 60))")"
 python3 bench/batch_throughput.py "$OUT/gpu1" "$OUT/gpu2" > "$OUT/throughput.md" 2>&1
-cd "$OUT" && tar czf kb.tgz gpu1 gpu2 *.log *.start env.txt 2>/dev/null && rm -f *.log *.start env.txt
+cd "$OUT" && tar czf kb.tgz gpu1 gpu2 *.log *.start env.txt 2>/dev/null && rm -rf *.log *.start env.txt gpu1/problems gpu2/problems gpu1/report/records gpu2/report/records
 # what comes back is at most 8 files: kb.tgz, summary.txt, throughput.md
 cat summary.txt throughput.md; head -60 gpu2/metrics.json
