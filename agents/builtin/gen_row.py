@@ -118,14 +118,61 @@ class RowKernel:
         lines = self._setup()
         reds = [i for i in self.p.live if self.p.g.nodes[i].kind == "reduce"]
         done: set[int] = set()
-        for k in range(1, max(self.level[i] for i in reds) + 1):
-            lines += self._pass(k, [i for i in reds if self.level[i] == k], done)
+        online = self._online_pair(reds)
+        if online is not None:  # softmax / log-softmax: max and sum of exp in one pass
+            lines += self._online_pass(*online, done)
+        else:
+            for k in range(1, max(self.level[i] for i in reds) + 1):
+                lines += self._pass(k, [i for i in reds if self.level[i] == k], done)
         if self.cls[self.p.g.out] == "full":
             lines.append("for c in range(0, R, BLOCK_R):")
             body = self._chunk("c + ") + self._full_nodes(ancestors(self.p, [self.p.g.out], done))
             lines += ["    " + ln for ln in body + [self._store(expr(self.p, self.p.g.out))]]
         else:
             lines.append(self._store(expr(self.p, self.p.g.out)))
+        return lines
+
+    def _online_pair(self, reds: list[int]) -> tuple[int, int] | None:
+        """(max node, sum node) when the reductions are exactly m = max(s) then sum(exp(s - m)):
+        softmax's two reductions, which one pass computes with a running max (the online
+        softmax), so a looped softmax reads its row twice instead of three times."""
+        if len(reds) != 2:
+            return None
+        nodes = self.p.g.nodes
+        a, b = sorted(reds, key=lambda i: self.level[i])
+        if (nodes[a].op, nodes[b].op, self.level[a], self.level[b]) != ("max", "sum", 1, 2):
+            return None
+        e = nodes[nodes[b].args[0]]
+        if e.kind != "op" or e.op != "exp":
+            return None
+        d = nodes[e.args[0]]
+        ok = d.kind == "op" and d.op == "sub" and d.args == (nodes[a].args[0], a) and self.cls[d.args[0]] == "full"
+        return (a, b) if ok else None
+
+    def _online_pass(self, a: int, b: int, done: set[int]) -> list[str]:
+        """One pass for m = max(s) and l = sum(exp(s - m)): per lane, a running max and a sum
+        rescaled whenever the max grows; lanes combined at the end. Lanes that saw only masked
+        (or -inf) elements hold max -inf and contribute 0, never exp(-inf - -inf) = NaN."""
+        shape = "[ROWS, BLOCK_R]" if self.layout == "rows" else "[BLOCK_R, BLOCK_N]"
+        s = self.p.g.nodes[a].args[0]
+        ninf = '-float("inf")'
+        lines = [f"accm = tl.full({shape}, {ninf}, tl.float32)", f"accl = tl.full({shape}, 0.0, tl.float32)",
+                 "for c in range(0, R, BLOCK_R):"]
+        body = self._chunk("c + ") + self._full_nodes(ancestors(self.p, [s], done))
+        body += [f"mnew = tl.maximum(accm, tl.where(mask, {expr(self.p, s)}, {ninf}))",
+                 f"keep = tl.where(mnew == {ninf}, 0.0, tl.exp(accm - mnew))",
+                 f"add = tl.where(mask & (mnew != {ninf}), tl.exp({expr(self.p, s)} - mnew), 0.0)",
+                 "accl = accl * keep + add",
+                 "accm = mnew"]
+        lines += ["    " + ln for ln in body]
+        lines += [f"v{a} = tl.max(accm, axis={self.axis}, keep_dims=True)",
+                  f"v{b} = tl.sum(tl.where(accm == {ninf}, 0.0, accl * tl.exp(accm - v{a})), axis={self.axis}, "
+                  "keep_dims=True)"]
+        done.update((a, b))
+        for i in self.p.live:  # reduced-level values computable now (log of the sum, its reciprocal)
+            if self.cls[i] == "red" and self.p.g.nodes[i].kind == "op" and self.level[i] in (1, 2):
+                lines.append(op_line(self.p, i))
+                done.add(i)
         return lines
 
     def _pass(self, k: int, reds: list[int], done: set[int], rng: str = "0, R", epilogue: bool = True,

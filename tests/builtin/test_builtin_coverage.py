@@ -82,3 +82,15 @@ def test_reduced_dim_from_a_model_attribute_follows_other_init_inputs(tmp_path: 
         pairs.append((case, cand))
     results = run_selfcheck(pairs)
     assert all(r["ok"] for r in results), results
+
+
+def test_looped_softmaxes_take_max_and_sum_in_one_pass(tmp_path: Path, gen) -> None:
+    """The online softmax: a looped softmax or log-softmax reads its row twice (max and sum of exp
+    together, then the output), not three times; other looped reductions keep a pass per level.
+    Its numbers are checked with the other problems (including -inf stretches) above."""
+    for name in ("softmax_long_masked", "softmax_cols_long", "log_softmax_long"):
+        src = gen(PROBLEMS / f"{name}.py", tmp_path).read_text()
+        looped = src[src.index("def _kiln_row_looped"):]
+        assert "accm = mnew" in looped and looped.count("for c in range(0, R, BLOCK_R):") == 2, name
+    norm = gen(PROBLEMS / "layernorm_2d_long.py", tmp_path).read_text()
+    assert "accm" not in norm
