@@ -222,6 +222,7 @@ def row_kernels(plan: Plan) -> str:
     """The kernels for the traced layout; both layouts (suffixes _r, _c) when the reduced dim is
     a Model attribute (`dim=self.dim`) that other init inputs can change."""
     from kiln.agents.builtin.gen_split import split_kernels, splittable
+    from kiln.agents.builtin.gen_split_levels import level_kernels, multi_splittable
 
     pairs = [("rows", "_r"), ("cols", "_c")] if plan.dim_attr else [(layout_of(plan), "")]
     out = ""
@@ -229,6 +230,7 @@ def row_kernels(plan: Plan) -> str:
         out += RowKernel(plan, layout, False, f"_kiln_row_onepass{sfx}").source()
         out += RowKernel(plan, layout, True, f"_kiln_row_looped{sfx}").source()
         out += split_kernels(plan, layout, sfx) if splittable(plan, layout) else ""
+        out += level_kernels(plan, layout, sfx) if multi_splittable(plan, layout) else ""
     return out
 
 

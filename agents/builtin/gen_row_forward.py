@@ -10,6 +10,7 @@ from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import contig, input_exprs
 from kiln.agents.builtin.gen_row import RowKernel, layout_of
 from kiln.agents.builtin.gen_split import split_forward, splittable
+from kiln.agents.builtin.gen_split_levels import level_forward, multi_splittable
 
 
 def row_forward(plan: Plan, cfg: dict) -> str:
@@ -38,6 +39,7 @@ def row_forward(plan: Plan, cfg: dict) -> str:
 
 def _launch(plan: Plan, cfg: dict, layout: str, sfx: str) -> list[str]:
     lines = split_forward(layout, cfg, len(plan.loads), sfx) if splittable(plan, layout) else []
+    lines += level_forward(plan, layout, cfg, sfx) if multi_splittable(plan, layout) else []
     lines += _pick_rows(cfg, sfx) if layout == "rows" else _pick_cols(cfg, sfx)
     args = ", ".join(f"t{k}" for k in range(len(plan.loads)))
     tile = "ROWS=rows" if layout == "rows" else "BLOCK_N=bn"

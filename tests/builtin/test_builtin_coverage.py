@@ -94,3 +94,4 @@ def test_looped_softmaxes_take_max_and_sum_in_one_pass(tmp_path: Path, gen) -> N
         assert "accm = mnew" in looped and looped.count("for c in range(0, R, BLOCK_R):") == 2, name
     norm = gen(PROBLEMS / "layernorm_2d_long.py", tmp_path).read_text()
     assert "accm" not in norm
+

@@ -33,11 +33,17 @@ def _launches(problem: Path, tmp_path: Path, gen) -> list:
     return calls
 
 
+LEVELS = ["_kiln_lvl1_split", "_kiln_lvl1_finish", "_kiln_lvl2_split", "_kiln_lvl2_finish", "_kiln_lvl_out"]
+
+
 @pytest.mark.parametrize(("problem", "expected"), [
     ("split_full", ["_kiln_row_split", "_kiln_row_finish"]),
     ("split_cols", ["_kiln_row_split", "_kiln_row_finish"]),
     ("split_rows", ["_kiln_row_split", "_kiln_row_finish"]),
-    ("log_softmax_long", ["_kiln_row_looped"]),
+    ("log_softmax_long", LEVELS),  # 2 rows: too few to fill even the CPU's 4 "SMs"
+    ("softmax_long_masked", ["_kiln_row_looped"]),
+    ("layernorm_2d_long", ["_kiln_row_looped"]),
+    ("layernorm_few_long_rows", LEVELS),
     ("max_middle", ["_kiln_row_onepass_c"]),
     ("softmax_middle", ["_kiln_row_onepass"]),
     ("broadcast_two", ["_kiln_ew_bcast"]),
@@ -52,6 +58,16 @@ def test_split_uses_many_programs_for_a_full_reduction(tmp_path: Path, gen) -> N
     calls = _launches(PROBLEMS / "split_full.py", tmp_path, gen)
     (name, grid, _), (_, fgrid, fkw) = calls
     assert grid[0] == 1 and grid[1] > 1 and fgrid == (1,) and fkw["SP"] >= grid[1]
+
+
+def test_few_long_rows_are_split_across_programs(tmp_path: Path, gen) -> None:
+    """KernelBench's 40_LayerNorm in small (3 rows of 51200): every level's split kernel and the
+    output kernel run (rows x slices) programs; the finish kernels one per row."""
+    calls = _launches(PROBLEMS / "layernorm_few_long_rows.py", tmp_path, gen)
+    grids = {name: grid for name, grid, _ in calls}
+    assert grids["_kiln_lvl1_split"][0] == 3 and grids["_kiln_lvl1_split"][1] > 1
+    assert grids["_kiln_lvl_out"] == grids["_kiln_lvl2_split"] == grids["_kiln_lvl1_split"]
+    assert grids["_kiln_lvl1_finish"] == grids["_kiln_lvl2_finish"] == (3,)
 
 
 def test_row_tile_follows_the_row_length(tmp_path: Path, gen) -> None:

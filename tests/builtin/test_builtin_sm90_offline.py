@@ -5,6 +5,7 @@ is contiguous and tensor-core MMAs in the matmul."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ CONSTEXPRS = {
     "_kiln_row_looped": {"BLOCK_R": 1024, "ROWS": 1, "BLOCK_N": 64},
     "_kiln_row_split": {"BLOCK_R": 32, "ROWS": 1, "BLOCK_N": 128},
     "_kiln_row_finish": {"SP": 64, "ROWS": 1, "BLOCK_N": 128},
+    "_kiln_lvl_split": {"BLOCK_R": 1024, "ROWS": 1, "BLOCK_N": 64},
+    "_kiln_lvl_finish": {"SP": 64, "ROWS": 1, "BLOCK_N": 128},
+    "_kiln_lvl_out": {"BLOCK_R": 1024, "ROWS": 1, "BLOCK_N": 64},
     "_kiln_ew_flat": {"BLOCK": 2048},
     "_kiln_ew_bcast": {"RB": 2, "CB": 1024},
     "_kiln_mm": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "PREC": "tf32x3"},
@@ -36,11 +40,13 @@ def _kernels(path: Path) -> dict:
 
 def _compile(fn, name: str, ptr: str = "*fp32") -> str:
     base = name.removesuffix("_r").removesuffix("_c")  # per-layout variants of the row kernels
+    base = re.sub(r"^_kiln_lvl\d+_", "_kiln_lvl_", base)  # one split/finish pair per reduction level
     consts = {a: v for a, v in CONSTEXPRS[base].items() if a in fn.arg_names}
     if ptr != "*fp32" and "PREC" in consts:
         consts["PREC"] = "tf32"  # what ModelNew passes for 16-bit inputs
     is_ptr = {a: a.endswith("_ptr") or a[:1] == "p" and a[1:].isdigit() for a in fn.arg_names}
-    sig = {a: "constexpr" if a in consts else ((ptr if a != "ws_ptr" else "*fp32") if is_ptr[a] else "i32")
+    own = {"ws_ptr": "*fp64", "vals_ptr": "*fp32"}  # workspaces: fp64 partial sums, fp32 reduced values
+    sig = {a: "constexpr" if a in consts else (own.get(a, ptr) if is_ptr[a] else "i32")
            for a in fn.arg_names}  # fmt: skip
     attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names)
              if a in ALIGNED or is_ptr[a] and a not in consts}  # fmt: skip
@@ -56,6 +62,8 @@ def test_kernels_compile_for_sm90(name: str, tmp_path: Path, monkeypatch: pytest
     assert kernels
     if name == "split_full":
         assert {"_kiln_row_split", "_kiln_row_finish"} <= set(kernels)
+    if name in ("softmax", "layernorm"):
+        assert {"_kiln_lvl1_split", "_kiln_lvl2_finish", "_kiln_lvl_out"} <= set(kernels)
     for kname, fn in kernels.items():
         ptx = _compile(fn, kname)
         if kname in ("_kiln_row_onepass", "_kiln_ew_flat") and name != "sum_reduction":
