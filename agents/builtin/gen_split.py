@@ -65,9 +65,9 @@ def _op(plan: Plan, i: int) -> str:
     return op_line(plan, i)
 
 
-def split_forward(layout: str, cfg: dict, nin: int, sfx: str = "") -> list[str]:
-    """Forward lines that run the split path when the tiles cannot fill the device."""
-    args = ", ".join(f"t{k}" for k in range(nin))
+def split_setup(layout: str, cfg: dict) -> tuple[list[str], list[str]]:
+    """(head, sizing): forward lines both split paths share. The head sets the slice length bc and
+    the tile count; the sizing, under `SPLIT_WHEN`, cuts R into `split` slices of rs elements."""
     if layout == "rows":
         head = [f"bc, tiles_s, tile_kw = {cfg['chunk']}, M, {{'ROWS': 1}}"]
     else:
@@ -75,11 +75,23 @@ def split_forward(layout: str, cfg: dict, nin: int, sfx: str = "") -> list[str]:
             f"bn_s = min({cfg['block_n']}, triton.next_power_of_2(N))",
             f"bc, tiles_s, tile_kw = max(1, {cfg['tile']} // bn_s), M * triton.cdiv(N, bn_s), {{'BLOCK_N': bn_s}}",
         ]
-    body = [
+    sizing = [
         "nsm = _kiln_sm_count(out.device)",
         "split = min(triton.cdiv(R, bc), triton.cdiv(4 * nsm, tiles_s))",
         "rs = triton.cdiv(triton.cdiv(R, split), bc) * bc",
         "split = triton.cdiv(R, rs)",
+    ]
+    return head, sizing
+
+
+SPLIT_WHEN = "if tiles_s < 2 * _kiln_sm_count(out.device) and R >= 2 * bc:"
+
+
+def split_forward(layout: str, cfg: dict, nin: int, sfx: str = "") -> list[str]:
+    """Forward lines that run the split path when the tiles cannot fill the device."""
+    args = ", ".join(f"t{k}" for k in range(nin))
+    head, sizing = split_setup(layout, cfg)
+    body = sizing + [
         "ws = torch.empty((split, M * N), device=out.device, dtype=torch.float64)",
         f"_kiln_row_split{sfx}[(tiles_s, split)](ws, {args}, M, R, N, tiles_s, rs, BLOCK_R=bc, **tile_kw, "
         f"num_warps={cfg['num_warps']})",
@@ -87,5 +99,4 @@ def split_forward(layout: str, cfg: dict, nin: int, sfx: str = "") -> list[str]:
         "num_warps=4)",
         "return out",
     ]
-    cond = "if tiles_s < 2 * _kiln_sm_count(out.device) and R >= 2 * bc:"
-    return head + [cond] + ["    " + ln for ln in body]
+    return head + [SPLIT_WHEN] + ["    " + ln for ln in body]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import ancestors, expr, op_line
 from kiln.agents.builtin.gen_row import RowKernel
+from kiln.agents.builtin.gen_split import SPLIT_WHEN, split_setup
 
 FILL = {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}
 RED = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
@@ -92,18 +93,8 @@ def level_forward(plan: Plan, layout: str, cfg: dict, sfx: str = "") -> list[str
     width = max(sum(1 for i in slots if k.level[i] == lv and plan.g.nodes[i].kind == "reduce")
                 for lv in range(1, levels + 1))
     args = ", ".join(f"t{j}" for j in range(len(plan.loads)))
-    if layout == "rows":
-        head = [f"bc, tiles_s, tile_kw = {cfg['chunk']}, M, {{'ROWS': 1}}"]
-    else:
-        head = [
-            f"bn_s = min({cfg['block_n']}, triton.next_power_of_2(N))",
-            f"bc, tiles_s, tile_kw = max(1, {cfg['tile']} // bn_s), M * triton.cdiv(N, bn_s), {{'BLOCK_N': bn_s}}",
-        ]
-    body = [
-        "nsm = _kiln_sm_count(out.device)",
-        "split = min(triton.cdiv(R, bc), triton.cdiv(4 * nsm, tiles_s))",
-        "rs = triton.cdiv(triton.cdiv(R, split), bc) * bc",
-        "split = triton.cdiv(R, rs)",
+    head, sizing = split_setup(layout, cfg)
+    body = sizing + [
         f"vals = torch.empty(({len(slots)}, M * N), device=out.device, dtype=torch.float32)",
         f"ws = torch.empty(({width}, split, M * N), device=out.device, dtype=torch.float64)",
     ]
@@ -116,5 +107,4 @@ def level_forward(plan: Plan, layout: str, cfg: dict, sfx: str = "") -> list[str
         ]
     body += [f"_kiln_lvl_out{sfx}[(tiles_s, split)](out, vals, {args}, M, R, N, M * N, tiles_s, rs, BLOCK_R=bc, "
              f"**tile_kw, num_warps={cfg['num_warps']})", "return out"]
-    cond = "if tiles_s < 2 * _kiln_sm_count(out.device) and R >= 2 * bc:"
-    return head + [cond] + ["    " + ln for ln in body]
+    return head + [SPLIT_WHEN] + ["    " + ln for ln in body]
