@@ -154,3 +154,26 @@ def test_input_sets_are_made_one_at_a_time_and_let_go() -> None:
 
     assert {f.rule for f in check_outputs(Honest(), Ref(), sets)} == set()
     assert len(made) == 3
+
+
+def test_output_aliasing_an_earlier_reference_output(snapshot_mode: str) -> None:
+    """A candidate that hands back the reference's previous output: its memory is a reference
+    output's. Earlier reference outputs are kept alive (and so recognised) only below the compact
+    size; above it the one-call-late answer is still caught as cached."""
+    ref = Ref()
+    grabbed: list[torch.Tensor] = []
+    plain = ref.forward
+
+    def spy(x: torch.Tensor) -> torch.Tensor:
+        grabbed.append(plain(x))
+        return grabbed[-1]
+
+    ref.forward = spy  # type: ignore[method-assign]
+
+    class Late(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return grabbed[-1] if grabbed else torch.relu(x) * ref.w
+
+    found = rules(Late(), ref)
+    assert ("output.alias-reference" in found) == (snapshot_mode == "copies")
+    assert "output.cached" in found

@@ -37,6 +37,7 @@ def check_outputs(model_new: nn.Module, reference: nn.Module, input_sets: Iterab
     cand_outs: list[list[torch.Tensor]] = []
     snaps: list[list[_Snap]] = []
     ref_snaps: list[list[_Snap]] = []
+    ref_kept: list[torch.Tensor] = []  # earlier reference outputs, alive so an alias to one shows (small ones)
     for inputs in input_sets:  # not enumerate(): its reused result tuple would keep the last set alive
         i = len(cand_outs)
         c_in, r_in = _clone(inputs), _clone(inputs)
@@ -46,10 +47,11 @@ def check_outputs(model_new: nn.Module, reference: nn.Module, input_sets: Iterab
             r_out = _tensors(reference(*r_in))
         _sync()
         _structure(findings, c_out, i)
-        _aliasing(findings, c_out, c_in, r_out, r_in, params, i)
+        _aliasing(findings, c_out, c_in, r_out, r_in, params | {_sid(t) for t in ref_kept}, i)
         cand_outs.append(c_out)
         snaps.append([_Snap(t) for t in c_out if _materialized(t)])
         ref_snaps.append([_Snap(t) for t in r_out if _materialized(t)])
+        ref_kept += [t for t in r_out if _materialized(t) and t.numel() < COMPACT_MIN_NUMEL]
         del c_in, r_in, r_out
     _sync()
     _deferred(findings, cand_outs, snaps)
