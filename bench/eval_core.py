@@ -3,6 +3,7 @@ command, so run it as two:
 
     . bench/device_env.sh && python bench/eval_core.py --out $OUT --parts stages          # ~6-8 min
     . bench/device_env.sh && python bench/eval_core.py --out $OUT --parts triton_e2e,repeat,compile
+    . bench/device_env.sh && python bench/eval_core.py --out $OUT --parts stages --candidates load_inline_kb
 
 Parts:
   stages      per-stage time (spawn, compile, correctness, timing) of `kiln check` (cold compile cache,
@@ -42,6 +43,9 @@ CANDIDATES = {"triton": "softmax_triton.py", "cuda_fast": "softmax_fast.py",
               "load_inline_kiln": "softmax_load_inline_kiln.py", "load_inline_kb": "softmax_load_inline_kb.py"}
 
 
+_ONLY: set[str] = set()  # the stages part's candidates (--candidates)
+
+
 def kiln_check(candidate: Path, cache: Path, baselines: list[str] | None = None) -> dict:
     from kiln.tools.check import check
     from kiln.tools.records import CheckOptions
@@ -75,6 +79,8 @@ def kiln_check(candidate: Path, cache: Path, baselines: list[str] | None = None)
 def part_stages(res: dict, tmp: Path) -> None:
     rows = res.setdefault("stages", {})
     for name, fname in CANDIDATES.items():
+        if name not in _ONLY:
+            continue
         cache = tmp / f"cache-{name}"
         cand = CASES / fname
         rows[name] = {"kiln_cold": kiln_check(cand, cache), "kiln_cached": kiln_check(cand, cache),
@@ -194,8 +200,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
     ap.add_argument("--parts", default=",".join(PARTS))
+    ap.add_argument("--candidates", default=",".join(CANDIDATES), help="for stages: e.g. load_inline_kb")
     args = ap.parse_args()
     _OUT = args.out
+    _ONLY.update(args.candidates.split(","))
     from kiln.tools.gpuenv import env_record
 
     res: dict = {"env": env_record("cuda").model_dump()}
