@@ -42,8 +42,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equal (so NaN equals NaN): same shape, dtype and bytes."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    ba = a.detach().contiguous().view(torch.uint8) if a.numel() else a
-    bb = b.detach().contiguous().view(torch.uint8) if b.numel() else b
+    ba, bb = (t.detach().contiguous().reshape(-1).view(torch.uint8) if t.numel() else t for t in (a, b))
     return all(torch.equal(x, y) for x, y in pairs(ba, bb))
 
 
@@ -88,7 +87,7 @@ def digest(t: torch.Tensor) -> int:
     if t.numel() == 0:
         return 0
     ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-    bits = t.detach().contiguous().view(ints)
+    bits = t.detach().contiguous().reshape(-1).view(ints)
     total = 0
     for off, s in slices(bits):
         w = torch.arange(off + 1, off + 1 + s.numel(), device=s.device, dtype=torch.int64) % 65521 + 1

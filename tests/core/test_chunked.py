@@ -65,3 +65,11 @@ def test_digest_changes_when_any_element_does(dtype: torch.dtype) -> None:
         b[i] = 0 if bool(b[i] != 0) else 1
         assert chunked.digest(b.reshape(9, 11)) != d
     assert chunked.digest(torch.zeros(0, dtype=dtype)) == 0
+
+
+def test_zero_dim_tensors_are_handled() -> None:
+    """A problem may pass a 0-d tensor (a scalar) as an input: bit views need a flat tensor."""
+    a = torch.tensor(2.5)
+    assert chunked.same_bits(a, a.clone()) and not chunked.same_bits(a, torch.tensor(2.0))
+    assert chunked.digest(a) != chunked.digest(torch.tensor(2.0))
+    assert chunked.sum64(a) == 2.5 and chunked.allclose(a, a.clone(), atol=0, rtol=0)
