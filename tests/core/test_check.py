@@ -214,3 +214,8 @@ def test_a_wrong_softmax_hidden_under_atol_is_incorrect() -> None:
     assert rec.status == "incorrect" and not rec.correct, rec.reasons
     assert any(r.startswith("rejected: correctness.hidden-error") for r in rec.reasons), rec.reasons
     assert rec.integrity and rec.integrity.degenerate and rec.integrity.degenerate.degenerate
+
+
+def test_a_0d_tensor_input_is_checked_like_any_other() -> None:
+    rec = check(DATA / "scalar_input_problem.py", DATA / "scalar_input_triton.py", FAST)
+    assert rec.status == "ok" and rec.correct, rec.reasons
