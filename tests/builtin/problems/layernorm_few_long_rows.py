@@ -11,6 +11,9 @@ class Model(nn.Module):
     def __init__(self, normalized_shape):
         super().__init__()
         self.ln = nn.LayerNorm(normalized_shape=normalized_shape)
+        with torch.no_grad():  # weights that are not ones and zeros, so their indexing is checked
+            self.ln.weight.normal_()
+            self.ln.bias.normal_()
 
     def forward(self, x):
         return self.ln(x)
