@@ -23,6 +23,18 @@ def finish_times(run: Path) -> tuple[float, list[float], list[str]]:
     return start, [t - start for _, t in rows], [p for p, _ in rows]
 
 
+def busy(run: Path, wall_s: float) -> list[str]:
+    """Per GPU: checks run, seconds inside checks, and that share of the wall time; the gap to 100 %
+    is time a GPU waited between checks (a slow Coder, fork-server starts, the batch's own work)."""
+    per: dict[str, list[float]] = {}
+    for path in sorted(run.glob("problems/*/sample*/check.json")):
+        rec = json.loads(path.read_text())
+        env = (rec.get("timing") or {}).get("env") or rec.get("env") or {}
+        per.setdefault(str(env.get("gpu_index", "?")), []).append(float((rec.get("stages_s") or {}).get("total", 0.0)))
+    return [f"| {run.name} | {gpu} | {len(t)} | {sum(t):.1f} | {wall_s:.1f} | {100 * sum(t) / wall_s:.0f} % |"
+            for gpu, t in sorted(per.items())]
+
+
 def main(a: str, b: str) -> int:
     runs = {}
     for name in (a, b):
@@ -39,6 +51,9 @@ def main(a: str, b: str) -> int:
     same = sorted(runs[a]["problems"][:k]) == sorted(runs[b]["problems"][:k])
     lines += ["", f"k = {k}; speed-up of {Path(b).name} over {Path(a).name} to finish k samples: {ta / tb:.2f}x "
               f"({'the same' if same else 'not exactly the same'} first-k problems)"]
+    lines += ["", "| run | GPU | checks | in checks s | wall s | busy |", "|---|---|---|---|---|---|"]
+    for name, r in runs.items():
+        lines += busy(Path(name), r["times"][-1] if r["times"] else float("nan"))
     print("\n".join(lines))
     print(json.dumps({"k": k, "ratio": ta / tb, "same_problems": same,
                       **{Path(n).name: {"done": r["done"], "t_k": r["t_k"]} for n, r in runs.items()}}))
