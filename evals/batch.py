@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from kiln.evals.jobs import BatchConfig, JobResult, run_job
+from kiln.evals.jobs import BatchConfig, JobResult, check_options, run_job
 from kiln.evals.metrics import ProblemOutcome, SampleOutcome, summarize
 from kiln.evals.problems import ProblemRef
 from kiln.evals.store import ResultStore
@@ -114,6 +114,9 @@ class Batch:
     def run(self, on_progress: Callable[[SampleOutcome | None, str | None], None] | None = None) -> None:
         todo = self.pending()
         start = time.monotonic()
+        warm = getattr(self.evaluator, "warm", None)
+        if todo and callable(warm):  # fork servers start while the first candidates are written
+            warm(check_options(self.cfg))
         notify = on_progress or (lambda outcome, error: None)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             inflight: dict[Future, tuple[ProblemRef, int]] = {}

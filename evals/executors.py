@@ -35,12 +35,24 @@ class SlottedEvaluator:
     def __init__(self, inner: Evaluator, gpus: list[int], cpu_slots: int | None = None) -> None:
         self.inner = inner
         self.on_gpu = bool(gpus)
+        self._gpus = list(gpus)
         slots = gpus or list(range(cpu_slots or max(1, (os.cpu_count() or 2) // 2)))
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in slots:
             self._slots.put(slot)
         self.n_slots = len(slots)
         self.profile_lock = threading.Lock()  # profiling runs one at a time per host
+
+    def warm(self, options: CheckOptions) -> list[threading.Thread]:
+        """Start the fork servers the checks will use (one per GPU, side by side; one for the CPU)
+        in the background, so a batch's first checks do not each wait seconds for theirs."""
+        if not options.fork_server:
+            return []
+        from kiln.tools.check_pipeline import cache_root
+        from kiln.tools.check_run import warm_fork_servers
+
+        device, indices = ("cuda", self._gpus) if self.on_gpu else ("cpu", [options.gpu_index])
+        return warm_fork_servers(device, indices, cache_root(options))
 
     def check(self, problem: Path, candidate: Path, options: CheckOptions) -> CheckRecord:
         slot = self._slots.get()

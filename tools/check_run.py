@@ -74,16 +74,30 @@ def worker_env(spec: JobSpec, cache_root: Path, cand_key: str) -> dict[str, str]
 
 def fork_server(spec: JobSpec, cache_root: Path) -> Any:
     """The process-wide fork server for this device (None: fall back to a fresh interpreter)."""
+    return fork_server_for(spec.device, spec.gpu_index, cache_root)
+
+
+def fork_server_for(device: str, gpu_index: int, cache_root: Path) -> Any:
     from kiln.tools.zygote import get_zygote
 
-    return get_zygote((spec.device, spec.gpu_index, sys.executable), zygote_env(spec, cache_root))
+    return get_zygote((device, gpu_index, sys.executable), zygote_env(device, gpu_index, cache_root))
 
 
-def zygote_env(spec: JobSpec, cache_root: Path) -> dict[str, str]:
+def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path) -> list[threading.Thread]:
+    """Start the fork servers of these GPUs now, side by side, in background threads: a batch's
+    first checks then find them running instead of each waiting seconds for its own."""
+    threads = [threading.Thread(target=fork_server_for, args=(device, g, cache_root), daemon=True)
+               for g in gpu_indices]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def zygote_env(device: str, gpu_index: int, cache_root: Path) -> dict[str, str]:
     """The fork server's environment: a worker's, except that the server (kiln's and torch's code
     only) may write the bytecode cache, so its next start does not compile torch's Python again
     where an install shipped none; the workers it forks write none (`zygote._child`)."""
-    env = scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_root / "zygote")
+    env = scrubbed_env(device=device, gpu_index=gpu_index, cache_dir=cache_root / "zygote")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 

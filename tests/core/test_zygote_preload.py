@@ -42,10 +42,8 @@ def test_clean_preloads_are_all_kept(tmp_path: Path) -> None:
 def test_the_server_may_cache_bytecode_but_its_workers_do_not(tmp_path: Path) -> None:
     from kiln.tools import zygote
     from kiln.tools.check_run import zygote_env
-    from kiln.tools.worker import JobSpec
 
-    spec = JobSpec(role="reference", cases=[], secret=0, work_dir=str(tmp_path), cache_root=str(tmp_path))
-    env = zygote_env(spec, tmp_path)
+    env = zygote_env("cpu", 0, tmp_path)
     assert "PYTHONDONTWRITEBYTECODE" not in env and env["CUDA_VISIBLE_DEVICES"] == ""
     # a check imports the problem and candidate in forked workers: no __pycache__ appears beside them
     import shutil
