@@ -38,6 +38,19 @@ def sum64(t: torch.Tensor) -> float:
     return float(sum(float(s.double().nan_to_num(0.0).sum()) for _, s in slices(t)))
 
 
+def finite_stats(t: torch.Tensor) -> dict[str, float | int]:
+    """Whole-tensor counts of NaN, +inf and -inf, and the float64 sum of |x| over finite elements."""
+    nan = posinf = neginf = 0
+    sum_abs = 0.0
+    for _, s in slices(t):
+        f = s if s.is_floating_point() else s.double()
+        nan += int(torch.isnan(f).sum())
+        posinf += int((f == float("inf")).sum())
+        neginf += int((f == float("-inf")).sum())
+        sum_abs += float(torch.where(torch.isfinite(f), f, 0.0).abs().sum(dtype=torch.float64))
+    return {"nan": nan, "posinf": posinf, "neginf": neginf, "sum_abs": sum_abs}
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equal (so NaN equals NaN): same shape, dtype and bytes."""
     if a.shape != b.shape or a.dtype != b.dtype:

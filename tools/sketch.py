@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from kiln.tools import chunked
+
 SKETCH_MIN_NUMEL = 1 << 26  # 64 Mi elements: 256 MB in fp32
 N_UNIFORM = 1 << 22
 N_EDGE = 1 << 16
@@ -49,7 +51,9 @@ def positions(shape: tuple[int, ...], seed: int, n_uniform: int = N_UNIFORM, n_e
 
 
 @functools.lru_cache(maxsize=4)
-def _positions_on(device: str, shape: tuple[int, ...], seed: int, n_uniform: int, n_edge: int) -> torch.Tensor:
+def positions_on(device: str, shape: tuple[int, ...], seed: int, n_uniform: int = N_UNIFORM,
+                 n_edge: int = N_EDGE) -> torch.Tensor:
+    """`positions`, copied once to `device` (an output is sampled there on every trial)."""
     return positions(shape, seed, n_uniform, n_edge).to(device)
 
 
@@ -57,18 +61,10 @@ def make_sketch(t: torch.Tensor, seed: int, *, n_uniform: int = N_UNIFORM, n_edg
     """The sketch of one big tensor, as CPU data ready for torch.save. The positions are not in it
     (megabytes per output): `sketch_positions` draws them again from the seed and shape."""
     flat = t.detach().reshape(-1)
-    pos = _positions_on(str(flat.device), tuple(t.shape), seed, n_uniform, n_edge)
+    pos = positions_on(str(flat.device), tuple(t.shape), seed, n_uniform, n_edge)
     values = flat[pos]
     with torch.no_grad():
-        f = flat if flat.is_floating_point() else flat.double()
-        finite = torch.isfinite(f)
-        stats = {
-            "nan": int(torch.isnan(f).sum()),
-            "posinf": int((f == float("inf")).sum()),
-            "neginf": int((f == float("-inf")).sum()),
-            "sum_abs": float(torch.where(finite, f, torch.zeros((), dtype=f.dtype, device=f.device))
-                             .abs().sum(dtype=torch.float64)),
-        }
+        stats = chunked.finite_stats(flat)
     return {"kind": "sketch", "shape": list(t.shape), "seed": seed, "n_uniform": n_uniform, "n_edge": n_edge,
             "values": values.cpu(), **stats}
 

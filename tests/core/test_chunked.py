@@ -73,3 +73,13 @@ def test_zero_dim_tensors_are_handled() -> None:
     assert chunked.same_bits(a, a.clone()) and not chunked.same_bits(a, torch.tensor(2.0))
     assert chunked.digest(a) != chunked.digest(torch.tensor(2.0))
     assert chunked.sum64(a) == 2.5 and chunked.allclose(a, a.clone(), atol=0, rtol=0)
+
+
+def test_finite_stats_match_the_whole_tensor_figures() -> None:
+    a = torch.randn(10, 13)
+    a[0, 1], a[2, 3], a[4, 5], a[6, 7] = float("nan"), float("inf"), float("-inf"), float("-inf")
+    st = chunked.finite_stats(a)
+    finite = a[torch.isfinite(a)]
+    assert (st["nan"], st["posinf"], st["neginf"]) == (1, 1, 2)
+    assert st["sum_abs"] == pytest.approx(float(finite.double().abs().sum()), rel=1e-12)
+    assert chunked.finite_stats(torch.arange(-3, 4))["sum_abs"] == 12.0

@@ -42,7 +42,7 @@ class _Poisoner:
         if name != self.target:
             return
         candidates = [t for t in tensors if _sid(t) not in self.protected]
-        written = [t for t, c in zip(tensors, state or [], strict=False) if not _same_bits(t, c)]
+        written = [t for t, c in zip(tensors, state or [], strict=False) if not chunked.same_bits(t, c)]
         written = [t for t in written if _sid(t) not in self.protected] or candidates
         written += [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
         for t in written:
@@ -148,7 +148,3 @@ def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
             continue
         worst = max(worst, chunked.max_abs_diff(x, y))
     return worst
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return chunked.same_bits(a, b)

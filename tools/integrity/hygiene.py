@@ -70,7 +70,7 @@ class _Snap:
             self.sample, self.digest = self.copy, 0
         else:
             self.copy = None
-            pos = sketch.positions(self.shape, 0, *SAMPLE).to(t.device)
+            pos = sketch.positions_on(str(t.device), self.shape, 0, *SAMPLE)
             self.sample, self.digest = t.detach().reshape(-1)[pos], chunked.digest(t)
 
     def unchanged(self, t: torch.Tensor) -> bool:
