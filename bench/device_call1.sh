@@ -4,12 +4,8 @@
 #   GPU 0: the parallel GPU tests, then issue 2's per-stage benchmark until the deadline.
 #   . bench/device_env.sh && bash bench/device_call1.sh
 set -u
-OUT=${OUT:-/tmp/out}
-DEADLINE=$((SECONDS + ${BUDGET_S:-560}))
-left() { echo $((DEADLINE - SECONDS)); }
-{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-  nvcc --version | tail -2; ncu --version | tail -1; nproc; } > "$OUT/gpu-env.txt" 2>&1
+DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
+env_record "$OUT/gpu-env.txt"
 run() {  # name, gpu, seconds, pytest args...
   local name=$1 gpu=$2 secs=$3; shift 3
   local t0=$SECONDS

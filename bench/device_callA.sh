@@ -5,13 +5,8 @@
 #   GPU 1: the GPU tests (corpus/core in parallel, then builtin, agents+graphs, integrity+profile).
 #   . bench/device_env.sh && bash bench/device_callA.sh
 set -u
-OUT=${OUT:-/tmp/out}
-DEADLINE=$((SECONDS + ${BUDGET_S:-470}))
-left() { echo $((DEADLINE - SECONDS)); }
-{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-  nvcc --version | tail -1; nproc; } > "$OUT/env.txt" 2>&1
-note() { echo "$*" >> "$OUT/summary.txt"; }
+DEFAULT_BUDGET_S=470; . "$(dirname "$0")/device_lib.sh"
+env_record "$OUT/env.txt"
 gpu0() {
   export CUDA_VISIBLE_DEVICES=0
   local t0=$SECONDS

@@ -3,13 +3,8 @@
 # end-to-end and repeatability benchmark (unloaded), then the GPU tests until the deadline.
 #   . bench/device_env.sh && bash bench/device_callB.sh
 set -u
-OUT=${OUT:-/tmp/out}
-DEADLINE=$((SECONDS + ${BUDGET_S:-545}))
-left() { echo $((DEADLINE - SECONDS)); }
-{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-  nvcc --version | tail -1; nproc; } > "$OUT/env.txt" 2>&1
-note() { echo "$*" >> "$OUT/summary.txt"; }
+DEFAULT_BUDGET_S=545; . "$(dirname "$0")/device_lib.sh"
+env_record "$OUT/env.txt"
 t0=$SECONDS
 timeout 100 python3 bench/check_trace.py --out "$OUT/trace" --n 3 > "$OUT/g-trace.log" 2>&1
 note "trace rc=$? $((SECONDS - t0))s"; t0=$SECONDS

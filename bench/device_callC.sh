@@ -7,14 +7,11 @@
 # Groups are separated by ';'.
 #   . bench/device_env.sh && bash bench/device_callC.sh
 set -u
-OUT=${OUT:-/tmp/out}
-DEADLINE=$((SECONDS + ${BUDGET_S:-560}))
+DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
 RUN_EXAMPLES=${RUN_EXAMPLES:-layernorm elementwise_chain sum_reduction linear_gelu}
 TESTS0=${TESTS0:-tests/agents tests/graphs}
 TESTS1=${TESTS1:--n 8 --dist loadgroup tests/corpus tests/core;tests/integrity tests/profile tests/compile tests/builtin}
-left() { echo $((DEADLINE - SECONDS)); }
-nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$OUT/env.txt"
-note() { echo "$*" >> "$OUT/summary.txt"; }
+env_record "$OUT/env.txt"
 runs() {
   for p in $RUN_EXAMPLES; do
     local s=$(( $(left) - 60 )); [ $s -gt 30 ] || { note "run $p: no time"; continue; }

@@ -2,11 +2,8 @@
 # One device call: where a check spends its time (bench/check_trace.py), then the GPU tests that
 # are not full corpus checks, until the deadline.   . bench/device_env.sh && bash bench/device_trace.sh
 set -u
-OUT=${OUT:-/tmp/out}
-DEADLINE=$((SECONDS + ${BUDGET_S:-570}))
-left() { echo $((DEADLINE - SECONDS)); }
-{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"; nproc; } > "$OUT/env.txt" 2>&1
+DEFAULT_BUDGET_S=570; . "$(dirname "$0")/device_lib.sh"
+env_record "$OUT/env.txt"
 t0=$SECONDS
 timeout 200 python3 bench/check_trace.py --out "$OUT/trace" --n 4 > "$OUT/trace.log" 2>&1
 echo "trace triton rc=$? $((SECONDS - t0))s" >> "$OUT/summary.txt"; t0=$SECONDS

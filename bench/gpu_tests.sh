@@ -5,10 +5,8 @@
 # overhead) run one test at a time; compile-heavy, timing-free areas run in parallel with
 # pytest-xdist. With two GPUs the two groups run at once, one GPU each.
 set -u
-OUT=${OUT:-/tmp/out}
-{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-  nvcc --version | tail -2; ncu --version | tail -1; } > "$OUT/gpu-env.txt" 2>&1
+DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
+env_record "$OUT/gpu-env.txt"
 run() {  # name, gpu, seconds, pytest args...
   local name=$1 gpu=$2 secs=$3; shift 3
   local t0=$SECONDS

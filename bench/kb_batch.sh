@@ -4,21 +4,19 @@
 # with fresh caches (compile, Triton, inductor); bench/batch_throughput.py compares them.
 #   . bench/device_env.sh && bash bench/kb_batch.sh
 set -u
-OUT=${OUT:-/tmp/out}
-DEADLINE=$((SECONDS + ${BUDGET_S:-470}))
+DEFAULT_BUDGET_S=470; . "$(dirname "$0")/device_lib.sh"
 P=${KB_PROBLEMS:-1,2,19-32,36,40,47-49,53,88}
-nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$OUT/env.txt"
+env_record "$OUT/env.txt"
 batch() {  # name, gpus, minutes
   local name=$1 gpus=$2 mins=$3
   export KILN_CACHE_DIR=/tmp/kb-cache-$name HOME=/tmp/kb-home-$name; mkdir -p "$HOME"
   date +%s.%N > "$OUT/$name.start"
-  CUDA_VISIBLE_DEVICES=$gpus timeout $(( $(DEADLINE_LEFT) )) kiln eval kernelbench --root third_party/KernelBench \
+  CUDA_VISIBLE_DEVICES=$gpus timeout $(( $(left) - 5 )) kiln eval kernelbench --root third_party/KernelBench \
     --level 1 --problems "$P" --mode oneshot --llm builtin --device cuda --out "$OUT/$name" \
     --batch-budget-minutes "$mins" > "$OUT/$name.log" 2>&1
   echo "$name rc=$? $(date +%s.%N)" >> "$OUT/summary.txt"
   kiln report "$OUT/$name" >> "$OUT/$name.log" 2>&1
 }
-DEADLINE_LEFT() { echo $((DEADLINE - SECONDS - 5)); }
 batch gpu2 0,1 "${KB_MIN2:-4.5}"
 batch gpu1 0 "$(python3 -c "print(max(0.5, ($DEADLINE - $SECONDS - 30) / 60))")"
 python3 bench/batch_throughput.py "$OUT/gpu1" "$OUT/gpu2" > "$OUT/throughput.md" 2>&1
