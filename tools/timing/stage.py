@@ -132,7 +132,9 @@ def settle_compiled(fn: Callable[..., Any], inputs: tuple) -> None:
     before anything is timed. A cold compile starts a pool of Python processes that go on importing
     torch for seconds; timed beside them, the host falls behind the GPU and the compiled baseline
     looks slower than it is (seen once on the H200: 1.53x instead of 1.21x over torch.compile for
-    the same kernel, only in the check that compiled it cold) — a flattering number for the candidate."""
+    the same kernel, only in the check that compiled it cold) — a flattering number for the candidate.
+    kiln's workers run with TORCHINDUCTOR_COMPILE_THREADS=1, so no pool starts there; stopping one
+    here is the backstop for an inductor that starts it anyway."""
     import torch
 
     fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in inputs])
