@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kiln.tools import pyparse
+
 NAME_OK = re.compile(r"^[a-z0-9_]{1,60}$")
 ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME")
 
@@ -49,14 +51,14 @@ def _top_defs(tree: ast.Module) -> dict[str, ast.AST]:
 def static_problem_error(case_src: str, problem_src: str) -> str | None:
     """Why a case module is not a valid variant of the problem, or None."""
     try:
-        case = ast.parse(case_src)
+        case = pyparse.parse(case_src)
     except SyntaxError as exc:
         return f"syntax error at line {exc.lineno}: {exc.msg}"
     defs = _top_defs(case)
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in defs]
     if missing:
         return f"missing {', '.join(missing)}"
-    problem_model = _top_defs(ast.parse(problem_src)).get("Model")
+    problem_model = _top_defs(pyparse.parse(problem_src)).get("Model")
     if problem_model is None or ast.dump(defs["Model"]) != ast.dump(problem_model):
         return "its Model differs from the problem's Model (it must be copied verbatim)"
     return None

@@ -18,6 +18,7 @@ from kiln.agents.base import StressCase as ProposedCase
 from kiln.graphs import rundir
 from kiln.graphs.context import RunContext
 from kiln.graphs.state import StressCase
+from kiln.tools import pyparse
 
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
@@ -32,14 +33,14 @@ def _model_class(tree: ast.Module) -> str | None:
 def static_problem(source: str, problem_src: str) -> str | None:
     """Why the case is not a valid variant of the problem, or None."""
     try:
-        tree = ast.parse(source)
+        tree = pyparse.parse(source)
     except SyntaxError as err:
         return f"syntax error at line {err.lineno}: {err.msg}"
     names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     missing = [n for n in _REQUIRED if n not in names]
     if missing:
         return f"missing {', '.join(missing)}"
-    if _model_class(tree) != _model_class(ast.parse(problem_src)):
+    if _model_class(tree) != _model_class(pyparse.parse(problem_src)):
         return "its Model differs from the problem's Model (only init inputs and get_inputs may change)"
     return None
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kiln.tools import pyparse
 from kiln.tools.isolation import IsolatedProc, ProcResult, default_as_limit, scrubbed_env, start_isolated
 from kiln.tools.worker import JobSpec
 
@@ -109,7 +110,13 @@ def _preimport_torch() -> None:
     """The parent needs torch (to compare outputs) and the verdict (physics imports torch's flop
     counter): import them in a thread while the workers start, not after."""
     if not all(m in sys.modules for m in PARENT_MODULES):
-        threading.Thread(target=lambda: [importlib.import_module(m) for m in PARENT_MODULES], daemon=True).start()
+        threading.Thread(target=_import_parent_modules, daemon=True).start()
+
+
+def _import_parent_modules() -> None:
+    with pyparse.LOCK:  # torch's import parses source: never beside another thread's parse
+        for name in PARENT_MODULES:
+            importlib.import_module(name)
 
 
 def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_key: str,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kiln.tools import pyparse
 from kiln.tools.errors import KilnInputError
 
 
@@ -66,7 +67,7 @@ def _read(path: Path, what: str) -> tuple[str, ast.Module]:
     except (OSError, UnicodeDecodeError) as err:
         raise KilnInputError(f"cannot read {what} file {path}: {err}") from err
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = pyparse.parse(source, filename=str(path))
     except SyntaxError as err:
         raise KilnInputError(f"{path}:{err.lineno}: syntax error in {what}: {err.msg}") from err
     return source, tree

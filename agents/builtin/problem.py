@@ -15,6 +15,8 @@ import torch
 import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
 
+from kiln.tools import pyparse
+
 
 class Unsupported(Exception):
     """The built-in coder does not cover this problem; the message says what."""
@@ -47,7 +49,7 @@ def load_problem_src(src: str) -> dict[str, Any]:
 
 
 def _model_def(src: str) -> ast.ClassDef:
-    for node in ast.parse(src).body:
+    for node in pyparse.parse(src).body:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             return node
     raise Unsupported("the problem defines no `class Model`")

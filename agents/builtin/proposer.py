@@ -21,6 +21,7 @@ from kiln.agents.base import ProposerInput, ProposerReply, StressCase, Usage
 from kiln.agents.builtin import space
 from kiln.agents.builtin.problem import Unsupported, load_problem_src
 from kiln.agents.builtin.source import read_header
+from kiln.tools import pyparse
 
 BLOCK_RE = re.compile(r"\b(?:BLOCK\w*|TILE\w*|ROWS\w*)\s*(?::\s*tl\.constexpr\s*)?=\s*(\d+)")
 SIZE_NAME_RE = re.compile(r"features|hidden|channels", re.I)
@@ -117,7 +118,7 @@ def _batch_name(sizes: dict[str, int]) -> str | None:
 
 def size_globals(src: str) -> dict[str, int]:
     """Module-level int constants that size the inputs (used in get_inputs, or named like sizes)."""
-    tree = ast.parse(src)
+    tree = pyparse.parse(src)
     consts = {
         n.targets[0].id: n.value.value
         for n in tree.body

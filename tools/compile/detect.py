@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from kiln.tools import pyparse
 from kiln.tools.records import Lang
 
 _CUDA_MARKERS = re.compile(
@@ -73,7 +74,7 @@ def extract_cuda_sources(source: str) -> dict[str, list[str]]:
     cpp_sources, and the first argument of `CudaKernel(...)` / cupy `RawKernel`/`RawModule`.
     Sources built at run time (f-strings with values, string concatenation) are not found.
     """
-    tree = ast.parse(source)
+    tree = pyparse.parse(source)
     names = _module_strings(tree)
     found: dict[str, list[str]] = {"cuda": [], "cpp": [], "kernel": []}
     for node in ast.walk(tree):

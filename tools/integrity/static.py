@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from kiln.tools import pyparse
 from kiln.tools.integrity import static_rules as R
 from kiln.tools.integrity.resolve import Scope, dict_owner
 from kiln.tools.integrity.static_sources import scan_sources
@@ -20,7 +21,7 @@ def scan_candidate(source: str, *, filename: str, dtype: str) -> list[Finding]:
     """All static findings for one candidate source, sorted by line. A file that does not parse
     gives no findings (the loader reports the syntax error)."""
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = pyparse.parse(source, filename=filename)
     except (SyntaxError, ValueError):
         return []
     scope = Scope(tree)

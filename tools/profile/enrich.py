@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kiln.tools import pyparse
 from kiln.tools.profile import sass as sass_mod
 from kiln.tools.profile import toolchain
 from kiln.tools.profile.records import KernelProfile, SassSummary
@@ -37,7 +38,7 @@ def sass_from_binaries(paths: list[Path]) -> dict[str, SassSummary]:
 def cuda_sources_of(path: Path) -> list[str]:
     """String constants in a candidate file that hold CUDA kernels (no import, works without a GPU)."""
     try:
-        tree = ast.parse(path.read_text())
+        tree = pyparse.parse(path.read_text())
     except (OSError, SyntaxError):
         return []
     return [n.value for n in ast.walk(tree)
