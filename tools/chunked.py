@@ -15,22 +15,17 @@ import torch
 CHUNK = 1 << 24  # 16 Mi elements: a 128 MB float64 slice
 
 
-def _flat(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().reshape(-1)
+def slices(t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+    """(offset, slice) pairs covering the flattened tensor."""
+    f = t.detach().reshape(-1)
+    for s in range(0, f.numel(), CHUNK):
+        yield s, f[s:s + CHUNK]
 
 
 def pairs(a: torch.Tensor, b: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Aligned slices of two same-shape tensors, flattened."""
-    fa, fb, chunk = _flat(a), _flat(b), CHUNK
-    for s in range(0, fa.numel(), chunk):
-        yield fa[s:s + chunk], fb[s:s + chunk]
-
-
-def slices(t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
-    """(offset, slice) pairs covering the flattened tensor."""
-    f, chunk = _flat(t), CHUNK
-    for s in range(0, f.numel(), chunk):
-        yield s, f[s:s + chunk]
+    for (_, x), (_, y) in zip(slices(a), slices(b), strict=True):
+        yield x, y
 
 
 def sum64(t: torch.Tensor) -> float:

@@ -82,14 +82,18 @@ def forward_args(src: str) -> list[str]:
     return [a.arg for a in fn.args.args[1:]]
 
 
-def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
+def meta_inputs(ns: dict[str, Any]) -> list[Any]:
     """get_inputs() drawn on the `meta` device (shapes and dtypes only: KernelBench's level-1
     inputs are multi-GB, seconds each to draw on the CPU), or on the CPU if that fails."""
     try:
         with torch.device("meta"):
-            inputs = list(ns["get_inputs"]())
+            return list(ns["get_inputs"]())
     except Exception:  # noqa: BLE001 - numpy interop and the like: draw them for real
-        inputs = list(ns["get_inputs"]())
+        return list(ns["get_inputs"]())
+
+
+def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
+    inputs = meta_inputs(ns)
     for i, t in enumerate(inputs):
         if not isinstance(t, torch.Tensor):
             raise Unsupported(f"forward input {i} is a {type(t).__name__}, not a tensor")

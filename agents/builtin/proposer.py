@@ -19,7 +19,7 @@ import torch
 
 from kiln.agents.base import ProposerInput, ProposerReply, StressCase, Usage
 from kiln.agents.builtin import space
-from kiln.agents.builtin.problem import Unsupported, load_problem_src
+from kiln.agents.builtin.problem import Unsupported, load_problem_src, meta_inputs
 from kiln.agents.builtin.source import read_header
 from kiln.tools import pyparse
 
@@ -71,7 +71,7 @@ class BuiltinProposer:
 
     def _numel(self, src: str) -> int | None:
         try:
-            inputs = _meta_inputs(load_problem_src(src))
+            inputs = meta_inputs(load_problem_src(src))
         except (Unsupported, Exception):  # noqa: BLE001 - judged again by _valid
             return None
         return sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
@@ -91,15 +91,6 @@ class BuiltinProposer:
             return ok and time.perf_counter() - start < self.max_ref_s and _well_conditioned(model, inputs, out)
         except (Unsupported, Exception):  # noqa: BLE001 - any failure means an invalid case
             return False
-
-
-def _meta_inputs(ns: dict) -> list:
-    """get_inputs() on the `meta` device: sizes without drawing multi-GB tensors (CPU if it fails)."""
-    try:
-        with torch.device("meta"):
-            return list(ns["get_inputs"]())
-    except Exception:  # noqa: BLE001 - numpy interop and the like
-        return list(ns["get_inputs"]())
 
 
 def _well_conditioned(model: torch.nn.Module, inputs: list, out: torch.Tensor) -> bool:

@@ -8,8 +8,8 @@ import time
 
 from kiln.agents.base import CoderTask, GpuFacts
 from kiln.agents.builtin.coder import BuiltinCoder
-from kiln.agents.builtin.problem import load_problem_src
-from kiln.agents.builtin.proposer import _meta_inputs
+from kiln.agents.builtin.problem import load_problem_src, meta_inputs
+from kiln.agents.builtin.proposer import BuiltinProposer
 
 # 2**40 fp32 elements (4 TiB): no machine draws this, so only shapes can have been read.
 HUGE = '''
@@ -44,5 +44,6 @@ def test_coder_writes_a_kernel_for_inputs_no_machine_can_hold() -> None:
 
 
 def test_proposer_sizes_come_from_meta_tensors() -> None:
-    (x,) = _meta_inputs(load_problem_src(HUGE))
+    (x,) = meta_inputs(load_problem_src(HUGE))
     assert x.is_meta and tuple(x.shape) == (1 << 20, 1 << 20)
+    assert BuiltinProposer()._numel(HUGE) == 1 << 40  # None if it had tried to draw the 4 TiB input
