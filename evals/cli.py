@@ -20,7 +20,7 @@ app = typer.Typer(
 
 # command name -> "module:function". Imported here, at start-up of the CLI only.
 COMMANDS = {
-    "check": "kiln.tools.cli_check:check",
+    "check": "kiln.tools.check.cli:check",
     "doctor": "kiln.tools.cli_doctor:doctor",
     "profile": "kiln.tools.profile.cli:profile",
     "run": "kiln.graphs.cli:run",

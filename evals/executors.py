@@ -48,8 +48,8 @@ class SlottedEvaluator:
         in the background, so a batch's first checks do not each wait seconds for theirs."""
         if not options.fork_server:
             return []
-        from kiln.tools.check_pipeline import cache_root
-        from kiln.tools.check_run import warm_fork_servers
+        from kiln.tools.check.pipeline import cache_root
+        from kiln.tools.check.rounds import warm_fork_servers
 
         device, indices = ("cuda", self._gpus) if self.on_gpu else ("cpu", [options.gpu_index])
         return warm_fork_servers(device, indices, cache_root(options))

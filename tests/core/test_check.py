@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kiln.tools.check import LocalEvaluator, check
-from kiln.tools.check_pipeline import case_specs, extra_round
+from kiln.tools.check.pipeline import case_specs, extra_round
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.problem import load_candidate, load_problem
 from kiln.tools.records import CheckOptions, CheckRecord, Speedup, TimingRecord
@@ -185,7 +185,7 @@ def test_cli_exit_codes_and_json(tmp_path: Path, run_cli) -> None:
 
 
 def test_a_dead_fork_server_is_replaced() -> None:
-    from kiln.tools import zygote
+    from kiln.tools.check import zygote
 
     assert run("wrong_scale.py").status == "incorrect"
     assert zygote._POOL, "the check should have used the fork server"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from kiln.tools.check_compare import Comparison, hidden_error
+from kiln.tools.check.compare import Comparison, hidden_error
 from kiln.tools.correctness import compare, pack, relative_l2
 from kiln.tools.records import TrialRecord
 

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from kiln.tools.isolation import default_as_limit, run_isolated, scrubbed_env, start_isolated
+from kiln.tools.check.isolation import default_as_limit, run_isolated, scrubbed_env, start_isolated
 
 
 def test_scrubbed_env_drops_secrets_and_pins_device(tmp_path: Path, monkeypatch) -> None:
@@ -25,7 +25,7 @@ def test_scrubbed_env_drops_secrets_and_pins_device(tmp_path: Path, monkeypatch)
 
 WORKER = """
 import os, subprocess, sys, time
-from kiln.tools.isolation import beat
+from kiln.tools.check.isolation import beat
 hb = sys.argv[1]
 beat(hb, "compile")
 child = subprocess.Popen(["sleep", "300"])          # a grandchild, like nvcc under ninja
@@ -65,7 +65,7 @@ def test_stage_deadline_kills_the_whole_group(tmp_path: Path) -> None:
 def test_untimed_stage_and_signals(tmp_path: Path) -> None:
     env = scrubbed_env(device="cpu", gpu_index=0, cache_dir=tmp_path)
     hb = tmp_path / "hb.json"
-    code = ("import os, signal, time\nfrom kiln.tools.isolation import beat\n"
+    code = ("import os, signal, time\nfrom kiln.tools.check.isolation import beat\n"
             f"beat({str(hb)!r}, 'await')\ntime.sleep(1.5)\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     proc = start_isolated([sys.executable, "-c", code], env=env, cwd=tmp_path, timeout_s=1.0, heartbeat=hb,
                           untimed_stages=("await",))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kiln.tools.check_pipeline import trusted_peaks
+from kiln.tools.check.pipeline import trusted_peaks
 from kiln.tools.records import CheckOptions, CheckRecord, TimingRecord
 
 

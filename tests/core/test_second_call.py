@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from kiln.tools.worker_candidate import _storages, same_output
+from kiln.tools.check.candidate import _storages, same_output
 
 
 def test_bitwise_same_results() -> None:

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from kiln.tools.zygote import Zygote
+from kiln.tools.check.zygote import Zygote
 
 POISON = '''import torch
 torch.cuda._is_in_bad_fork = lambda: True  # what a CUDA device-count query at import time does to forks
@@ -40,8 +40,8 @@ def test_clean_preloads_are_all_kept(tmp_path: Path) -> None:
 
 
 def test_the_server_may_cache_bytecode_but_its_workers_do_not(tmp_path: Path) -> None:
-    from kiln.tools import zygote
-    from kiln.tools.check_run import zygote_env
+    from kiln.tools.check import zygote
+    from kiln.tools.check.rounds import zygote_env
 
     env = zygote_env("cpu", 0, tmp_path)
     assert "PYTHONDONTWRITEBYTECODE" not in env and env["CUDA_VISIBLE_DEVICES"] == ""
@@ -65,7 +65,7 @@ def test_servers_for_different_gpus_start_side_by_side(monkeypatch) -> None:
     deadlock it into the timeout. The same key is still started once."""
     import threading
 
-    from kiln.tools import zygote
+    from kiln.tools.check import zygote
 
     both = threading.Barrier(2, timeout=10)
     started: list[str] = []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kiln.evals.executors import SlottedEvaluator
-from kiln.tools import zygote
+from kiln.tools.check import zygote
 from kiln.tools.check import LocalEvaluator
 from kiln.tools.records import CheckOptions
 

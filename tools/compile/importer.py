@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from kiln.tools.check.isolation import pid_alive
 from kiln.tools.compile.detect import cuda_backend, detect_lang
 from kiln.tools.compile.errors import locate_in_source, log_tail, python_error, trim_errors, triton_error
-from kiln.tools.isolation import pid_alive
 from kiln.tools.records import CompileRecord, Lang
 
 _LAST_IMPORTED: dict[str, str] = {}

@@ -30,7 +30,7 @@ class Collected(Record):
 
 def target_env(work: Path) -> dict[str, str]:
     try:
-        from kiln.tools.isolation import scrubbed_env  # noqa: PLC0415 - CORE's helper when present
+        from kiln.tools.check.isolation import scrubbed_env  # noqa: PLC0415 - CORE's helper when present
 
         env = scrubbed_env(device="cuda", gpu_index=0, cache_dir=work / "cache")
     except ImportError:
@@ -134,7 +134,7 @@ def collect_static(problem: Path, candidate: Path, *, work: Path, dtype: str, ti
 
 
 def _run_target(argv: list[str], work: Path, timeout_s: float, *, interpret: bool | None = None) -> tuple[int | None, str]:
-    from kiln.tools.isolation import run_isolated  # noqa: PLC0415 - CORE's contained runner
+    from kiln.tools.check.isolation import run_isolated  # noqa: PLC0415 - CORE's contained runner
 
     env = target_env(work)
     if interpret is not None:  # compile-only runs: no GPU; the interpreter only where asked

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from kiln.tools.check.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
 from kiln.tools.correctness import pack
 from kiln.tools.inputs import (
     DTYPES,
@@ -24,7 +25,6 @@ from kiln.tools.inputs import (
     seed_all,
     validate,
 )
-from kiln.tools.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
 
 
 def build_reference(case: CaseSpec, spec: JobSpec) -> tuple[Any, Any, torch.nn.Module]:

@@ -99,7 +99,7 @@ def _limits(as_limit_bytes: int | None) -> None:
 
 
 class _Forked:
-    """A worker forked by the fork server (kiln.tools.zygote), with the bits of Popen we use."""
+    """A worker forked by the fork server (kiln.tools.check.zygote), with the bits of Popen we use."""
 
     def __init__(self, zygote: Any, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
                  as_limit: int | None) -> None:
@@ -152,7 +152,7 @@ class IsolatedProc:
         self.untimed_s, self.stage, self.detail = 0.0, None, ""
         self.result: ProcResult | None = None
         self.proc: Any
-        if zygote is not None and argv[1:3] == ["-m", "kiln.tools.worker"]:
+        if zygote is not None and argv[1:3] == ["-m", "kiln.tools.check.worker"]:
             self.proc = _Forked(zygote, argv[3:], env, Path(cwd), self.stderr_path, as_limit_bytes)
             return
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
@@ -239,7 +239,7 @@ def start_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s
                    as_limit_bytes: int | None = None, untimed_stages: tuple[str, ...] = (),
                    zygote: Any = None) -> IsolatedProc:
     """Start a worker without waiting (the check runs the reference and candidate side by side).
-    With a fork server (`kiln.tools.zygote.Zygote`), `python -m kiln.tools.worker ...` is forked from
+    With a fork server (`kiln.tools.check.zygote.Zygote`), `python -m kiln.tools.check.worker ...` is forked from
     it instead of exec'd: same containment, no import cost."""
     return IsolatedProc(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
                         stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes,

@@ -1,7 +1,7 @@
 """`kiln check`: compile, verify, (on a GPU) time and integrity-check one candidate against a problem.
 
 1. Parent, no candidate code runs: validate the files by AST, static integrity scan, secret seed.
-2. Reference and candidate workers, side by side in contained subprocesses (see check_run).
+2. Reference and candidate workers, side by side in contained subprocesses (see rounds).
 3. Parent: merge the stage records, integrity verdict, an extra verification round after any
    speedup above 10x. Failures of the candidate are records; only a broken problem raises.
 """
@@ -108,7 +108,7 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     lang = detect_lang(cand.source)
     rec.extra["lang"] = lang
     if _unsupported(rec, lang, options.dtype, Path(candidate)) is None:
-        from kiln.tools.check_pipeline import run_check
+        from kiln.tools.check.pipeline import run_check
 
         rec = run_check(rec, prob, cases, cand, options, static=static, seed=options.seed or secrets.randbits(63))
     rec = _verdict(rec, options)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kiln.tools.check.worker import JobSpec
 from kiln.tools.correctness import compare, first_failure, relative_l2
 from kiln.tools.records import Finding, Mismatch, TrialRecord
-from kiln.tools.worker import JobSpec
 
 DIST_WORDS = {"x1": "inputs as drawn by get_inputs()", "x3": "inputs scaled x3", "x0.01": "inputs scaled x0.01",
               "neg": "inputs negated (x -1)"}

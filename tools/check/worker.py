@@ -1,7 +1,7 @@
-"""Worker processes of one check: `python -m kiln.tools.worker {reference|candidate} JOB.json`.
+"""Worker processes of one check: `python -m kiln.tools.check.worker {reference|candidate} JOB.json`.
 
 The parent (kiln.tools.check) writes a `JobSpec`, starts the worker in a contained subprocess
-(kiln.tools.isolation) and reads back only files: the result JSON (rewritten atomically after every
+(kiln.tools.check.isolation) and reads back only files: the result JSON (rewritten atomically after every
 step, so a later crash keeps what came before), `torch.save`d outputs, and the heartbeat naming the
 stage the parent's deadlines apply to. Nothing is ever read from stdout.
 """
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kiln.tools.isolation import beat
+from kiln.tools.check.isolation import beat
 
 
 class CaseSpec(BaseModel):
@@ -136,11 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     spec = JobSpec.model_validate_json(Path(argv[1]).read_text())
     beat(spec.heartbeat, "start")
     if argv[0] == "reference":
-        from kiln.tools.worker_reference import run
+        from kiln.tools.check.reference import run
     elif argv[0] == "peaks":
-        from kiln.tools.worker_reference import run_peaks as run
+        from kiln.tools.check.reference import run_peaks as run
     else:
-        from kiln.tools.worker_candidate import run
+        from kiln.tools.check.candidate import run
     if spec.profile_dir:
         _profiled(run, spec)
     else:

@@ -10,15 +10,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from kiln.tools.check import EXTRA_ROUND_MIN_TRIALS, SPAWN_SLACK_S, new_workdir, stage_timeouts
-from kiln.tools.check_compare import RoundComparer
-from kiln.tools.check_merge import merge, reference_failure
-from kiln.tools.check_run import read_json, run_round, start_worker
+from kiln.tools.check.api import EXTRA_ROUND_MIN_TRIALS, SPAWN_SLACK_S, new_workdir, stage_timeouts
+from kiln.tools.check.compare import RoundComparer
+from kiln.tools.check.merge import merge, reference_failure
+from kiln.tools.check.rounds import read_json, run_round, start_worker
+from kiln.tools.check.worker import CaseSpec, JobSpec
 from kiln.tools.correctness import tolerances
 from kiln.tools.errors import KilnInputError
 from kiln.tools.problem import CandidateInfo, ProblemInfo
 from kiln.tools.records import CheckOptions, CheckRecord, Finding
-from kiln.tools.worker import CaseSpec, JobSpec
 
 KILN_REF_VERSION = 1  # bump when the cached reference-side integrity facts change meaning
 

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kiln.tools.check.worker import JobSpec, Results
 from kiln.tools.correctness import close_in_place, compare, pack
 from kiln.tools.inputs import clone
-from kiln.tools.worker import JobSpec, Results
 
 if TYPE_CHECKING:
-    from kiln.tools.worker_candidate import Built
+    from kiln.tools.check.candidate import Built
 
 
 def integrity_stage(b: Built, spec: JobSpec, res: Results) -> None:

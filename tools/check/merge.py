@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kiln.tools.check_compare import Comparison, compare_round
-from kiln.tools.check_run import Round
+from kiln.tools.check.compare import Comparison, compare_round
+from kiln.tools.check.rounds import Round
 from kiln.tools.errors import KilnInputError
 from kiln.tools.records import (
     CheckRecord,

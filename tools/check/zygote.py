@@ -6,7 +6,7 @@ Protocol (the parent is `Zygote`): one JSON line per request on the server's std
 (`{"argv": [...], "env": {...}, "cwd": ..., "stderr": ..., "as_limit": ..., "status": ...}`), one
 JSON line back with the child's pid. The child calls `setsid()`, applies the rlimits, points fds 0/1
 at /dev/null and fd 2 at its stderr file, replaces its environment, and runs
-`kiln.tools.worker.main`. When the server reaps a child it writes its wait status to the request's
+`kiln.tools.check.worker.main`. When the server reaps a child it writes its wait status to the request's
 `status` file, which the parent polls. EOF on stdin (the parent died) stops the server.
 """
 
@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 PRELOAD = ("torch", "numpy", "triton", "triton.language", "torch.utils.flop_counter",
-           "kiln.tools.worker_reference", "kiln.tools.worker_candidate", "kiln.tools.worker_after",
+           "kiln.tools.check.reference", "kiln.tools.check.candidate", "kiln.tools.check.after",
            "kiln.tools.compile", "kiln.tools.cuda", "kiln.tools.integrity.physics", "kiln.tools.integrity.degenerate",
            "kiln.tools.integrity.runtime", "kiln.tools.integrity.peaks", "kiln.tools.timing", "kiln.tools.gpuenv")
 # What every checked candidate reaches later, measured at 4-8 s of imports per worker on the H200
@@ -45,7 +45,7 @@ def _child(req: dict) -> None:
     try:
         sys.dont_write_bytecode = True  # the server may cache bytecode; a worker (candidate code) never
         os.setsid()
-        from kiln.tools.isolation import _limits
+        from kiln.tools.check.isolation import _limits
 
         _limits(req.get("as_limit"))
         null = os.open(os.devnull, os.O_RDWR)
@@ -56,7 +56,7 @@ def _child(req: dict) -> None:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        from kiln.tools.worker import main
+        from kiln.tools.check.worker import main
 
         sys.argv = ["kiln-worker", *req["argv"]]
         code = main(req["argv"])
@@ -121,7 +121,7 @@ def _preload() -> None:
             importlib.import_module(name)
         if not fork_is_clean():  # start again without it (the import cannot be undone)
             os.environ[SKIP_ENV] = ",".join(sorted(skip | {name}))
-            os.execv(sys.executable, [sys.executable, "-m", "kiln.tools.zygote"])
+            os.execv(sys.executable, [sys.executable, "-m", "kiln.tools.check.zygote"])
 
 
 def serve() -> None:
@@ -160,7 +160,7 @@ class Zygote:
     def __init__(self, env: dict[str, str]) -> None:
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(  # noqa: S603
-            [sys.executable, "-m", "kiln.tools.zygote"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "kiln.tools.check.zygote"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode(errors="replace").split()

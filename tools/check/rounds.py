@@ -16,15 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from kiln.tools import pyparse
-from kiln.tools.isolation import IsolatedProc, ProcResult, default_as_limit, scrubbed_env, start_isolated
-from kiln.tools.worker import JobSpec
+from kiln.tools.check.isolation import (
+    IsolatedProc,
+    ProcResult,
+    default_as_limit,
+    scrubbed_env,
+    start_isolated,
+)
+from kiln.tools.check.worker import JobSpec
 
 POLL_S = 0.01
 
 
 @dataclass
 class Round:
-    """What a round produced, for `check_merge` to turn into records."""
+    """What a round produced, for `merge` to turn into records."""
 
     ref: ProcResult
     ref_data: dict[str, Any]
@@ -33,7 +39,7 @@ class Round:
     ref_spec: JobSpec
     cand_spec: JobSpec
     cand_started_wall: float
-    comparison: Any = None  # check_merge.Comparison, filled when correctness outputs were compared
+    comparison: Any = None  # compare.Comparison, filled when correctness outputs were compared
     notes: list[str] = field(default_factory=list)
 
 
@@ -56,7 +62,7 @@ def _start(spec: JobSpec, *, env: dict[str, str], timeout_s: float, stages: dict
     (work / "out").mkdir(parents=True, exist_ok=True)
     job = work / "job.json"
     job.write_text(spec.model_dump_json())
-    argv = [sys.executable, "-m", "kiln.tools.worker", spec.role, str(job)]
+    argv = [sys.executable, "-m", "kiln.tools.check.worker", spec.role, str(job)]
     return start_isolated(argv, env=env, cwd=work, timeout_s=timeout_s, heartbeat=spec.heartbeat,
                           stage_timeouts=stages, as_limit_bytes=default_as_limit(spec.device),
                           untimed_stages=untimed, zygote=zygote)
@@ -79,7 +85,7 @@ def fork_server(spec: JobSpec, cache_root: Path) -> Any:
 
 
 def fork_server_for(device: str, gpu_index: int, cache_root: Path) -> Any:
-    from kiln.tools.zygote import get_zygote
+    from kiln.tools.check.zygote import get_zygote
 
     return get_zygote((device, gpu_index, sys.executable), zygote_env(device, gpu_index, cache_root))
 
@@ -122,7 +128,7 @@ def _import_parent_modules() -> None:
 def run_round(ref_spec: JobSpec, cand_spec: JobSpec, *, cache_root: Path, cand_key: str,
               stage_timeouts: dict[str, float], timeout_s: float, comparer: Any, use_fork_server: bool = True
               ) -> Round:
-    """Run both workers. `comparer` (check_compare.RoundComparer) compares trials as both sides
+    """Run both workers. `comparer` (compare.RoundComparer) compares trials as both sides
     finish them; a failure tells the candidate to stop its trials; when every trial passed, the
     candidate goes on to integrity checks and timing."""
     _preimport_torch()

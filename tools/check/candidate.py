@@ -14,6 +14,9 @@ from typing import Any
 
 import torch
 
+from kiln.tools.check.isolation import pid_alive
+from kiln.tools.check.poison import poisoned_allocations, prime_cuda_cache, tensor_sizes
+from kiln.tools.check.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
 from kiln.tools.correctness import compare, pack
 from kiln.tools.inputs import (
     DTYPES,
@@ -26,9 +29,6 @@ from kiln.tools.inputs import (
     seed_all,
     validate,
 )
-from kiln.tools.isolation import pid_alive
-from kiln.tools.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
-from kiln.tools.worker_poison import poisoned_allocations, prime_cuda_cache, tensor_sizes
 
 
 class Built:
@@ -198,7 +198,7 @@ def await_decision(spec: JobSpec, res: Results) -> bool:
 
 
 def run(spec: JobSpec) -> None:
-    from kiln.tools.worker_after import after_correctness
+    from kiln.tools.check.after import after_correctness
 
     res = Results(spec)
     built = compile_stage(spec, res)
