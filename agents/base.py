@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from kiln.tools.records import CheckRecord
+from kiln.tools.records import JSON_SAFE, CheckRecord, DType
 
 KernelLang = Literal["triton", "cuda"]
 CoderMode = Literal["generate", "repair", "optimize"]
@@ -19,7 +19,7 @@ NextStep = Literal["repair", "optimize", "stress", "stop"]
 
 
 class AgentRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
 
 class Usage(AgentRecord):
@@ -50,6 +50,7 @@ class GpuFacts(AgentRecord):
 class CoderTask(AgentRecord):
     mode: CoderMode
     lang: KernelLang = "triton"
+    dtype: DType = Field("fp32", description="the dtype the verifier runs the problem in (inputs cast to it)")
     problem_name: str
     problem_src: str
     best_src: str | None = Field(None, description="current best candidate (bounded context)")

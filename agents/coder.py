@@ -45,6 +45,7 @@ class LLMCoder:
         user = prompts.render(
             "coder_user.j2",
             mode=task.mode,
+            dtype=task.dtype,
             problem_name=task.problem_name,
             problem_src=task.problem_src,
             best_src=clip(task.best_src, self.max_source_chars),

@@ -3,13 +3,14 @@ SQLite store, a live progress display, a whole-batch budget, and `metrics.json` 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from kiln.evals.jobs import BatchConfig, JobResult, check_options, run_job
 from kiln.evals.metrics import ProblemOutcome, SampleOutcome, summarize
@@ -17,6 +18,7 @@ from kiln.evals.problems import ProblemRef
 from kiln.evals.store import ResultStore
 from kiln.tools.errors import KilnInputError
 from kiln.tools.evaluator import Evaluator
+from kiln.tools.records import JSON_SAFE
 
 JobFn = Callable[[ProblemRef, int, BatchConfig, Evaluator, Path], JobResult]
 
@@ -24,7 +26,7 @@ JobFn = Callable[[ProblemRef, int, BatchConfig, Evaluator, Path], JobResult]
 class BatchBudget(BaseModel):
     """Whole-batch limits: once one is spent, no new job starts; jobs in flight finish."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     usd: float | None = None
     tokens: int | None = None
@@ -49,12 +51,34 @@ def group(outcomes: list[SampleOutcome]) -> list[ProblemOutcome]:
     return [ProblemOutcome(problem=k, samples=v) for k, v in sorted(by_problem.items())]
 
 
+def _flat(data: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(data, dict):
+        out: dict[str, object] = {}
+        for k, v in data.items():
+            out |= _flat(v, f"{prefix}{k}.")
+        return out
+    return {prefix.rstrip("."): data}
+
+
+def changed_settings(old: dict, new: dict) -> list[str]:
+    """`loop.check.trials: 5 -> 1` for every setting that differs (older stores' flat keys are
+    read through today's model first, so only real changes are named)."""
+    with contextlib.suppress(ValueError):
+        old = BatchConfig.model_validate(old).model_dump()
+    a, b = _flat(old), _flat(new)
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+
+
 def _check_config(store: ResultStore, cfg: BatchConfig) -> None:
     old = store.get_meta("config")
     if old is None:
         store.set_meta("config", cfg.model_dump())
-    elif old != cfg.model_dump():
-        raise KilnInputError(f"{store.path.parent} holds a batch with other settings; use another --out to start fresh")
+        return
+    changes = changed_settings(old, cfg.model_dump())
+    if changes:
+        shown = "; ".join(changes[:4]) + (f"; and {len(changes) - 4} more" if len(changes) > 4 else "")
+        raise KilnInputError(f"{store.path.parent} holds a batch with other settings ({shown}); rerun with the "
+                             "same settings to continue it, or use another --out to start fresh")
 
 
 def write_metrics(run_dir: Path, store: ResultStore, cfg: BatchConfig, *, timed: bool, stopped: str | None,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from kiln.evals.report import RunData
+from kiln.tools.records import JSON_SAFE
 
 
 class CompareRow(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     problem: str
     status_a: str

@@ -13,7 +13,9 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from kiln.tools.records import JSON_SAFE
 
 BASELINES = ("eager", "eager_tf32", "compile")
 FAST_P = (0.0, 1.0, 1.5, 2.0)
@@ -22,7 +24,7 @@ FAST_P = (0.0, 1.0, 1.5, 2.0)
 class SampleOutcome(BaseModel):
     """One sample (one generation or one agent run) of one problem, reduced to what metrics need."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     problem: str
     sample: int = 0
@@ -42,7 +44,7 @@ class SampleOutcome(BaseModel):
 class ProblemOutcome(BaseModel):
     """All samples of one problem, and the best of them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     problem: str
     samples: list[SampleOutcome]

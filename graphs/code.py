@@ -47,7 +47,8 @@ def _mode_and_feedback(state: RunState, parent: Candidate | None) -> tuple[Coder
 def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration: int, sibling: int = 0) -> CoderTask:
     mode, feedback = _mode_and_feedback(state, parent)
     last = parent if parent is None or parent.source_path else None
-    return CoderTask(mode=mode, lang=ctx.options.lang, problem_name=problem_name(ctx), problem_src=problem_src(ctx),
+    return CoderTask(mode=mode, lang=ctx.options.lang, dtype=ctx.options.check.dtype, problem_name=problem_name(ctx),
+                     problem_src=problem_src(ctx),
                      best_src=source_of(ctx, best(state)), last_src=source_of(ctx, last), feedback=feedback,
                      gpu=ctx.gpu, iteration=iteration, sibling=sibling)
 

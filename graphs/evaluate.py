@@ -18,9 +18,8 @@ from kiln.tools.records import CheckOptions, CheckRecord
 
 
 def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
-    o = ctx.options
-    return CheckOptions(device=o.device, trials=o.trials, cases=[str(p) for p in cases], timeout_s=o.check_timeout_s,
-                        seed=o.seed)
+    """The run's check options (`--trials`, `--dtype`, `--check-timeout`, `--seed`) plus the suite."""
+    return ctx.options.check.model_copy(update={"cases": [str(p) for p in cases]})
 
 
 def run_check(ctx: RunContext, cand: Candidate, cases: list[Path]) -> CheckRecord:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from kiln.tools.records import CheckRecord
+from kiln.tools.records import JSON_SAFE, CheckRecord
 
 
 class Reward(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     reward: float
     correct: bool

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from kiln.graphs.context import RunOptions
 from kiln.graphs.state import Candidate, RunState
+from kiln.tools.records import JSON_SAFE
 
 
 class Verdict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     goto: Literal["finish", "propose"]
     status: str = "running"

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, TypedDict, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from kiln.agents.base import CoderMode, JudgeDecision, Usage
+from kiln.tools.records import JSON_SAFE
 
 T = TypeVar("T")
 
@@ -48,7 +49,7 @@ def merge(old: dict[str, T], new: dict[str, T]) -> dict[str, T]:
 
 
 class StateRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
 
 class Candidate(StateRecord):

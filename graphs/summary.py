@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from kiln.graphs.context import RunOptions
 from kiln.graphs.rules import best, cost_usd
 from kiln.graphs.state import RunState
+from kiln.tools.records import JSON_SAFE
 
 
 class Summary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
 
 class BestKernel(Summary):

@@ -29,10 +29,17 @@ ALL_BASELINES: tuple[Baseline, ...] = ("eager", "eager_tf32", "compile")
 Verdict = Literal["faster", "slower", "tie", "not_measured"]
 
 
-class Record(BaseModel):
-    """Base for all records: strict field names, JSON round-trip."""
+JSON_SAFE = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+"""The config every kiln record uses: unknown fields refused, and NaN / +-Inf written as the JSON
+strings "NaN", "Infinity", "-Infinity" (pydantic's default writes `null`, which a float field then
+refuses to read back: a kernel that leaves NaN in its output broke every later read of its record).
+The output stays standard JSON; reading it back gives the same floats."""
 
-    model_config = ConfigDict(extra="forbid")
+
+class Record(BaseModel):
+    """Base for all records: strict field names, JSON round-trip (NaN and infinities included)."""
+
+    model_config = JSON_SAFE
 
 
 # ----------------------------------------------------------------------------- options
@@ -109,6 +116,17 @@ class TrialRecord(Record):
     input_mutated: bool = False
     rel_l2_err: float | None = Field(None, description="||actual - expected|| / ||expected|| over the output "
                                                         "(worst output) when the trial passed")
+    candidate_s: float | None = Field(None, description="wall seconds of the candidate's call in this trial")
+
+
+class CaseSummary(Record):
+    """How one case (the problem, or a stress case) went in one check."""
+
+    n_trials: int = Field(0, description="trial calls compared on this case")
+    n_passed: int = 0
+    candidate_s: float | None = Field(None, description="mean wall seconds of one candidate call on this case")
+    reference_s: float | None = Field(None, description="mean wall seconds of one reference call on this case")
+    timed_out: bool = Field(False, description="the check's time ran out while this case was running")
 
 
 class CorrectnessRecord(Record):
@@ -122,6 +140,9 @@ class CorrectnessRecord(Record):
     input_mutated: bool = False
     n_planned: int = Field(0, description="trial calls planned: cases x distributions x trials x 2 phases "
                                           "(comparison stops after a few failing trials)")
+    score: float | None = Field(None, description="fraction of the planned (case, distribution) groups that "
+                                                  "passed, every case attempted: independent of case order")
+    cases: dict[str, CaseSummary] = Field(default_factory=dict, description="per case: 'problem' or a case stem")
 
 
 class TimingStat(Record):

@@ -12,7 +12,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from kiln.tools.records import JSON_SAFE
 
 T = TypeVar("T")
 
@@ -22,7 +24,7 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 class TransportSettings(BaseModel):
     """How one chat model talks to its server."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     timeout_s: float = Field(180.0, gt=0, description="per request")
     max_attempts: int = Field(4, ge=1, description="first try plus retries")

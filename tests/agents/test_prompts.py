@@ -38,7 +38,7 @@ def test_every_template_fails_on_a_missing_variable(name):
 
 def test_missing_variable_in_coder_user_names_it():
     with pytest.raises(jinja2.UndefinedError, match="feedback_title"):
-        prompts.render("coder_user.j2", mode="repair", problem_name="p", problem_src="x", best_src=None,
+        prompts.render("coder_user.j2", mode="repair", dtype="fp32", problem_name="p", problem_src="x", best_src=None,
                        best_note="", last_src=None, feedback="err")
 
 
