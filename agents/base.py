@@ -16,6 +16,10 @@ from kiln.tools.records import JSON_SAFE, CheckRecord, DType
 KernelLang = Literal["triton", "cuda"]
 CoderMode = Literal["generate", "repair", "optimize"]
 NextStep = Literal["repair", "optimize", "stress", "stop"]
+Failure = Literal["call", "budget", "reply"]
+"""Why a role produced nothing usable: the LLM call itself failed for good (server unreachable, an
+HTTP error after the retries, a malformed body), a budget was spent so no call was made, or the
+reply came back but held nothing usable (no code block, invalid structured output)."""
 
 
 class AgentRecord(BaseModel):
@@ -69,6 +73,7 @@ class CoderReply(AgentRecord):
     ok: bool
     source: str | None = None
     error: str | None = Field(None, description="why no usable code: no block, several blocks, ...")
+    failure: Failure | None = Field(None, description="which kind of failure `error` is (None when ok)")
     raw: str = ""
     notes: str = ""
     usage: Usage = Field(default_factory=Usage)
@@ -99,6 +104,7 @@ class JudgeDecision(AgentRecord):
     stop_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     error: str | None = Field(None, description="the Judge's call or reply failed; the decision is the rules'")
+    failure: Failure | None = Field(None, description="which kind of failure `error` is")
     overridden: str | None = Field(None, description="which hard rule changed the Judge's own decision")
 
 
@@ -119,6 +125,7 @@ class ProposerInput(AgentRecord):
 class ProposerReply(AgentRecord):
     cases: list[StressCase] = Field(default_factory=list)
     error: str | None = None
+    failure: Failure | None = Field(None, description="which kind of failure `error` is (None when cases came)")
     usage: Usage = Field(default_factory=Usage)
     rejected: list[str] = Field(default_factory=list, description="'name: why' for each case refused")
 

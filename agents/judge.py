@@ -15,11 +15,12 @@ from pydantic import BaseModel, Field
 
 from kiln.agents import prompts
 from kiln.agents.base import JudgeDecision, JudgeInput, NextStep
-from kiln.agents.llm.client import LLMClient
+from kiln.agents.llm.client import LLMClient, clip
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 
 ROOFLINE_STOP_PCT = 90.0
 PLAN_MAX_CHARS = 1200
+MAX_SOURCE_CHARS = 24000
 
 
 class JudgeVerdict(BaseModel):
@@ -119,7 +120,7 @@ class LLMJudge:
         user = prompts.render(
             "judge_user.j2",
             iteration=inp.iteration, problem_name=inp.problem_name, problem_src=inp.problem_src,
-            candidate_src=inp.candidate_src, check_summary=prompts.render("check_summary.j2", check=inp.check),
+            candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS), check_summary=prompts.render("check_summary.j2", check=inp.check),
             profile_digest=inp.profile_digest, best_speedup=inp.best_speedup,
             target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
             no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,
@@ -134,11 +135,12 @@ class LLMJudge:
         try:
             reply = self.client.structured(self.messages(inp), JudgeVerdict)
         except BudgetExhausted as exc:
-            return _rule(inp, "stop", f"budget spent: {exc}", str(exc))
+            return _rule(inp, "stop", f"budget spent: {exc}", str(exc), failure="budget")
         except LLMCallError as exc:
-            return failed_decision(inp, str(exc))
+            return failed_decision(inp, str(exc)).model_copy(update={"failure": "call"})
         if reply.parsed is None:
-            return failed_decision(inp, f"unusable judge reply: {reply.error}").model_copy(update={"usage": reply.usage})
+            return failed_decision(inp, f"unusable judge reply: {reply.error}").model_copy(
+                update={"usage": reply.usage, "failure": "reply"})
         verdict: JudgeVerdict = reply.parsed
         fields = verdict.model_dump()
         fields["plan"] = fields["plan"][:PLAN_MAX_CHARS]

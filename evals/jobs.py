@@ -6,7 +6,9 @@ anywhere else. LLM calls happen here; every check goes through the evaluator it 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -98,8 +100,25 @@ def check_options(cfg: BatchConfig) -> CheckOptions:
     return cfg.loop.check
 
 
+def job_dir_of(run_dir: Path, problem: ProblemRef, sample: int) -> Path:
+    return run_dir / "problems" / problem.key.replace("/", "__") / f"sample{sample}"
+
+
+def spent_in(job_dir: Path) -> tuple[int, float | None]:
+    """(tokens, USD) the sample's LLM calls cost so far, read from what it wrote: a sample that fails
+    after paying for calls is stored with what it paid, not with 0."""
+    usages = []
+    for path in sorted((job_dir / "run" / "llm").glob("*.json")) + [job_dir / "usage.json"]:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            data = json.loads(path.read_text())
+            usages.append(data["reply"]["usage"] if "reply" in data else data)
+    tokens = sum(int(u.get("input_tokens", 0)) + int(u.get("output_tokens", 0)) for u in usages)
+    costs = [u["cost_usd"] for u in usages if u.get("cost_usd") is not None]
+    return tokens, (sum(costs) if costs else None)
+
+
 def run_job(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evaluator, run_dir: Path) -> JobResult:
-    job_dir = run_dir / "problems" / problem.key.replace("/", "__") / f"sample{sample}"
+    job_dir = job_dir_of(run_dir, problem, sample)
     job_dir.mkdir(parents=True, exist_ok=True)
     if cfg.mode == "oneshot":
         return _oneshot(problem, sample, cfg, evaluator, job_dir)
@@ -120,6 +139,7 @@ def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Eval
                      gpu=gpu_facts(loop.device), iteration=sample, dtype=loop.check.dtype)
     reply = roles.coder.write(task)
     (job_dir / "reply.md").write_text(reply.raw or "")
+    (job_dir / "usage.json").write_text(reply.usage.model_dump_json())
     tokens = reply.usage.input_tokens + reply.usage.output_tokens
     if not reply.ok or not reply.source:
         (job_dir / "error.txt").write_text(reply.error or "no code")

@@ -39,6 +39,7 @@ class SampleOutcome(BaseModel):
     cost_usd: float | None = None
     wall_s: float = 0.0
     gpu_s: float = 0.0
+    error: str | None = Field(None, description="why the sample failed, when it raised (status 'error')")
 
 
 class ProblemOutcome(BaseModel):

@@ -57,7 +57,8 @@ def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: Code
     lineage = parent.id if parent and parent.source_path else (parent.parent if parent else None)
     cand = Candidate(id=cid, parent=lineage, iteration=task.iteration, mode=task.mode)
     if not reply.ok or not reply.source:
-        return cand.model_copy(update={"status": "no_code", "coder_error": rundir.redact(reply.error or "no usable code")})
+        return cand.model_copy(update={"status": "no_code", "coder_error": rundir.redact(reply.error or "no usable code"),
+                                       "coder_failure": reply.failure})
     rel = f"candidates/{cid}/kernel.py"
     rundir.write(ctx.run_dir, rel, reply.source)
     return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16]})
@@ -86,7 +87,21 @@ def code(state: RunState, runtime: Runtime[RunContext]) -> dict:
         new[cid] = _write_child(ctx, cid, parent, task, reply)
         rundir.event(ctx.run_dir, "candidate", id=cid, mode=task.mode, parent=parent_id, ok=reply.ok,
                      error=reply.error)
-    return {"iteration": iteration, "candidates": new, "pending": list(new), "usage": usage, "times": times}
+    return {"iteration": iteration, "candidates": new, "pending": list(new), "usage": usage, "times": times,
+            **round_failure(list(new.values()))}
+
+
+def round_failure(children: list[Candidate]) -> dict:
+    """Stop the run when every child of the round failed at the LLM call (or found its budget spent):
+    a dead server or an exhausted budget is not fixed by asking again. Failed replies are listed."""
+    failures = [f"coder: {c.coder_error}" for c in children if c.coder_failure in ("call", "reply")]
+    update: dict = {"llm_failures": failures} if failures else {}
+    kinds = {c.coder_failure for c in children}
+    if children and kinds == {"call"}:
+        update |= {"status": "llm_error", "stop_reason": f"the Coder's LLM call failed: {children[-1].coder_error}"}
+    elif children and kinds == {"budget"}:
+        update |= {"status": "budget", "stop_reason": children[-1].coder_error}
+    return update
 
 
 def unsupported_reason(cands: dict[str, Candidate], ids: list[str]) -> str | None:

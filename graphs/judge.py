@@ -63,6 +63,8 @@ def _route(state: RunState, ctx: RunContext, top: JudgeDecision) -> tuple[Goto, 
     """Apply the hard rules to the Judge's next step."""
     b = best(state)
     correct = b is not None and b.correct
+    if top.failure == "budget":
+        return "finish", top, {"status": "budget", "stop_reason": top.stop_reason or top.diagnosis}
     nxt, why = top.next, None
     if nxt == "stop" and correct:
         return "finish", top, {"status": "stopped", "stop_reason": f"Judge: {top.stop_reason or top.diagnosis}"}
@@ -103,9 +105,11 @@ def judge(state: RunState, runtime: Runtime[RunContext]) -> Command[Goto]:
         if secs:
             usage.append(decisions[key].usage.model_copy(update={"role": decisions[key].usage.role or "judge"}))
             times.append(TimeEntry(iteration=state.get("iteration", 0), kind="llm", seconds=secs))
+    failed = [f"judge: {d.error}" for d in decisions.values() if d.error and d.failure in ("call", "reply")]
     top_key = decision_key(frontier[0])
     top = decisions.get(top_key) or state.get("decisions", {})[top_key]
     goto, top, update = _route(state, ctx, top)
     decisions[top_key] = top
     rundir.event(ctx.run_dir, "route", goto=goto, judge_next=top.next, candidate=frontier[0].id)
-    return Command(goto=goto, update={"decisions": decisions, "usage": usage, "times": times, **update})
+    return Command(goto=goto, update={"decisions": decisions, "usage": usage, "times": times, **update,
+                                      **({"llm_failures": failed} if failed else {})})

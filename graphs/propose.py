@@ -11,7 +11,7 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from kiln.agents.base import ProposerInput
+from kiln.agents.base import ProposerInput, ProposerReply
 from kiln.graphs import rundir
 from kiln.graphs.cases import safe_name, validate
 from kiln.graphs.common import case_paths, problem_name, problem_src, source_of, timed
@@ -63,7 +63,21 @@ def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[Stress
     it = state.get("iteration", 0)
     times = [TimeEntry(iteration=it, kind="llm", seconds=secs),
              TimeEntry(iteration=it, kind="verify", seconds=time.monotonic() - t0)]
-    return new, {"usage": [usage], "times": times, "stress_rounds": 1}
+    return new, {"usage": [usage], "times": times, "stress_rounds": 1, **proposer_failure(reply)}
+
+
+def proposer_failure(reply: ProposerReply) -> dict:
+    """A failed call ends the run (`llm_error`): a kernel is never called stress-tested because the
+    Proposer could not be reached. A spent budget ends it as `budget`; a bad reply is only listed."""
+    if reply.failure is None or not reply.error:
+        return {}
+    error = rundir.redact(reply.error)
+    update: dict = {"llm_failures": [f"proposer: {error}"]} if reply.failure != "budget" else {}
+    if reply.failure == "call":
+        update |= {"status": "llm_error", "stop_reason": f"the Proposer's LLM call failed: {error}"}
+    elif reply.failure == "budget":
+        update |= {"status": "budget", "stop_reason": error}
+    return update
 
 
 @timed("propose")

@@ -19,7 +19,10 @@ from kiln.tools.records import JSON_SAFE
 T = TypeVar("T")
 
 Stage = Literal["start", "code", "evaluate", "profile", "judge", "propose", "finish"]
-RunStatus = Literal["running", "solved", "stopped", "budget", "no_progress", "unsupported", "failed"]
+RunStatus = Literal["running", "solved", "stopped", "budget", "no_progress", "unsupported", "failed", "llm_error",
+                    "no_code"]
+"""`llm_error`: a role's LLM call failed for good (server unreachable, HTTP errors after the retries, a
+malformed body); `no_code`: the Coder answered, but none of its replies held a usable kernel."""
 
 
 # ----------------------------------------------------------------------------- reducers
@@ -62,6 +65,7 @@ class Candidate(StateRecord):
     source_path: str | None = Field(None, description="run-dir-relative kernel file")
     source_sha: str | None = None
     coder_error: str | None = Field(None, description="why the Coder's reply had no usable code")
+    coder_failure: str | None = Field(None, description="'call' (the LLM call failed), 'budget' or 'reply'")
     status: str = Field("pending", description="'pending', 'no_code', or the CheckRecord status")
     correct: bool = False
     frac_passed: float = Field(0.0, description="correctness trials passed / run (0 if it never ran)")
@@ -147,6 +151,8 @@ class RunState(TypedDict, total=False):
     tree: Annotated[dict[str, TreeStats], merge]
     """MCTS visit counts and value sums, by candidate id ('root' for the root)."""
     status: Annotated[str, replace]
-    """'running' until the finish node sets the final status."""
+    """'running' until the finish node sets the final status (a node may set it earlier to stop)."""
+    llm_failures: Annotated[list[str], append]
+    """'role: what failed' for every LLM call or reply that failed (the summary lists them)."""
     stop_reason: Annotated[str | None, replace]
     """Why the run stopped, in plain words."""

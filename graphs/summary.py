@@ -56,7 +56,10 @@ class RunSummary(Summary):
     note: str | None = None
     best: BestKernel
     iterations: int
-    candidates: int
+    candidates: int = Field(description="kernels the Coder wrote (replies with usable code)")
+    replies_without_code: int = Field(0, description="Coder replies with no usable kernel")
+    llm_failures: list[str] = Field(default_factory=list, description="'role: error' of every failed LLM call or "
+                                                                      "unusable reply, in order")
     stress_cases: int = Field(description="valid Proposer cases in the suite")
     stress_rounds: int
     tokens: int
@@ -107,7 +110,10 @@ def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummar
     return RunSummary(
         status=state.get("status") or "stopped", stop_reason=state.get("stop_reason"), problem=opts.problem,
         run_dir=str(run_dir), device=opts.device, lang=opts.lang, strategy=opts.strategy, speed_measured=measured,
-        note=note, best=b, iterations=state.get("iteration", 0), candidates=len(state.get("candidates", {})),
+        note=note, best=b, iterations=state.get("iteration", 0),
+        candidates=sum(c.source_path is not None for c in state.get("candidates", {}).values()),
+        replies_without_code=sum(c.source_path is None for c in state.get("candidates", {}).values()),
+        llm_failures=state.get("llm_failures", [])[-50:],
         stress_cases=sum(c.valid for c in state.get("cases", [])), stress_rounds=state.get("stress_rounds", 0),
         tokens=sum(u.input_tokens + u.output_tokens for u in usage),
         input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),

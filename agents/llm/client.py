@@ -27,12 +27,25 @@ from kiln.agents.llm.transport import (
 )
 from kiln.agents.llm.usage import UsageTracker, cost_usd
 
+MAX_REPLY_CHARS = 128_000
+"""A reply longer than this is refused (a kernel module is a few KB; a runaway reply of megabytes
+would otherwise be stored whole and pasted into every later prompt). What is kept is its head and tail."""
+
+
+def clip(text: str | None, limit: int) -> str | None:
+    """Keep the head and the tail of an over-long text, with a marker saying what was cut."""
+    if text is None or len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
 
 class TextReply(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     text: str
     usage: Usage
+    oversized_chars: int | None = None  # the reply's length when it was over the cap (text is clipped)
 
 
 class StructuredReply(BaseModel):
@@ -73,13 +86,14 @@ class LLMClient:
                  redactor: Redactor, settings: TransportSettings | None = None,
                  method: str = "function_calling", label: str | None = None,
                  retry_prompt: Callable[[str, str], str] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, max_reply_chars: int = MAX_REPLY_CHARS) -> None:
         self.role, self.chat_model, self.model_name = role, chat_model, model_name
         self.tracker, self.redactor, self.method = tracker, redactor, method
         self.label = label or model_name  # names the backend in errors, e.g. "openai:m @ http://host/v1"
         self.settings = settings or TransportSettings()
         self.retry_prompt = retry_prompt or _default_retry_prompt
         self._sleep = sleep
+        self.max_reply_chars = max_reply_chars
 
     def _invoke(self, runnable: Any, messages: list[BaseMessage]) -> tuple[Any, float, bool]:
         reason = self.tracker.exhausted()
@@ -87,7 +101,8 @@ class LLMClient:
             raise BudgetExhausted(reason)
         t0 = time.monotonic()
         try:
-            out = call_with_retries(lambda: runnable.invoke(messages), self.settings, sleep=self._sleep)
+            out = call_with_retries(lambda t: runnable.invoke(messages, **({"timeout": t} if t else {})),
+                                    self.settings, sleep=self._sleep, seconds_left=self.tracker.seconds_left)
         except LLMCallError as exc:
             self.tracker.record_failure(self.role)
             raise LLMCallError(self.redactor(f"{self.role} ({self.label}): {exc}")) from None
@@ -104,10 +119,13 @@ class LLMClient:
         return usage
 
     def text(self, messages: list[BaseMessage]) -> TextReply:
-        """One plain-text call. Raises BudgetExhausted or LLMCallError (redacted)."""
+        """One plain-text call. Raises BudgetExhausted or LLMCallError (redacted). A reply over the
+        size cap comes back clipped, with `oversized_chars` set: the caller refuses it."""
         message, latency, cached = self._invoke(self.chat_model, messages)
         usage = self._usage(message, latency, cached)
-        return TextReply(text=self.redactor(raw_text_of(message)), usage=usage)
+        text = raw_text_of(message)
+        over = len(text) if len(text) > self.max_reply_chars else None
+        return TextReply(text=self.redactor(clip(text, self.max_reply_chars) or ""), usage=usage, oversized_chars=over)
 
     def structured(self, messages: list[BaseMessage], schema: type[BaseModel]) -> StructuredReply:
         """A typed reply; a parse failure is retried once with the error, then returned as data."""
@@ -119,14 +137,18 @@ class LLMClient:
             out, latency, cached = self._invoke(runnable, messages)
             raw = out.get("raw")
             reply.usages.append(self._usage(raw, latency, cached))
-            reply.raw_text = self.redactor(raw_text_of(raw))
+            text = raw_text_of(raw)
+            reply.raw_text = self.redactor(clip(text, self.max_reply_chars) or "")
             parsed, error = _validate(schema, self.redactor.deep(out.get("parsed")), out.get("parsing_error"))
+            if len(text) > self.max_reply_chars:
+                parsed, error = None, (f"the reply is {len(text)} characters, over kiln's cap of "
+                                       f"{self.max_reply_chars}: answer with less")
             if error is None:
                 reply.parsed, reply.error = parsed, None
                 return reply
             reply.error = self.redactor(" ".join(str(error).split())[:1500])
             if attempt == 1:
-                messages = [*messages, HumanMessage(self.retry_prompt(reply.raw_text, reply.error))]
+                messages = [*messages, HumanMessage(self.retry_prompt(clip(reply.raw_text, 4000) or "", reply.error))]
         return reply
 
 

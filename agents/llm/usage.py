@@ -122,6 +122,12 @@ class UsageTracker:
     def elapsed_s(self) -> float:
         return self._offset_s + (self._clock() - self._start)
 
+    def seconds_left(self) -> float | None:
+        """What the minutes budget leaves (None without one): the bound on any request's timeout."""
+        if self.budgets.minutes is None:
+            return None
+        return self.budgets.minutes * 60 - self.elapsed_s()
+
     def restore(self, summary: UsageSummary) -> None:
         """Continue a resumed run: earlier calls and elapsed time count against the budgets."""
         with self._lock:

@@ -55,21 +55,17 @@ def value_for(tp: object, k: int, depth: int = 0) -> object:
         return [] if depth > 3 else [value_for(args[0] if args else float, k + 1, depth + 1)]
     if origin is dict:
         return {} if depth > 3 else {"key": value_for(args[1] if len(args) > 1 else float, k + 1, depth + 1)}
-    if tp is float:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return extreme_dict(tp, k, depth + 1)
+    return scalar(tp, k)
+
+
+def scalar(tp: object, k: int) -> object:
+    if tp in (float, typing.Any, object):
         return FLOATS[k % len(FLOATS)]
     if tp is int:
         return INTS[k % len(INTS)]
-    if tp is bool:
-        return bool(k % 2)
-    if tp is str:
-        return f"s{k}"
-    if tp is Path:
-        return "/tmp/x"
-    if tp is typing.Any or tp is object:
-        return FLOATS[k % len(FLOATS)]
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return extreme_dict(tp, k, depth + 1)
-    return None
+    return {bool: bool(k % 2), str: f"s{k}", Path: "/tmp/x"}.get(tp)
 
 
 def extreme_dict(model: type[BaseModel], k: int = 0, depth: int = 0) -> dict:
@@ -92,9 +88,7 @@ def build(model: type[BaseModel]) -> BaseModel:
 def _soften(data: object, loc: list, model: type[BaseModel]) -> None:
     """A constrained field (gt=0, ge=1, a pattern) gets an ordinary value instead."""
     for key in loc[:-1]:
-        if isinstance(data, dict) and key in data:
-            data = data[key]
-        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+        if isinstance(data, dict) and key in data or isinstance(data, list) and isinstance(key, int) and key < len(data):
             data = data[key]
         else:
             return
