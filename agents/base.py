@@ -58,6 +58,8 @@ class CoderTask(AgentRecord):
     problem_name: str
     problem_src: str
     best_src: str | None = Field(None, description="current best candidate (bounded context)")
+    best_correct: bool = Field(True, description="whether best_src passes every check of today's suite")
+    best_note: str = Field("", description="what is true of best_src in a few words (why it fails, if it does)")
     last_src: str | None = Field(None, description="last candidate tried")
     feedback: str | None = Field(
         None,
@@ -79,6 +81,15 @@ class CoderReply(AgentRecord):
     usage: Usage = Field(default_factory=Usage)
 
 
+class CaseView(AgentRecord):
+    """A stress case as the Judge sees it: what it is, its sizes, its source."""
+
+    name: str
+    sizes: str = Field("", description="its module-level constants, e.g. 'batch_size = 1024, output_size = 513'")
+    source: str = ""
+    outcome: str = Field("", description="what the kernel did on it: failed, or ran out of time")
+
+
 class JudgeInput(AgentRecord):
     problem_name: str
     problem_src: str
@@ -92,6 +103,8 @@ class JudgeInput(AgentRecord):
     iters_without_progress: int = 0
     stress_passed: bool = False
     stress_cases: int = 0
+    failing_case: CaseView | None = Field(None, description="the smallest stress case the kernel fails")
+    last_override: str | None = Field(None, description="the Judge's previous decision that a rule changed, and how")
 
 
 class JudgeDecision(AgentRecord):
@@ -120,6 +133,12 @@ class ProposerInput(AgentRecord):
     candidate_src: str
     existing_cases: list[str] = Field(default_factory=list, description="names of cases already held")
     max_cases: int = 4
+    device: Literal["cuda", "cpu"] = Field("cpu", description="cpu: candidates run under the Triton interpreter")
+    calls_per_case: int = Field(40, description="candidate calls each case costs in one check (trials x input "
+                                                "distributions x before/after the reference)")
+    correctness_s: float | None = Field(None, description="the one correctness stage's time, shared by every case")
+    case_costs: list[str] = Field(default_factory=list, description="per case of the candidate's last check: "
+                                                                    "trials passed, seconds per candidate call")
 
 
 class ProposerReply(AgentRecord):

@@ -2,8 +2,7 @@
 
 A case must be the problem's own `Model`, verbatim, with its own `get_inputs`/`get_init_inputs`;
 and it must run the reference to completion, quickly, in a clean subprocess that sees no secrets.
-Also: what a candidate kernel seems to assume (block sizes, masks, contiguity), read from its
-source, so the Proposer can aim at it.
+What a candidate kernel seems to assume is read by `kiln.agents.facts`.
 """
 
 from __future__ import annotations
@@ -91,22 +90,16 @@ def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0
     return None
 
 
-def candidate_facts(src: str, limit: int = 10) -> list[str]:
-    """Plain statements of what a kernel seems to assume, for the Proposer to attack."""
-    facts: list[str] = []
-    for name, value in sorted(set(re.findall(r"\b([A-Z_]*BLOCK[A-Z_0-9]*)\s*=\s*(\d+)", src))):
-        facts.append(f"block size {name} = {value}: try sizes {value}, {int(value) + 1}, {2 * int(value) - 1}")
-    if "next_power_of_2" in src:
-        facts.append("a block size is the next power of two of a dimension: try 2^k and 2^k + 1")
-    loads = len(re.findall(r"tl\.load\(", src))
-    masked = len(re.findall(r"tl\.load\([^)]*mask\s*=", src))
-    if loads and masked < loads:
-        facts.append(f"{loads - masked} of {loads} tl.load calls have no mask: sizes off the block grid may read past the end")
-    for n in sorted(set(re.findall(r"__shared__\s+\w+\s+\w+\[(\d+)\]", src))):
-        facts.append(f"a fixed shared-memory array of {n} elements: try dimensions just past it")
-    if re.search(r"\bint\s+(idx|i|tid|index)\s*=\s*blockIdx", src):
-        facts.append("32-bit indices: very large tensors may overflow them")
-    if ".contiguous()" not in src and (".stride(" not in src and "stride" not in src):
-        facts.append("no .contiguous() and no strides: transposed or sliced inputs may be read wrongly")
-    facts += [f"asserts: {a.strip()}" for a in re.findall(r"^\s*assert\s+(.+)$", src, re.MULTILINE)[:3]]
-    return facts[:limit]
+def module_sizes(src: str) -> str:
+    """The module-level constants of a problem-format file ('batch_size = 1024, dim = 513'): its sizes."""
+    try:
+        tree = pyparse.parse(src)
+    except SyntaxError:
+        return ""
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if isinstance(value, ast.Constant | ast.Tuple | ast.BinOp | ast.UnaryOp | ast.List):
+                out.append(f"{node.targets[0].id} = {ast.unparse(value)}")
+    return ", ".join(out)

@@ -124,7 +124,8 @@ class LLMJudge:
             profile_digest=inp.profile_digest, best_speedup=inp.best_speedup,
             target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
             no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,
-            stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda",
+            stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda", failing_case=inp.failing_case,
+            last_override=inp.last_override,
         )
         return [SystemMessage(system), HumanMessage(user)]
 

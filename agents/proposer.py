@@ -14,11 +14,11 @@ from kiln.agents import prompts
 from kiln.agents.base import ProposerInput, ProposerReply, StressCase
 from kiln.agents.casecheck import (
     NAME_OK,
-    candidate_facts,
     runtime_error,
     safe_name,
     static_problem_error,
 )
+from kiln.agents.facts import candidate_facts
 from kiln.agents.llm.client import LLMClient, clip
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 
@@ -54,7 +54,8 @@ class LLMProposer:
         user = prompts.render(
             "proposer_user.j2", problem_name=inp.problem_name, problem_src=inp.problem_src,
             candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS), candidate_facts=candidate_facts(inp.candidate_src),
-            existing_cases=inp.existing_cases, max_cases=inp.max_cases,
+            existing_cases=inp.existing_cases, max_cases=inp.max_cases, device=inp.device,
+            calls_per_case=inp.calls_per_case, correctness_s=inp.correctness_s, case_costs=inp.case_costs,
         )
         return [SystemMessage(system), HumanMessage(user)]
 

@@ -17,6 +17,8 @@ def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazi
     compile_ = f", {best.speedup_vs_compile:.2f}x vs torch.compile" if best.speedup_vs_compile is not None else ""
     typer.echo(f"status: {summary.status} ({summary.stop_reason})")
     typer.echo(f"best: {best.path or '-'} ({'correct' if best.correct else 'NOT correct'}; {speed}{compile_})")
+    if getattr(summary, "suite_note", None):
+        typer.echo(f"note: {summary.suite_note}")
     if summary.cost_usd is not None:
         cost = f"${summary.cost_usd:.4f}"
     else:  # no tokens at all: the built-in policies (or a replay) ran, nothing was billed

@@ -15,6 +15,7 @@ from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best, budget_spent
 from kiln.graphs.state import Candidate, RunState, TimeEntry
 from kiln.graphs.strategies import parents_for_round
+from kiln.graphs.suite import active_names, is_current
 
 NO_CODE_HINT = "Reply with exactly one fenced code block holding the whole module (ModelNew included)."
 
@@ -44,12 +45,28 @@ def _mode_and_feedback(state: RunState, parent: Candidate | None) -> tuple[Coder
     return mode, "\n\n".join(parts) or None
 
 
+def best_label(state: RunState, b: Candidate | None) -> tuple[bool, str]:
+    """(passes today's suite?, a few words that are true of it) for the Coder's 'best kernel' block."""
+    if b is None:
+        return True, ""
+    names = active_names(state)
+    if b.correct and is_current(b, names):
+        return True, f"it passes every check and {len(names)} stress case(s)" if names else "it passes every check"
+    if b.failed_cases:
+        return False, f"it fails the stress case(s) {', '.join(b.failed_cases)}"
+    if b.correct:
+        return False, "not yet checked with the newest stress cases"
+    return False, f"status {b.status}, {b.frac_passed:.0%} of the correctness checks passed"
+
+
 def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration: int, sibling: int = 0) -> CoderTask:
     mode, feedback = _mode_and_feedback(state, parent)
     last = parent if parent is None or parent.source_path else None
+    best_correct, best_note = best_label(state, best(state))
     return CoderTask(mode=mode, lang=ctx.options.lang, dtype=ctx.options.check.dtype, problem_name=problem_name(ctx),
                      problem_src=problem_src(ctx),
-                     best_src=source_of(ctx, best(state)), last_src=source_of(ctx, last), feedback=feedback,
+                     best_src=source_of(ctx, best(state)), best_correct=best_correct, best_note=best_note,
+                     last_src=source_of(ctx, last), feedback=feedback,
                      gpu=ctx.gpu, iteration=iteration, sibling=sibling)
 
 

@@ -68,7 +68,8 @@ class Candidate(StateRecord):
     coder_failure: str | None = Field(None, description="'call' (the LLM call failed), 'budget' or 'reply'")
     status: str = Field("pending", description="'pending', 'no_code', or the CheckRecord status")
     correct: bool = False
-    frac_passed: float = Field(0.0, description="correctness trials passed / run (0 if it never ran)")
+    frac_passed: float = Field(0.0, description="the check's correctness score (groups passed / planned; "
+                                                "trials passed / run for older records); 0 if it never ran")
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedup_eager_ci_low: float | None = Field(None, description="low end of the 95% CI vs eager")
@@ -78,6 +79,7 @@ class Candidate(StateRecord):
     check_path: str | None = Field(None, description="run-dir-relative CheckRecord JSON")
     cases_checked: list[str] = Field(default_factory=list, description="stress cases in its last check")
     failed_cases: list[str] = Field(default_factory=list, description="stress cases it failed")
+    timed_out_case: str | None = Field(None, description="the case its check's time ran out in, if it did")
     feedback: str | None = Field(None, description="what a repair needs: error, mismatch, repro")
 
 
@@ -132,12 +134,16 @@ class RunState(TypedDict, total=False):
     """Candidate ids the next Coder round starts from (beam members, MCTS leaf, linear last)."""
     decisions: Annotated[dict[str, JudgeDecision], merge]
     """The Judge's latest decision per candidate id (after hard rules)."""
+    last_override: Annotated[str | None, replace]
+    """When the Judge's last decision was changed by a hard rule: what it asked and what happened."""
     best_id: Annotated[str | None, replace]
     """Highest-reward candidate."""
     no_progress: Annotated[int, replace]
     """Consecutive Coder rounds without a better best reward."""
     cases: Annotated[list[StressCase], append]
     """Every Proposer case with its validation result."""
+    retired: Annotated[dict[str, str], merge]
+    """Cases taken out of the suite by rule (a correct candidate could not finish them), with why."""
     stress_rounds: Annotated[int, add]
     """Propose rounds run."""
     usage: Annotated[list[Usage], append]
