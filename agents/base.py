@@ -36,6 +36,7 @@ class Usage(AgentRecord):
     cost_usd: float | None = None
     latency_s: float = 0.0
     cached: bool = False
+    cache_read_tokens: int = Field(0, description="input tokens the provider served from its prompt cache")
 
 
 class GpuFacts(AgentRecord):

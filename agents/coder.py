@@ -7,12 +7,12 @@ else is a failed reply (recorded, and its tokens count against the budget like a
 
 from __future__ import annotations
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from kiln.agents import prompts
 from kiln.agents.base import CoderReply, CoderTask
 from kiln.agents.extract import extract_code
-from kiln.agents.llm.client import LLMClient, clip
+from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 
 FEEDBACK_TITLES = {
@@ -48,7 +48,9 @@ class LLMCoder:
             feedback_title=FEEDBACK_TITLES[task.mode],
             sibling=task.sibling,
         )
-        return [SystemMessage(system), HumanMessage(user)]
+        note = f"the reference; do not change it; the verifier runs it in {task.dtype}, inputs and weights cast to it"
+        return [SystemMessage(system), user_message(prompts.problem_block(task.problem_name, task.problem_src, note),
+                                                    user)]
 
     def write(self, task: CoderTask) -> CoderReply:
         try:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from kiln.agents import prompts
 from kiln.agents.base import JudgeDecision, JudgeInput, NextStep
-from kiln.agents.llm.client import LLMClient, clip
+from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 
 ROOFLINE_STOP_PCT = 90.0
@@ -127,7 +127,8 @@ class LLMJudge:
             stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda", failing_case=inp.failing_case,
             last_override=inp.last_override,
         )
-        return [SystemMessage(system), HumanMessage(user)]
+        problem = prompts.problem_block(inp.problem_name, inp.problem_src)
+        return [SystemMessage(system), user_message(problem, user)]
 
     def decide(self, inp: JudgeInput) -> JudgeDecision:
         ruled = rule_decision(inp, self.no_progress_k)

@@ -7,7 +7,7 @@ clean subprocess within the time limit. Refused cases are listed in `rejected` w
 
 from __future__ import annotations
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from kiln.agents import prompts
@@ -19,7 +19,7 @@ from kiln.agents.casecheck import (
     static_problem_error,
 )
 from kiln.agents.facts import candidate_facts
-from kiln.agents.llm.client import LLMClient, clip
+from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 
 MAX_SOURCE_CHARS = 24000
@@ -57,7 +57,8 @@ class LLMProposer:
             existing_cases=inp.existing_cases, max_cases=inp.max_cases, device=inp.device,
             calls_per_case=inp.calls_per_case, correctness_s=inp.correctness_s, case_costs=inp.case_costs,
         )
-        return [SystemMessage(system), HumanMessage(user)]
+        problem = prompts.problem_block(inp.problem_name, inp.problem_src)
+        return [SystemMessage(system), user_message(problem, user)]
 
     def propose(self, inp: ProposerInput) -> ProposerReply:
         try:

@@ -172,7 +172,7 @@ def resolve_roles(
         models[role] = chat
         client = LLMClient(role, chat, model_name=_model_name(spec, script), tracker=tracker,
                            redactor=redactor, settings=settings, method=structured_method(spec, structured),
-                           label=str(spec))
+                           label=str(spec), cache_breakpoints=spec.provider == "anthropic")
         built[role] = _role_object(role, client, device, no_progress_k, case_timeout_s)
     return Roles(coder=built["coder"], judge=built["judge"], proposer=built["proposer"], tracker=tracker,
                  specs={r: str(s) for r, s in specs.items()}, redactor=redactor, cache=cache, chat_models=models)

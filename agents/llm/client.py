@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -38,6 +38,34 @@ def clip(text: str | None, limit: int) -> str | None:
         return text
     half = limit // 2
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
+CACHE_PREFIX = "kiln_cache_prefix"
+"""additional_kwargs key on a user message: how many leading characters are the same across a run's
+calls (the problem). Anthropic clients turn it into a cache breakpoint; it is never sent."""
+
+
+def user_message(stable: str, rest: str) -> HumanMessage:
+    """The user turn as `stable + rest`: the part shared by every call of a run first (the problem),
+    so providers' prefix caches hit; the length of that part is kept for cache breakpoints."""
+    return HumanMessage(stable + rest, additional_kwargs={CACHE_PREFIX: len(stable)})
+
+
+def with_breakpoints(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Anthropic's explicit prompt caching: the system prompt and the user turn's stable prefix end
+    with `cache_control` blocks (two of the four breakpoints a request may carry)."""
+    mark = {"type": "ephemeral"}
+    out: list[BaseMessage] = []
+    for m in messages:
+        n = m.additional_kwargs.get(CACHE_PREFIX)
+        if isinstance(m, SystemMessage) and isinstance(m.content, str):
+            out.append(SystemMessage([{"type": "text", "text": m.content, "cache_control": mark}]))
+        elif isinstance(m, HumanMessage) and isinstance(m.content, str) and isinstance(n, int) and 0 < n < len(m.content):
+            out.append(HumanMessage([{"type": "text", "text": m.content[:n], "cache_control": mark},
+                                     {"type": "text", "text": m.content[n:]}]))
+        else:
+            out.append(m)
+    return out
 
 
 class TextReply(BaseModel):
@@ -86,7 +114,8 @@ class LLMClient:
                  redactor: Redactor, settings: TransportSettings | None = None,
                  method: str = "function_calling", label: str | None = None,
                  retry_prompt: Callable[[str, str], str] | None = None,
-                 sleep: Callable[[float], None] = time.sleep, max_reply_chars: int = MAX_REPLY_CHARS) -> None:
+                 sleep: Callable[[float], None] = time.sleep, max_reply_chars: int = MAX_REPLY_CHARS,
+                 cache_breakpoints: bool = False) -> None:
         self.role, self.chat_model, self.model_name = role, chat_model, model_name
         self.tracker, self.redactor, self.method = tracker, redactor, method
         self.label = label or model_name  # names the backend in errors, e.g. "openai:m @ http://host/v1"
@@ -94,11 +123,13 @@ class LLMClient:
         self.retry_prompt = retry_prompt or _default_retry_prompt
         self._sleep = sleep
         self.max_reply_chars = max_reply_chars
+        self.cache_breakpoints = cache_breakpoints  # Anthropic: explicit cache_control blocks
 
     def _invoke(self, runnable: Any, messages: list[BaseMessage]) -> tuple[Any, float, bool]:
         reason = self.tracker.exhausted()
         if reason:
             raise BudgetExhausted(reason)
+        messages = with_breakpoints(messages) if self.cache_breakpoints else [_plain(m) for m in messages]
         t0 = time.monotonic()
         try:
             out = call_with_retries(lambda t: runnable.invoke(messages, **({"timeout": t} if t else {})),
@@ -112,9 +143,10 @@ class LLMClient:
     def _usage(self, message: AIMessage | None, latency_s: float, cached: bool) -> Usage:
         meta: dict[str, Any] = dict((message.usage_metadata if message is not None else None) or {})
         n_in, n_out = int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
+        read = int((meta.get("input_token_details") or {}).get("cache_read") or 0)
         usage = Usage(role=self.role, model=self.model_name, input_tokens=n_in, output_tokens=n_out,
                       cost_usd=cost_usd(self.model_name, n_in, n_out), latency_s=round(latency_s, 3),
-                      cached=cached)
+                      cached=cached, cache_read_tokens=read)
         self.tracker.record(usage)
         return usage
 
@@ -150,6 +182,14 @@ class LLMClient:
             if attempt == 1:
                 messages = [*messages, HumanMessage(self.retry_prompt(clip(reply.raw_text, 4000) or "", reply.error))]
         return reply
+
+
+def _plain(m: BaseMessage) -> BaseMessage:
+    """The message as sent to servers without explicit caching (OpenAI caches prefixes by itself)."""
+    if CACHE_PREFIX not in m.additional_kwargs:
+        return m
+    return m.model_copy(update={"additional_kwargs": {k: v for k, v in m.additional_kwargs.items()
+                                                      if k != CACHE_PREFIX}})
 
 
 def schema_dict(schema: type[BaseModel]) -> dict[str, Any]:

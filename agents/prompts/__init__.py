@@ -39,6 +39,12 @@ def render(template: str, **variables: Any) -> str:
     return environment().get_template(template).render(**variables).strip() + "\n"
 
 
+def problem_block(name: str, src: str, note: str = "") -> str:
+    """The problem statement every role's request opens with, ending in a blank line: identical in
+    every call of a run, so it belongs to the prefix that providers cache."""
+    return render("problem.j2", problem_name=name, problem_src=src, note=note) + "\n"
+
+
 def examples(lang: str) -> list[dict[str, str]]:
     """The few-shot examples for `lang`, each {name, problem, candidate} as file text."""
     out = []
