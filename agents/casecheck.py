@@ -103,3 +103,25 @@ def module_sizes(src: str) -> str:
             if isinstance(value, ast.Constant | ast.Tuple | ast.BinOp | ast.UnaryOp | ast.List):
                 out.append(f"{node.targets[0].id} = {ast.unparse(value)}")
     return ", ".join(out)
+
+
+ARITH = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow", ast.MatMult: "matmul",
+         ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+
+
+def problem_ops(src: str) -> dict[str, list[str]]:
+    """What a problem's Model computes, as names: `heavy` (the calls and modules in __init__ and
+    forward: softmax, Linear, cdist, amax, ...) and `arith` (operators: add, mul, ...). Used to keep
+    the Coder's few-shot examples away from the benchmark's problems."""
+    model = next((n for n in pyparse.parse(src).body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    heavy: set[str] = set()
+    arith: set[str] = set()
+    for node in ast.walk(model) if model else ():
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name and name not in ("super", "__init__", "view", "reshape", "size", "contiguous"):
+                heavy.add(name.lower())
+        elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in ARITH:
+            arith.add(ARITH[type(node.op)])
+    return {"heavy": sorted(heavy), "arith": sorted(arith)}

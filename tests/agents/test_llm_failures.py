@@ -24,7 +24,7 @@ from kiln.graphs.runner import run_problem
 
 from .conftest import completion
 
-PROBLEM = Path(__file__).parents[2] / "agents" / "prompts" / "examples" / "problems" / "softmax.py"
+PROBLEM = Path(__file__).parent / "data" / "softmax.py"
 QUICK = TransportSettings(timeout_s=5.0, max_attempts=2, backoff_base_s=0.01, backoff_max_s=0.02)
 
 
