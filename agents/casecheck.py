@@ -8,6 +8,7 @@ What a candidate kernel seems to assume is read by `kiln.agents.facts`.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import signal
@@ -16,28 +17,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from kiln.tools import pyparse
+from kiln.tools.records import JSON_SAFE
 
 NAME_OK = re.compile(r"^[a-z0-9_]{1,60}$")
-ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME")
-
-_RUNNER = r"""
-import importlib.util, sys, torch
-spec = importlib.util.spec_from_file_location("kiln_case", sys.argv[1])
-mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-device = sys.argv[2]
-torch.manual_seed(0)
-model = mod.Model(*mod.get_init_inputs()).to(device)
-inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
-with torch.no_grad():
-    out = model(*inputs)
-outs = out if isinstance(out, (tuple, list)) else [out]
-if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-    raise SystemExit("the reference returned no tensor")
-if device == "cuda":
-    torch.cuda.synchronize()
-"""
-
+ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME", "PYTHONPATH")
 
 def safe_name(name: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", name.strip().lower()).strip("_")[:60]
@@ -70,24 +56,46 @@ def _clean_env(device: str) -> dict[str, str]:
     return env
 
 
-def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0) -> str | None:
-    """Run the case's reference once in a fresh process (new session, clean env); None when it works."""
+class CaseRun(BaseModel):
+    """One run of a case's reference in its own process."""
+
+    model_config = JSON_SAFE
+
+    error: str | None = Field(None, description="why it failed, or None")
+    forward_s: float | None = Field(None, description="wall seconds of the reference's forward")
+    input_numel: int | None = Field(None, description="elements in the tensors get_inputs() returned")
+
+
+def run_case(path: Path, *, device: str = "cpu", timeout_s: float = 60.0) -> CaseRun:
+    """Run a problem-format file's reference once (`kiln.agents.case_runner`) in a fresh process group
+    with a clean environment (no keys); the whole group is killed past `timeout_s`."""
     with tempfile.TemporaryDirectory(prefix="kiln-case-") as tmp:
-        path = Path(tmp) / "case.py"
-        path.write_text(case_src)
-        proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(path), device], cwd=tmp,
-                                env=_clean_env(device), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+        out = Path(tmp) / "result.json"
+        argv = [sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device]
+        proc = subprocess.Popen(argv, cwd=tmp, env=_clean_env(device), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             _, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            return f"too slow: the reference did not finish in {timeout_s:.0f} s"
-    if proc.returncode != 0:
-        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-        return f"the reference fails on it: {lines[-1] if lines else f'exit {proc.returncode}'}"
-    return None
+            return CaseRun(error=f"too slow: the reference did not finish in {timeout_s:.0f} s")
+        if not out.exists():
+            lines = [ln for ln in (err or "").strip().splitlines() if ln.strip()]
+            return CaseRun(error=f"the reference process died (exit {proc.returncode}): "
+                                 f"{lines[-1] if lines else 'no message'}"[:400])
+        result = json.loads(out.read_text())
+    if not result["ok"]:
+        return CaseRun(error=f"the reference fails on it: {result['error']}")
+    return CaseRun(forward_s=result.get("forward_s"), input_numel=result.get("input_numel"))
+
+
+def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0) -> str | None:
+    """Run the case's reference once in a fresh process (new session, clean env); None when it works."""
+    with tempfile.TemporaryDirectory(prefix="kiln-case-") as tmp:
+        path = Path(tmp) / "case.py"
+        path.write_text(case_src)
+        return run_case(path, device=device, timeout_s=timeout_s).error
 
 
 def module_sizes(src: str) -> str:

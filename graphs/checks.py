@@ -112,7 +112,7 @@ def check_candidate(ctx: RunContext, cand: Candidate, suite: Suite, it: int) -> 
     the case is retired by rule (recorded, with why) and the candidate checked again without it."""
     record = run_check(ctx, cand, suite.paths(ctx))
     updated, times = apply_record(ctx, cand, record, suite.paths(ctx)), stage_times(record, it)
-    slow = slow_case(record, suite.names(), cand.id, ctx.options.device)
+    slow = slow_case(record, suite, cand.id, ctx.options.device)
     if slow is None:
         return updated, times
     suite.retire(*slow)

@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from kiln.agents.base import ProposerInput, ProposerReply
 from kiln.graphs import rundir
-from kiln.graphs.cases import safe_name, validate
+from kiln.graphs.cases import problem_numel, safe_name, validate
 from kiln.graphs.checks import best_after, check_candidate, settle
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
@@ -101,6 +101,8 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     cand = best(state)
     assert cand is not None and cand.source_path is not None, "the Judge stresses only a correct kernel"
     suite, it = Suite.of(state), state.get("iteration", 0)
+    if suite.problem_numel is None:
+        suite.problem_numel = problem_numel(ctx)
     update: dict = {"times": []}
     new_cases: list[StressCase] = []
     if not is_current(cand, suite.names()):
@@ -122,4 +124,4 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     # the stressed kernel goes first: when it failed a new case, the counterexample is its repair
     frontier = [cand.id, *[f for f in state.get("frontier", []) if f != cand.id]]
     return {**update, "cases": new_cases, "candidates": {cand.id: cand, **settled}, "best_id": new_best,
-            "frontier": frontier, "retired": suite.retired_now}
+            "frontier": frontier, "retired": suite.retired_now, "problem_numel": suite.problem_numel}

@@ -92,6 +92,8 @@ class StressCase(StateRecord):
     reason: str = Field("", description="why rejected, or 'ok'")
     rationale: str = ""
     round: int = Field(description="propose round that produced it")
+    reference_s: float | None = Field(None, description="the reference's forward on it, seconds (validation run)")
+    input_numel: int | None = Field(None, description="elements in its inputs")
 
 
 class TimeEntry(StateRecord):
@@ -142,6 +144,8 @@ class RunState(TypedDict, total=False):
     """Consecutive Coder rounds without a better best reward."""
     cases: Annotated[list[StressCase], append]
     """Every Proposer case with its validation result."""
+    problem_numel: Annotated[int | None, replace]
+    """Elements in the problem's own inputs (measured at the first propose round)."""
     retired: Annotated[dict[str, str], merge]
     """Cases taken out of the suite by rule (a correct candidate could not finish them), with why."""
     stress_rounds: Annotated[int, add]

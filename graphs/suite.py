@@ -30,10 +30,14 @@ class Suite:
 
     cases: list[StressCase]
     retired_now: dict[str, str] = field(default_factory=dict)
+    problem_numel: int | None = None
 
     @classmethod
     def of(cls, state: RunState) -> Suite:
-        return cls(active_cases(state))
+        return cls(active_cases(state), problem_numel=state.get("problem_numel"))
+
+    def get(self, name: str) -> StressCase | None:
+        return next((c for c in self.cases if c.name == name), None)
 
     def names(self) -> set[str]:
         return {c.name for c in self.cases}
@@ -119,24 +123,35 @@ def _secs(value: float | None, digits: int = 2) -> str:
     return "not recorded" if value is None else f"{value:.{digits}f} s"
 
 
-def slow_case(record: CheckRecord, names: set[str], cand_id: str, device: str) -> tuple[str, str] | None:
-    """(case, reason) when the check timed out in a stress case that the candidate was passing: every
-    trial that ran passed, at least one of them on that case. Retiring it is the rule; a case the
-    candidate never passed once, or any wrong result anywhere, retires nothing."""
+BIG_CASE_RATIO = 4
+"""A case whose inputs hold at least this many times the problem's elements is a large case."""
+
+
+def slow_case(record: CheckRecord, suite: Suite, cand_id: str, device: str) -> tuple[str, str] | None:
+    """(case, reason) when the check ran out of time in a stress case that the candidate cannot be
+    shown to fail: every trial that ran passed, and either at least one of them was on that case
+    (correct there, only slow), or the case is large (inputs >= 4x the problem's) and not one call
+    of it finished in the time the other cases left. Retiring it is the rule. A wrong result
+    anywhere, the problem itself, or a small case (a hang on batch 1 is a bug) retires nothing."""
     if record.status != "timeout" or record.correctness is None:
         return None
     name = timed_out_case(record)
-    if name is None or name == "problem" or name not in names:
+    case = suite.get(name) if name else None
+    if case is None or not record.correctness.trials or any(not t.passed for t in record.correctness.trials):
         return None
-    if not record.correctness.trials or any(not t.passed for t in record.correctness.trials):
-        return None
-    mine = case_summaries(record).get(name) or CaseSummary()
-    if mine.n_passed < 1:
-        return None
+    mine = case_summaries(record).get(case.name) or CaseSummary()
     where = "under the Triton interpreter on the CPU" if device == "cpu" else f"on {device}"
-    return name, (f"retired after {cand_id}'s check: every trial that ran passed ({mine.n_passed} on this case), "
-                  f"but one candidate call on it takes {_secs(mine.candidate_s, 1)} {where} (the reference: "
-                  f"{_secs(mine.reference_s)}), and its trials do not fit in the check's time")
+    if mine.n_passed >= 1:
+        return case.name, (f"retired after {cand_id}'s check: every trial that ran passed ({mine.n_passed} on this "
+                           f"case), but one candidate call on it takes {_secs(mine.candidate_s, 1)} {where} (the "
+                           f"reference: {_secs(mine.reference_s or case.reference_s)}), and its trials do not fit "
+                           "in the check's time")
+    ratio = (case.input_numel or 0) / suite.problem_numel if suite.problem_numel else 0.0
+    if ratio < BIG_CASE_RATIO:
+        return None
+    return case.name, (f"retired after {cand_id}'s check: every trial of the other cases passed, but not one "
+                       f"candidate call on this case finished {where} in the time they left; its inputs are "
+                       f"{ratio:.0f}x the problem's (the reference: {_secs(case.reference_s)} per call)")
 
 
 def cost_lines(record: CheckRecord) -> list[str]:

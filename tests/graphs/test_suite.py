@@ -79,21 +79,33 @@ def _timeout_record(trials: list[tuple[str, bool]], where: str = "big", cases: d
                                                      cases=cases or {}))
 
 
+def _suite(numel: int | None = 1000, problem: int | None = 100):
+    from kiln.graphs.state import StressCase
+    from kiln.graphs.suite import Suite
+
+    case = StressCase(name="big", path="cases/big.py", valid=True, round=1, input_numel=numel, reference_s=0.2)
+    return Suite([case], problem_numel=problem)
+
+
 def test_the_retirement_rule_is_narrow():
-    from kiln.graphs.suite import slow_case
+    from kiln.graphs.suite import Suite, slow_case
     from kiln.tools.records import CaseSummary
 
-    names = {"big"}
     passing = [("problem", True), ("big", True)]
-    assert slow_case(_timeout_record(passing), names, "c1", "cpu")[0] == "big"
-    assert slow_case(_timeout_record([("problem", True), ("big", False)]), names, "c1", "cpu") is None  # wrong
-    assert slow_case(_timeout_record([("problem", True)]), names, "c1", "cpu") is None  # never passed on it
-    assert slow_case(_timeout_record(passing, where="problem"), names, "c1", "cpu") is None  # the problem stays
-    assert slow_case(_timeout_record(passing), set(), "c1", "cpu") is None  # not in the suite
+    assert slow_case(_timeout_record(passing), _suite(), "c1", "cpu")[0] == "big"
+    assert slow_case(_timeout_record([("problem", True), ("big", False)]), _suite(), "c1", "cpu") is None  # wrong
+    assert slow_case(_timeout_record(passing, where="problem"), _suite(), "c1", "cpu") is None  # the problem stays
+    assert slow_case(_timeout_record(passing), Suite([]), "c1", "cpu") is None  # not in the suite
+    # not one call on it finished: retired only when it is a large case (10x the problem's inputs here)
+    never = [("problem", True)]
+    name, reason = slow_case(_timeout_record(never), _suite(), "c1", "cpu")
+    assert name == "big" and "its inputs are 10x the problem's" in reason
+    assert slow_case(_timeout_record(never), _suite(numel=200), "c1", "cpu") is None  # 2x: a hang is a bug
+    assert slow_case(_timeout_record(never), _suite(problem=None), "c1", "cpu") is None  # size unknown
     # the check's own per-case summary, when it has one, wins over the reason text
     own = {"problem": CaseSummary(n_trials=8, n_passed=8, candidate_s=0.01),
            "big": CaseSummary(n_trials=1, n_passed=1, candidate_s=22.4, reference_s=0.2, timed_out=True)}
-    name, reason = slow_case(_timeout_record(passing, where="elsewhere", cases=own), names, "c1", "cpu")
+    name, reason = slow_case(_timeout_record(passing, where="elsewhere", cases=own), _suite(), "c1", "cpu")
     assert name == "big" and "22.4 s under the Triton interpreter" in reason and "0.20 s" in reason
 
 
