@@ -106,6 +106,7 @@ def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None =
         raise KilnInputError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
     rundir.write_json(run_dir, RUN_FILE, opts)
+    rundir.write(run_dir, "README.md", (Path(__file__).parent / "rundir_readme.md").read_text())
     ctx = make_context(opts, run_dir, roles, evaluator, gpu, profiler)
     rundir.event(run_dir, "start", problem=str(problem), device=opts.device, strategy=opts.strategy)
     return _drive(ctx, {"status": "running", "iteration": 0}, progress or Progress(live=False))
