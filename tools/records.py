@@ -22,6 +22,7 @@ Status = Literal["ok", "compile_error", "incorrect", "crashed", "timeout", "reje
 Device = Literal["auto", "cuda", "cpu"]
 DType = Literal["fp32", "bf16", "fp16"]
 Policy = Literal["strict", "partial"]
+StaticPolicy = Literal["allowlist", "denylist"]
 Lang = Literal["triton", "cuda", "torch", "unknown"]
 Severity = Literal["info", "warn", "reject"]
 Baseline = Literal["eager", "eager_tf32", "compile"]
@@ -52,6 +53,8 @@ class CheckOptions(Record):
     atol: float | None = Field(None, description="None: the dtype's default (fp32 1e-4, bf16/fp16 1e-2)")
     rtol: float | None = None
     policy: Policy = "partial"
+    static: StaticPolicy = Field("allowlist", description="static scan: 'allowlist' (LLM-written code) or "
+                                                          "'denylist' (hand-written trusted kernels)")
     time: bool = Field(True, description="time correct candidates when a GPU is used")
     baselines: list[Baseline] = Field(default_factory=lambda: list(ALL_BASELINES))
     seed: int | None = Field(None, description="None: a fresh secret seed per run (recorded afterwards)")
@@ -201,6 +204,8 @@ class OpAccounting(Record):
     library_kernels: list[str] = Field(default_factory=list)
     own_time_share: float | None = Field(None, description="GPU time in own kernels / all kernel time")
     decoy_kernels: list[str] = Field(default_factory=list)
+    copy_kernels: list[str] = Field(default_factory=list, description="own kernels that only moved data "
+                                    "(their outputs are copies of their inputs or of PyTorch results)")
     own_launches: dict[str, int] = Field(default_factory=dict, description="own kernel name -> launches seen")
     own_time_us: float | None = Field(None, description="GPU time in own kernels, one forward")
     library_time_us: float | None = Field(None, description="GPU time in library kernels, one forward")
@@ -238,6 +243,7 @@ class TimingIntegrity(Record):
 
 class IntegrityRecord(Record):
     policy: Policy = "partial"
+    static: StaticPolicy = Field("allowlist", description="the static scan's mode (CheckOptions.static)")
     findings: list[Finding] = Field(default_factory=list)
     accounting: OpAccounting | None = None
     physics: PhysicsRecord | None = None

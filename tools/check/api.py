@@ -61,13 +61,13 @@ def stage_timeouts(o: CheckOptions) -> dict[str, float]:
     return {k: explicit.get(k) or share * o.timeout_s for k, share in STAGE_SHARES.items()}
 
 
-def _static_scan(source: str, filename: str, dtype: str) -> list[Finding]:
+def _static_scan(source: str, filename: str, dtype: str, mode: str = "allowlist") -> list[Finding]:
     try:
         from kiln.tools.integrity import static
     except ImportError as exc:  # INTEGRITY's scanner not installed: a visible finding, not silence
         return [Finding(rule="static.unavailable", severity="info", evidence=str(exc))]
 
-    return static.scan_candidate(source, filename=filename, dtype=dtype)
+    return static.scan_candidate(source, filename=filename, dtype=dtype, mode=mode)
 
 
 def _unsupported(rec: CheckRecord, lang: str, dtype: str, candidate: Path) -> CheckRecord | None:
@@ -103,8 +103,8 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     cand = load_candidate(Path(candidate), prob)
     rec = CheckRecord(problem=prob.path, candidate=cand.path, device=resolve_device(options.device),
                       dtype=options.dtype, status="error")
-    static = _static_scan(cand.source, Path(candidate).name, options.dtype)
-    rec.integrity = IntegrityRecord(policy=options.policy, findings=static)
+    static = _static_scan(cand.source, Path(candidate).name, options.dtype, options.static)
+    rec.integrity = IntegrityRecord(policy=options.policy, static=options.static, findings=static)
     lang = detect_lang(cand.source)
     rec.extra["lang"] = lang
     if _unsupported(rec, lang, options.dtype, Path(candidate)) is None:

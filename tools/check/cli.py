@@ -15,6 +15,7 @@ from kiln.tools.errors import KilnInputError
 DEVICES = ("auto", "cuda", "cpu")
 DTYPES = ("fp32", "bf16", "fp16")
 POLICIES = ("strict", "partial")
+STATIC = ("allowlist", "denylist")
 
 
 def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
@@ -32,6 +33,7 @@ def check(
     case: Annotated[list[Path] | None, typer.Option("--case", help="extra case file (problem format); repeatable")] = None,
     timeout: Annotated[float, typer.Option(help="overall budget in seconds; stages get shares")] = 300.0,
     policy: Annotated[str, typer.Option(help="strict (no PyTorch compute) | partial")] = "partial",
+    static: Annotated[str, typer.Option(help="allowlist (LLM-written code) | denylist (trusted hand-written)")] = "allowlist",
     atol: Annotated[float | None, typer.Option(help="absolute tolerance (default per dtype)")] = None,
     rtol: Annotated[float | None, typer.Option(help="relative tolerance (default per dtype)")] = None,
     no_time: Annotated[bool, typer.Option("--no-time", help="skip timing even on a GPU")] = False,
@@ -48,7 +50,7 @@ def check(
     options = CheckOptions(
         device=_choice(device, DEVICES, "--device"), dtype=_choice(dtype, DTYPES, "--dtype"),
         trials=trials, cases=[str(c) for c in case or []], timeout_s=timeout,
-        policy=_choice(policy, POLICIES, "--policy"), atol=atol, rtol=rtol, time=not no_time, seed=seed,
+        policy=_choice(policy, POLICIES, "--policy"), static=_choice(static, STATIC, "--static"), atol=atol, rtol=rtol, time=not no_time, seed=seed,
     )
     record = run_check(problem, candidate, options)
     if json_out is not None:
