@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from kiln.tools.integrity.ops import is_compute
-from kiln.tools.integrity.runtime import inspect_forward, is_own_kernel, judge, own_kernel_names
+from kiln.tools.integrity.runtime import candidate_roots, inspect_forward, is_own_kernel, judge, own_kernel_names
 from kiln.tools.records import OpAccounting
 
 X = (torch.randn(1000),)
@@ -159,10 +159,33 @@ def test_profiled_kernel_names_are_matched_as_whole_functions() -> None:
     assert not is_own_kernel("_Z12row_softmaxXPKf", own)
 
 
-def test_own_kernel_names_come_from_the_candidate_file(load_candidate) -> None:  # noqa: ANN001
+def test_a_string_naming_a_kernel_claims_nothing(load_candidate) -> None:  # noqa: ANN001
+    # Own names come from launches and compiled extensions, never from strings in the file: a
+    # string naming cuBLAS's kernel must not make cuBLAS's time the candidate's.
     mod = load_candidate("""
-def build():
-    src = "extern \\"C\\" __global__ void hidden_scale(float* x, int n) { }"
-    return src
+SRC = "extern \\"C\\" __global__ void ampere_sgemm_128x64_nn(float* x, int n) { }"
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu(x)
 """)
-    assert {"relu_kernel", "hidden_scale"} <= own_kernel_names([mod])
+    acc, _ = run(mod)
+    names = own_kernel_names(acc.own_launches, candidate_roots(mod.ModelNew()) + [mod])
+    assert names == {"relu_kernel"}
+
+
+def test_extension_kernels_are_read_from_the_build_folder(tmp_path) -> None:  # noqa: ANN001
+    import types
+
+    (tmp_path / "cuda.cu").write_text(
+        "// __global__ void commented_out(float* x) { }\n"
+        "__global__ void declared_only(float* x);\n"
+        "extern \"C\" __global__ void __launch_bounds__(256) fused_gemm_epilogue(const float* __restrict__ a, float* b) {\n"
+        "  const char* s = \"__global__ void in_a_string() {}\";\n}\n"
+        "template <int B> __global__ void tiled(float* x) { x[0] = B; }\n")
+    ext = types.ModuleType("kiln_ext_probe")
+    ext.__file__ = str(tmp_path / "kiln_ext_probe.so")
+    ext.run = lambda x: x
+    holder = types.SimpleNamespace(ext=ext)
+    assert own_kernel_names(["ext:kiln_ext_probe.run"], [holder]) == {"fused_gemm_epilogue", "tiled"}
+    assert own_kernel_names([], [holder]) == set()  # never called: claims nothing

@@ -116,20 +116,42 @@ def _allowlist_hits(t: Tok) -> list[CHit]:
     return []
 
 
+_ATTRIBUTE_GROUPS = frozenset({"__launch_bounds__", "__attribute__", "__cluster_dims__", "__declspec", "alignas",
+                               "__maxnreg__"})
+
+
 def global_definitions(src: str) -> set[str]:
     """Names of the `__global__` functions a source *defines* (with a body), read from tokens, so
     a name in a comment, a string or a declaration does not count."""
     toks = tokenize(src)
     names: set[str] = set()
     for i, t in enumerate(toks):
-        if t.text != "__global__":
-            continue
-        j = i + 1
-        while j < len(toks) and toks[j].text not in ("(", ";", "{"):
-            j += 1
-        if j < len(toks) and toks[j].text == "(" and toks[j - 1].kind == "ident" and _has_body(toks, j):
-            names.add(toks[j - 1].text.split("::")[-1])
+        if t.text == "__global__":
+            j = _parameter_list(toks, i + 1)
+            if j is not None and _has_body(toks, j):
+                names.add(toks[j - 1].text.split("::")[-1])
     return names
+
+
+def _parameter_list(toks: list[Tok], j: int) -> int | None:
+    """Index of the `(` that opens the parameter list of the declaration starting at `j`, skipping
+    attribute groups such as `__launch_bounds__(256)`."""
+    while j < len(toks) and toks[j].text not in (";", "{"):
+        if toks[j].text == "(" and toks[j - 1].kind == "ident":
+            if toks[j - 1].text not in _ATTRIBUTE_GROUPS:
+                return j
+            j = _close_paren(toks, j)
+        j += 1
+    return None
+
+
+def _close_paren(toks: list[Tok], j: int) -> int:
+    depth = 0
+    for k in range(j, len(toks)):
+        depth += {"(": 1, ")": -1}.get(toks[k].text, 0)
+        if depth == 0:
+            return k
+    return len(toks)
 
 
 def _has_body(toks: list[Tok], open_paren: int) -> bool:
