@@ -127,7 +127,10 @@ class Session:
         self.ref = self._start(self._spec("reference"), caches.root() / "zygote")
         self.enter("compile")
         self.ref.send("setup", seeds=self.case_seeds())
+        sent = time.monotonic()
         compiled = self._call_cand("compile", self.deadline("compile", first=True))
+        worker_s = compiled.get("worker_s") if isinstance(compiled.get("worker_s"), (int, float)) else 0.0
+        self.rec.stages_s["spawn"] = round(max(0.0, time.monotonic() - sent - worker_s), 3)
         self.rec.compile = CompileRecord.model_validate(compiled["compile"])
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
