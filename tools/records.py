@@ -261,6 +261,7 @@ class TimingIntegrity(Record):
                                                         "the eager baseline's loop (a process without the candidate)")
     hidden_us_per_call: float | None = Field(None, description="loop wall - events - overhead, per call: time the "
                                                                "candidate's events did not show")
+    n_calls_loop: int | None = Field(None, description="timed calls in the loop kiln's clock bracketed")
 
 
 class IntegrityRecord(Record):

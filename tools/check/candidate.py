@@ -143,9 +143,10 @@ class CandidateWorker(Worker):
 
     def op_integrity(self, policy: str, seeds: list[int]) -> dict[str, Any]:
         """Runtime evidence: operator and kernel accounting, decoys, output hygiene."""
-        from kiln.tools.integrity import (
-            runtime,  # an import failure is a failed command: the parent fails closed
-        )
+        try:
+            from kiln.tools.integrity import runtime
+        except ImportError as exc:  # kiln's own checks missing: the parent fails closed, never `ok`
+            raise WorkerError("kiln", f"kiln's runtime integrity checks failed to import: {exc}") from exc
 
         b = self.built[self.spec.cases[0].name]
         accounting, findings = runtime.inspect_forward(b.new, b.inputs(seeds[0], "x1", self.spec), policy=policy,

@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiln.tools.check import caches
-from kiln.tools.check.compare import load_pack
 from kiln.tools.check.workers import CommandFailed, WorkerGone
-from kiln.tools.records import EnvRecord, MemoryRecord, TimingIntegrity, TimingRecord, TimingStat
+from kiln.tools.records import EnvRecord, MemoryRecord, TimingIntegrity, TimingRecord
 
 if TYPE_CHECKING:
     from kiln.tools.check.session import Session
 
 LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's loop and each baseline's
 MAX_SAMPLES = 20_000
+N_RECHECK = 8  # timed outputs re-checked against the reference, picked in secret after the loop
 
 
 def time_check(s: Session) -> None:
@@ -36,7 +36,7 @@ def time_check(s: Session) -> None:
     n_sets = n_input_sets(s.input_bytes)
     timing = {"key": s.seed("timing"), "n_sets": n_sets}
     loop_s = LOOP_SHARE * s.budgets["timing"] / (1 + len(s.o.baselines))
-    s._ref_call("release", s.deadline("timing"))
+    s._ref_call("release")
     cand = _candidate_loop(s, timing, loop_s)
     base = _baselines(s, timing, loop_s, n_sets)
     rec = TimingRecord(measured=True, method=METHOD.format(n=n_sets), candidate=summarize(cand["samples_us"]))
@@ -73,17 +73,17 @@ def _samples(reply: dict[str, Any]) -> list[float]:
 def _candidate_loop(s: Session, timing: dict[str, Any], loop_s: float) -> dict[str, Any]:
     from kiln.tools.check.session import Failure
 
-    s._call_cand("time_setup", s.deadline("timing"), timing=timing)
+    s._call_cand("time_setup", timing=timing)
     s.enter("timing", "the candidate's timed loop")
     t0 = time.monotonic()
-    reply = s._call_cand("time_loop", s.deadline("timing"), max_time_s=loop_s)
+    reply = s._call_cand("time_loop", max_time_s=loop_s)
     wall = time.monotonic() - t0
     try:
         samples = _samples(reply)
     except ValueError as exc:
         raise Failure("crashed", [f"the candidate's timing run returned {exc}"]) from None
     s.enter("timing", "after the timed loop")
-    after = s._call_cand("time_after", s.deadline("timing"))
+    after = s._call_cand("time_after")
     n = len(samples)
     first = reply.get("first_call") if isinstance(reply.get("first_call"), int) else 0
     return {"samples_us": samples, "wall_s": wall, "first_call": first, "n_calls": n,
@@ -120,7 +120,7 @@ def _measure_baselines(s: Session, names: list[str], timing: dict[str, Any], loo
     s.base = s._start(spec, cache)
     out: dict[str, dict[str, Any]] = {}
     try:
-        deadline = s.deadline("timing") + 30.0  # the worker's start-up
+        deadline = s.ref_deadline()
         s.base.call("setup", deadline, seeds=s.case_seeds()["problem"])
         for name in names:
             out[name] = _one_baseline(s, name, timing, loop_s, deadline)
@@ -167,6 +167,7 @@ def _parent_bound(ti: TimingIntegrity, cand: dict[str, Any], eager: dict[str, An
     harness's per-call overhead (measured on the eager baseline's loop, which runs the same harness)."""
     events_s = sum(cand["samples_us"]) * 1e-6
     ti.parent_wall_s, ti.parent_event_s = round(cand["wall_s"], 6), round(events_s, 6)
+    ti.n_calls_loop = len(cand["samples_us"])
     if not eager or not eager.get("wall_s") or not eager.get("samples_us"):
         return
     n_b = len(eager["samples_us"])
@@ -183,8 +184,8 @@ def _recheck(s: Session, timing: dict[str, Any], cand: dict[str, Any]) -> tuple[
 
     sketches = _load_sketches(cand.get("sketches"))
     calls = list(range(cand["first_call"], cand["first_call"] + cand["n_calls"]))
-    picked = sorted(secret_rng(s.secret).sample(calls, min(len(calls), _n_recheck())))
-    reply = s._ref_call("timed_refs", s.deadline("timing"), timing=timing, calls=picked, key=timing["key"])
+    picked = sorted(secret_rng(s.secret).sample(calls, min(len(calls), N_RECHECK)))
+    reply = s._ref_call("timed_refs", timing=timing, calls=picked, key=timing["key"])
     refs = load_pack_dict(reply["file"])
     atol, rtol = tolerances(s.o.dtype, s.o.atol, s.o.rtol)
     failed = 0
@@ -193,12 +194,6 @@ def _recheck(s: Session, timing: dict[str, Any], cand: dict[str, Any]) -> tuple[
         if exp is None or not _sketches_match(exp, act, atol, rtol, compare_sketches):
             failed += 1
     return len(picked), failed
-
-
-def _n_recheck() -> int:
-    from kiln.tools.check.session import N_RECHECK
-
-    return N_RECHECK
 
 
 def _sketches_match(exp: dict, act: Any, atol: float, rtol: float, compare_sketches: Any) -> bool:
@@ -260,5 +255,3 @@ def _peaks(s: Session) -> dict[str, Any] | None:
         caches.store_peaks(s, peaks)
     return peaks if isinstance(peaks, dict) else None
 
-
-_ = (load_pack, TimingStat)  # re-exported names used by tests
