@@ -6,7 +6,13 @@ from __future__ import annotations
 import torch
 
 from kiln.tools.integrity.ops import is_compute
-from kiln.tools.integrity.runtime import candidate_roots, inspect_forward, is_own_kernel, judge, own_kernel_names
+from kiln.tools.integrity.runtime import (
+    candidate_roots,
+    inspect_forward,
+    is_own_kernel,
+    judge,
+    own_kernel_names,
+)
 from kiln.tools.records import OpAccounting
 
 X = (torch.randn(1000),)
@@ -189,3 +195,23 @@ def test_extension_kernels_are_read_from_the_build_folder(tmp_path) -> None:  # 
     holder = types.SimpleNamespace(ext=ext)
     assert own_kernel_names(["ext:kiln_ext_probe.run"], [holder]) == {"fused_gemm_epilogue", "tiled"}
     assert own_kernel_names([], [holder]) == set()  # never called: claims nothing
+
+
+def test_profiled_kernels_launched_by_aten_ops_are_library_whatever_their_name() -> None:
+    # Real profiler event records, as torch builds them from a trace: an aten::mm CPU op (correlation
+    # id 7) that launched a GEMM, and the candidate's Triton kernel launched outside any operator.
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from kiln.tools.integrity.own_kernels import classify
+
+    def ev(i: int, name: str, dev: DeviceType, linked: int = 0, us: float = 10.0) -> FunctionEvent:
+        return FunctionEvent(id=i, name=name, thread=0, start_us=0, end_us=us, device_type=dev, linked_correlation_id=linked)
+
+    events = [ev(7, "aten::mm", DeviceType.CPU), ev(8, "cudaLaunchKernel", DeviceType.CPU, linked=7),
+              ev(100, "ampere_sgemm_128x64_nn", DeviceType.CUDA, linked=7, us=40.0),
+              ev(101, "ampere_sgemm_128x64_nn", DeviceType.CUDA, linked=0, us=2.0),   # an own kernel of that name
+              ev(102, "row_softmax_kernel", DeviceType.CUDA, linked=0, us=5.0)]
+    own, lib = classify(events, {"ampere_sgemm_128x64_nn", "row_softmax_kernel"})
+    assert own == {"ampere_sgemm_128x64_nn": 2.0, "row_softmax_kernel": 5.0}
+    assert lib == {"ampere_sgemm_128x64_nn": 40.0}
