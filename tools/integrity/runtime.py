@@ -1,15 +1,20 @@
-"""Runtime integrity in the candidate process: operator and kernel accounting, decoys, hygiene.
+"""Runtime integrity: operator and kernel accounting, decoys, laundering, hygiene.
 
-`inspect_forward` runs `ModelNew.forward` (after correctness passed, before timing) under
-- `AtenRecorder`: every ATen operator, compute vs allocation/view/copy/reshape;
+`inspect_forward` collects the evidence in the candidate's process: it runs `ModelNew.forward`
+(after correctness passed, before timing) under
+- `AtenRecorder`: every ATen operator, compute vs allocation/view/copy/reshape, wherever it runs
+  (grid callables and launch hooks included);
 - `LaunchHooks`: every launch of the candidate's own Triton / CUDA kernels, so an own kernel is
-  seen running under the Triton interpreter on CPU too;
-- on a GPU, the torch profiler: every kernel launched, own (a name the candidate defined) vs
-  library, and the own kernels' share of GPU time;
-then re-runs it with each own kernel's outputs poisoned to find decoys (`decoy.find_decoys`).
+  seen running under the Triton interpreter on CPU too, and `CopyWatch` on each launch (laundering);
+- on a GPU, the torch profiler: every kernel launched, own (compiled and launched by the
+  candidate, not under an ATen operator; see `own_kernels`) vs library, and the own share of GPU time;
+then re-runs it with each own kernel's outputs poisoned to find decoys (`decoy.find_decoys`), and
+on negated inputs when it looked laundered (`launder`). `judge` turns the `OpAccounting` record
+into findings; the parent calls it on the evidence, never trusting the worker's verdict.
 
 Policies: `strict` forbids any PyTorch compute operator; `partial` (KernelBench's rules) allows
-them for parts. Both require at least one own kernel to run and every own kernel to feed the result.
+them for parts. Both require at least one own kernel to run, every own kernel to feed the result,
+and the own kernels to do more than move a result computed elsewhere.
 """
 
 from __future__ import annotations
