@@ -150,11 +150,28 @@ class _AllowVisitor(ast.NodeVisitor):
                      "string literal: the scan can't see what it reaches", node)
         elif funcs & _NAMED_ACCESS and len(node.args) >= 2:
             self._check_setattr_on_def(node, funcs)
+            name = node.args[1].value  # type: ignore[attr-defined]  # a str literal (checked above)
+            if _is_dunder(name) and name not in P.ALLOWED_DUNDER_ATTRS:
+                self.add("static.dynamic-access", f"{_short(funcs & _NAMED_ACCESS)} reaches the special "
+                         f"attribute {name}", node)
+        if _call_name(node) in _BUILDERS:
+            self._check_build_args(node)
         for q in funcs:
             self._check_qual(q, node.func)
         for q in self.scope.resolve(node):  # getattr(torch, "sys") denotes torch.sys
             self._check_qual(q, node)
         self.generic_visit(node)
+
+    def _check_build_args(self, node: ast.Call) -> None:
+        for kw in node.keywords:
+            if kw.arg == "build_directory":
+                self.add("static.env-or-file", "build_directory= writes the build outside kiln's per-candidate "
+                         "cache", node)
+            elif kw.arg and kw.arg.startswith("extra_"):
+                for flag in _strings(kw.value, self.scope):
+                    if _risky_flag(flag):
+                        self.add("static.env-or-file", f"build flag {flag!r} reads or links files outside the "
+                                 "build (absolute paths, '..', response files, forced includes)", node)
 
     def _check_setattr_on_def(self, node: ast.Call, funcs: set[str]) -> None:
         target = node.args[0]
@@ -188,6 +205,24 @@ class _AllowVisitor(ast.NodeVisitor):
         why = refusal(q)
         if why:
             self.add("static.import-not-allowed", why, node)
+
+
+_BUILDERS = frozenset({"load_inline", "CudaKernel"})
+_RISKY_FLAG = re.compile(r"(^@)|(^-include)|(^-imacros)|(--pre-include)|(-Wl,)|(-Xlinker)|(^|[=\s,])(/|~)|(\.\.)")
+
+
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _strings(node: ast.AST, scope: Scope) -> list[str]:
+    elts = node.elts if isinstance(node, ast.List | ast.Tuple) else [node]
+    return [s for s in (scope.fold(e) for e in elts) if s is not None]
+
+
+def _risky_flag(flag: str) -> bool:
+    return bool(_RISKY_FLAG.search(flag.strip()))
 
 
 def refusal(q: str) -> str | None:

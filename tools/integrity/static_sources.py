@@ -9,6 +9,7 @@ a warning): kiln can't read what it can't see.
 from __future__ import annotations
 
 import ast
+import re
 
 from kiln.tools.integrity import static_rules as R
 from kiln.tools.integrity.csource import VENDOR_COMPUTE, launches_kernel, scan_source
@@ -95,6 +96,8 @@ def _scan_text(text: str, line: int, *, filename: str, dtype: str, own_kernel: b
     if "use_fast_math" in text and dtype == "fp32":
         out.append((_f("static.downcast", "warn", "compiles with fast-math approximations", line, filename),
                     ("static.downcast", "use_fast_math")))
+    if allowlist:
+        out += _include_findings(text, line, filename)
     for h in scan_source(text, allowlist=allowlist):
         if h.rule == "static.downcast" and dtype != "fp32":
             continue
@@ -106,6 +109,22 @@ def _scan_text(text: str, line: int, *, filename: str, dtype: str, own_kernel: b
             ev = f"host code calls {what} {h.token} (source line {h.line})" + (
                 "" if own_kernel else "; the candidate has no kernel of its own")
         out.append((_f(h.rule, sev, ev, line + h.line - 1, filename), (h.rule, h.token)))
+    return out
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]([^">\n]*)[">]', re.M)
+
+
+def _include_findings(text: str, line: int, filename: str) -> list[tuple[Finding, tuple]]:
+    """`#include` of an absolute path or one that climbs out (`..`): the compiler reads any file
+    it is pointed at, and its error messages quote it back to the Coder."""
+    out = []
+    for m in _INCLUDE.finditer(text):
+        path = m.group(1).strip()
+        if path.startswith(("/", "~")) or ".." in path.split("/"):
+            at = line + text.count("\n", 0, m.start())
+            out.append((_f("static.env-or-file", "reject", f"#include of a file outside the compiler's include "
+                           f"paths: {path!r}", at, filename), ("static.env-or-file", path)))
     return out
 
 
