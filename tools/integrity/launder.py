@@ -120,28 +120,29 @@ class CopyWatch:
     def after(self, name: str, tensors: list[torch.Tensor], state: Any, result: Any) -> None:
         if state is None:
             return
-        changed = [chunked.digest(t) != d for t, d in zip(tensors, state, strict=True)]
+        now = [chunked.digest(t) for t in tensors]
+        changed = [d != before for d, before in zip(now, state, strict=True)]
         outs = [t for t, c in zip(tensors, changed, strict=True) if c]
         outs += [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
         outs = outs or [t for t in tensors if _sid(t) not in self.protected]
         out_ids = {id(t) for t in outs}
-        unchanged = [t for t, c in zip(tensors, changed, strict=True) if not c and id(t) not in out_ids]
-        sources = [self._source(o, unchanged) for o in outs if o.numel()]
+        unchanged = [(t, d) for t, c, d in zip(tensors, changed, now, strict=True) if not c and id(t) not in out_ids]
+        digests = {id(t): d for t, d in zip(tensors, now, strict=True)}
+        sources = [self._source(o, digests.get(id(o)), unchanged) for o in outs if o.numel()]
         mover = bool(sources) and all(s is not None for s in sources)
         self.launches.append(Launch(name, mover, {s for s in sources if s}, [_sid(o) for o in outs]))
         self.own |= {_sid(o) for o in outs}
 
-    def _source(self, out: torch.Tensor, unchanged: list[torch.Tensor]) -> str | None:
-        for s in unchanged:
-            if _same(out, s, chunked.digest(s), multiset_digest(s)):
+    def _source(self, out: torch.Tensor, exact: int | None, unchanged: list[tuple[torch.Tensor, int]]) -> str | None:
+        """Where `out` was copied from, or None when it is not a copy of anything seen."""
+        probe = _Probe(out, exact)
+        for s, s_exact in unchanged:
+            if probe.same(s, s_exact, lambda s=s: multiset_digest(s)):
                 return self._category(_sid(s))
-        exact, multi = chunked.digest(out), multiset_digest(out)
         candidates = [r for r in self.log.results if r.numel == out.numel()][-MAX_SOURCES:]
         for r in reversed(candidates):
-            if exact == r.exact or multi == r.multiset:
-                return "torch"
-            live = r.tensor is not None and chunked.digest(r.tensor) == r.exact
-            if live and r.tensor is not None and _close(out, r.tensor):
+            live = r.tensor if r.tensor is not None and chunked.digest(r.tensor) == r.exact else None
+            if probe.bits(r.exact, lambda r=r: r.multiset) or (live is not None and _close(out, live)):
                 return "torch"
         return None
 
@@ -153,12 +154,29 @@ class CopyWatch:
         return "torch" if sid in self.log.storages else "untracked"
 
 
-def _same(out: torch.Tensor, src: torch.Tensor, src_exact: int, src_multi: int) -> bool:
-    if out.numel() != src.numel():
-        return False
-    if out.dtype == src.dtype and (chunked.digest(out) == src_exact or multiset_digest(out) == src_multi):
-        return True
-    return _close(out, src)
+class _Probe:
+    """One output's digests, computed once and only when a comparison needs them."""
+
+    def __init__(self, out: torch.Tensor, exact: int | None) -> None:
+        self.out = out
+        self._exact, self._multi = exact, None
+
+    def bits(self, exact: int, multi: Any) -> bool:
+        """Equal bit for bit, or as a multiset of bits (a permutation)? `multi` is called lazily."""
+        if self._exact is None:
+            self._exact = chunked.digest(self.out)
+        if self._exact == exact:
+            return True
+        if self._multi is None:
+            self._multi = multiset_digest(self.out)
+        return self._multi == multi()
+
+    def same(self, src: torch.Tensor, src_exact: int, src_multi: Any) -> bool:
+        if self.out.numel() != src.numel():
+            return False
+        if self.out.dtype == src.dtype and self.bits(src_exact, src_multi):
+            return True
+        return _close(self.out, src)
 
 
 def _close(out: torch.Tensor, src: torch.Tensor) -> bool:
