@@ -182,3 +182,14 @@ class ModelNew(nn.Module):
         return ext.softmax_fwd(x)
 """)
     assert rules["runtime.launder"] == "reject"
+
+
+def test_a_contiguous_copy_of_an_input_is_still_the_input(load_candidate) -> None:  # noqa: ANN001
+    # A data-movement kernel fed x.t().contiguous() (a copy PyTorch made of the input) is moving the
+    # input, not laundering: no PyTorch compute ran.
+    acc, rules, _ = run(load_candidate, """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return copy(x.reshape(40, 25).t().contiguous())
+""", policy="strict")
+    assert acc.copy_kernels == [] and rules == {}

@@ -147,6 +147,9 @@ class CopyWatch:
         return None
 
     def _category(self, sid: int) -> str:
+        """input / own / torch / untracked, following clones back to where the data came from
+        (`x.contiguous()` of an input is the input)."""
+        sid = _origin(self.log, sid)
         if sid in self.protected:
             return "input"
         if sid in self.own:
