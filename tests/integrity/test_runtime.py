@@ -3,6 +3,7 @@ decoys found by poisoning, policies applied."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kiln.tools.integrity.ops import is_compute
@@ -215,3 +216,48 @@ def test_profiled_kernels_launched_by_aten_ops_are_library_whatever_their_name()
     own, lib = classify(events, {"ampere_sgemm_128x64_nn", "row_softmax_kernel"})
     assert own == {"ampere_sgemm_128x64_nn": 2.0, "row_softmax_kernel": 5.0}
     assert lib == {"ampere_sgemm_128x64_nn": 40.0}
+
+
+STABLE_LOG_SOFTMAX = """
+@triton.jit
+def row_max_kernel(x_ptr, m_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(m_ptr, tl.max(tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")), axis=0))
+
+
+@triton.jit
+def log_softmax_kernel(x_ptr, m_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    # log_softmax(x) = x - m - log(sum(exp(x - m))): m only keeps exp from overflowing.
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=-float("inf"))
+    m = tl.load(m_ptr)
+    s = tl.sum(tl.exp(x - m), axis=0)
+    tl.store(y_ptr + offs, x - m - tl.log(s), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        m = torch.empty(1, dtype=x.dtype)
+        y = torch.empty_like(x)
+        row_max_kernel[(1,)](x, m, x.numel(), BLOCK=1024)
+        log_softmax_kernel[(1,)](x, m, y, x.numel(), BLOCK=1024)
+        return y
+"""
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's numpy sees the overflow
+def test_a_stability_statistic_read_by_an_own_kernel_is_not_a_decoy(load_candidate) -> None:  # noqa: ANN001
+    # The row max cancels out of log_softmax for any moderate value, so flipping it or filling it
+    # with 7.0 moves nothing; only an overflow shows the result depends on it (the built-in Coder's
+    # split log-softmax was rejected as a decoy for this).
+    acc, rules = run(load_candidate(STABLE_LOG_SOFTMAX), policy="strict")
+    assert acc.decoy_kernels == [] and rules == {}
+
+
+def test_a_decoy_mixed_in_with_a_tiny_weight_is_still_a_decoy(load_candidate) -> None:  # noqa: ANN001
+    mod = load_candidate("""
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1e-6 * relu(x)
+""")
+    assert run(mod)[1]["runtime.decoy"] == "reject"
