@@ -17,10 +17,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from ui_helpers import FAKE_KEY  # the script's own folder is on sys.path
+
 HERE = Path(__file__).resolve().parent
 GRAPH_DATA = HERE.parent / "graphs" / "data"
 PROBLEM = GRAPH_DATA / "relu_small.py"
-FAKE_KEY = "sk-kilnUiFakeKey0123456789abcdefXYZ"
 SPEEDUPS = {"good": 1.31, "good_wide": 1.74, "one_block": 0.62}
 
 
