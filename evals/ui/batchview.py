@@ -5,6 +5,7 @@ through SQLite's json_extract, so a 250-problem batch never parses thousands of 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -61,21 +62,23 @@ def _job_dir(batch: Path, problem: str, sample: int) -> Path:
     return batch / "problems" / problem.replace("/", "__") / f"sample{sample}"
 
 
-def _links(roots: Roots, batch: Path, problem: str, samples: list[int]) -> dict:
-    """Where a problem's work is on disk: its runs (agent mode) or its one-shot files."""
+def _links(batch: str, batch_id: str, problem: str, samples: list[int]) -> dict:
+    """Where a problem's work is on disk: its runs (agent mode) or its one-shot files. Plain strings:
+    this runs once per problem on every refresh of a 250-problem page."""
     runs, files = [], {}
     for s in samples:
-        job = _job_dir(batch, problem, s)
-        if (job / "run" / "run.json").is_file():
-            runs.append(roots.id_of(job / "run"))
+        rel = f"problems/{problem.replace('/', '__')}/sample{s}"
+        if os.path.isfile(f"{batch}/{rel}/run/run.json"):
+            runs.append(f"{batch_id}/{rel}/run")
         for name in ("candidate.py", "check.json", "reply.md", "error.txt"):
-            if (job / name).is_file() and name not in files:
-                files[name] = roots.id_of(job / name)
+            if name not in files and os.path.isfile(f"{batch}/{rel}/{name}"):
+                files[name] = f"{batch_id}/{rel}/{name}"
     return {"runs": runs, "files": files}
 
 
 def _rows(roots: Roots, batch: Path, outcomes: list[SampleOutcome], cands: list[tuple]) -> list[dict]:
     best = _best_candidates(cands)
+    batch_id = roots.id_of(batch).removesuffix("/.")
     rows = []
     for p in group(outcomes):
         b = best.get(p.problem, {})
@@ -86,7 +89,7 @@ def _rows(roots: Roots, batch: Path, outcomes: list[SampleOutcome], cands: list[
                      "cost_usd": sum(s.cost_usd for s in p.samples if s.cost_usd is not None)
                      if any(s.cost_usd is not None for s in p.samples) else None,
                      "wall_s": sum(s.wall_s for s in p.samples), "rejected": sorted({r for s in p.samples for r in s.rejected_rules}),
-                     **_links(roots, batch, p.problem, [s.sample for s in p.samples])})
+                     **_links(str(batch), batch_id, p.problem, [s.sample for s in p.samples])})
     return rows
 
 
@@ -97,8 +100,10 @@ def _running(roots: Roots, batch: Path, meta: dict, done: set[tuple[str, int]]) 
     for prob in meta.get("problems") or []:
         key = prob.get("key") if isinstance(prob, dict) else None
         for s in range(samples):
+            if not key or (key, s) in done:
+                continue
             job = _job_dir(batch, str(key), s)
-            if not key or (key, s) in done or not job.is_dir():
+            if not job.is_dir():
                 continue
             out.append({"problem": key, "sample": s, **_live_job(roots, job)})
     return out

@@ -71,15 +71,19 @@ class Guard:
             if not (held and hmac.compare_digest(held, self.token)):
                 await _plain(send, 401, "kiln ui: a token is required (open the URL printed at start-up)")
                 return
-        await self.app(scope, receive, _with_headers(send))
+        static = str(scope.get("path", "")).startswith("/static/")
+        await self.app(scope, receive, _with_headers(send, static))
 
 
-def _with_headers(send: Send) -> Send:
+def _with_headers(send: Send, static: bool) -> Send:
+    """Static files are versioned (`?v=`), so browsers may keep them; nothing else is cached."""
+    extra = [(b"cache-control", b"public, max-age=86400, immutable")] if static else []
+
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
-            names = {k.lower() for k, _ in message.get("headers", [])}
-            message.setdefault("headers", [])
-            message["headers"] = list(message["headers"]) + [h for h in HEADERS if h[0] not in names]
+            headers = list(message.get("headers", [])) + extra
+            names = {k.lower() for k, _ in headers}
+            message["headers"] = headers + [h for h in HEADERS if h[0] not in names]
         await send(message)
 
     return wrapped

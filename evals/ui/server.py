@@ -6,6 +6,7 @@ and never insert recorded text as HTML. Every JSON answer passes through the red
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import secrets
 import time
@@ -42,6 +43,12 @@ class UiConfig(BaseModel):
     poll_s: float = 0.2
 
 
+def asset_version() -> str:
+    """Changes whenever a static file does: page links carry it, so cached scripts never go stale."""
+    stamp = "".join(f"{p.name}{p.stat().st_mtime_ns}{p.stat().st_size}" for p in sorted((HERE / "static").iterdir()))
+    return hashlib.sha256(stamp.encode()).hexdigest()[:12]
+
+
 class Ui:
     """The app's state: served roots, the redactor, the page templates, the control registry."""
 
@@ -53,6 +60,7 @@ class Ui:
         self.control = Control(cfg.roots) if cfg.allow_control else None
         self.jinja = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                                  undefined=StrictUndefined)
+        self.asset_version = asset_version()
         self._found: list[discover.Found] = []
         self._found_at = 0.0
 
@@ -80,7 +88,7 @@ class Ui:
 
     def render(self, name: str, title: str, data: Any) -> HTMLResponse:
         page = self.jinja.get_template(name).render(title=title, data=self.redact.deep(data), csrf=self.csrf,
-                                                    control=self.control is not None)
+                                                    control=self.control is not None, v=self.asset_version)
         return HTMLResponse(page)
 
     def json(self, data: Any, status: int = 200) -> JSONResponse:

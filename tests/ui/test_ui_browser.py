@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 from ui_helpers import ARTIFACTS, FIXTURE_RUN, fixture_statuses, serve, synth_batch
@@ -135,7 +134,7 @@ def test_heat_map_marks_the_planted_mismatches(site, page) -> None:
     assert heat.get_attribute("data-rows") == "37" and heat.get_attribute("data-cols") == "129"
     hits = [(c.get_attribute("data-rows"), c.get_attribute("data-cols")) for c in heat.locator("rect.hit").all()]
     assert hits
-    for rows, cols in hits:
+    for _rows, cols in hits:
         lo, hi = map(int, cols.split("-"))
         assert lo <= 128 <= hi, cols  # only the last column's cells are marked
     rows_hit = {r for rows, _ in hits for r in range(int(rows.split("-")[0]), int(rows.split("-")[1]) + 1)}
@@ -175,3 +174,21 @@ def test_recorded_text_is_never_html(site, page) -> None:
     assert HOSTILE in page.inner_text("#events")
     assert page.locator("#injected").count() == 0 and page.locator('img[src="x"]').count() == 0
     assert page.evaluate("window.__pwned") is None and dialogs == []
+
+
+def test_heat_map_of_a_4d_output_has_a_strip_per_leading_dim(site, page) -> None:
+    """A 4-D output (N, C, H, W): the grid is H x W, dims 0 and 1 get strips marking their indices."""
+    url, base = site
+    path = base / "hostile" / "candidates" / "c0003" / "check.json"
+    rec = json.loads(path.read_text())
+    for trial in rec["correctness"]["trials"]:
+        if trial["mismatch"]:
+            trial["mismatch"]["expected_desc"] = "(2, 3, 37, 129)"
+            trial["mismatch"]["first"] = [{"index": [1, 2, r, 128], "expected": 1.0, "actual": 0.0} for r in range(5)]
+    path.write_text(json.dumps(rec))
+    _open(page, url + "/run/0/hostile")
+    _node(page, "c0003", "mismatch")
+    strips = page.locator("#heatmap svg.strip")
+    assert strips.count() == 2
+    assert [strips.nth(d).locator("rect.hit title").text_content() for d in range(2)] == ["dim 0: 1-1", "dim 1: 2-2"]
+    assert page.get_attribute("#heatmap svg.heatmap:not(.strip)", "data-rows") == "37"

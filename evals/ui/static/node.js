@@ -116,9 +116,19 @@
       r.timing ? [h("h4", {}, "Timing integrity"), kv(r.timing, ["wall_over_event", "timed_outputs_checked", "timed_outputs_failed", "distinct_inputs"])] : null);
   }
 
+  function rooflinePoint(d) {
+    const r = d.checks.length ? d.checks[d.checks.length - 1].record : null;
+    const ph = r && r.integrity && r.integrity.physics;
+    if (!ph || !ph.measured_us || !ph.bytes_moved) return null;
+    const ai = (ph.flops || 0) / ph.bytes_moved, gbps = ph.bytes_moved / ph.measured_us / 1e3;
+    return h("p", {class: "roofline-point"}, `Roofline point: ${kiln.num(ai, 3)} FLOP/byte, ` +
+      `${kiln.num((ph.flops || 0) / ph.measured_us / 1e3, 1)} GFLOP/s, ${kiln.num(gbps, 1)} GB/s; ` +
+      `${kiln.num(ph.pct_of_floor, 1)}% of the ${ph.bound || ""} floor (${kiln.num(ph.floor_us, 3)} µs; peaks from ${ph.peak_source || "?"}).`);
+  }
+
   function profile(d) {
     const p = d.profile, rep = p.report;
-    return h("div", {},
+    return h("div", {}, rooflinePoint(d),
       p.skipped ? h("p", {class: "muted"}, "Not profiled: " + p.skipped) : null,
       p.digest ? [h("h4", {}, "Digest (what the Judge read)"), pre(p.digest)] : null,
       rep && rep.kernels ? [h("h4", {}, `Kernels (${rep.source})`), h("table", {class: "grid small"},
