@@ -57,7 +57,8 @@ def _checks(run: Path, cid: str, evs: list[dict]) -> list[dict]:
     for i, path in enumerate(records.check_files(run, cid)):
         rec = read_json(path)
         if isinstance(rec, dict):
-            out.append({"file": path.name, "cases": case_lists[i] if i < len(case_lists) else [], "record": rec})
+            out.append({"file": path.name, "cases": case_lists[i] if i < len(case_lists) else [], "record": rec,
+                        "seed": None if rec.get("seed") is None else str(rec["seed"])})  # 64-bit: text for JS
     return out
 
 

@@ -75,12 +75,34 @@ def _open_saver(path: Path) -> Any:
     return SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=state_allowlist()))
 
 
+_STATE_CACHE: dict[Path, tuple[tuple, dict]] = {}
+
+
 def checkpoint_state(run: Path) -> dict:
     """The latest LangGraph state (MCTS statistics, decisions after hard rules, usage), read-only;
-    {} when there is none or it cannot be read right now."""
+    {} when there is none or it cannot be read right now. Cached until the database changes."""
     path = run / "checkpoints.sqlite"
     if not path.is_file():
         return {}
+    key = tuple(_stamp(run / n) for n in ("checkpoints.sqlite", "checkpoints.sqlite-wal"))
+    hit = _STATE_CACHE.get(path)
+    if hit and hit[0] == key:
+        return hit[1]
+    state = _read_state(path)
+    if state:
+        _STATE_CACHE[path] = (key, state)
+    return state
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0)
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _read_state(path: Path) -> dict:
     from kiln.graphs.persist import THREAD_ID
 
     with _CKPT_LOCK:

@@ -66,7 +66,11 @@
     kiln.plot.bars($("#plot-fail"), failureModes().map(([k, rs]) => ({label: k, n: rs.length})), {kind: "failures", empty: "No failures."});
   }
 
-  const problemHref = (r) => r.runs.length ? kiln.runHref(r.runs[0]) : r.files["check.json"] ? kiln.fileHref(r.files["check.json"]) : null;
+  const problemHref = (r) => {
+    if (r.runs.length) return kiln.runHref(r.runs[0]);
+    const f = ["check.json", "error.txt", "candidate.py", "reply.md"].find((n) => r.files[n]);
+    return f ? kiln.fileHref(r.files[f]) : null;
+  };
 
   function failures() {
     const modes = failureModes();

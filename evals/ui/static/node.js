@@ -71,7 +71,7 @@
       (o.cases.length ? ` (cases: ${o.cases.join(", ")})` : "")));
     return h("div", {class: "check"},
       h("p", {}, kiln.badge(r.status), ` ${r.correct ? "correct" : "not correct"} · ${c.file}` +
-        (c.cases.length ? ` · stress cases: ${c.cases.join(", ")}` : "") + ` · device ${r.device} · seed ${r.seed}`),
+        (c.cases.length ? ` · stress cases: ${c.cases.join(", ")}` : "") + ` · device ${r.device} · seed ${c.seed}`),
       h("h4", {}, "Reasons"), h("ul", {}, (r.reasons || []).map((x) => h("li", {}, linkify(x)))),
       r.compile && r.compile.errors && r.compile.errors.length ? [h("h4", {}, "Compile errors"), pre(r.compile.errors.join("\n"), "err")] : null,
       r.stderr_tail ? [h("h4", {}, "stderr (tail)"), pre(r.stderr_tail, "err")] : null,
@@ -150,7 +150,8 @@
     return h("div", {},
       j.asked.length ? j.asked.map((a) => h("div", {}, h("h4", {}, `Judge's decision (${a.file}, on a ${a.check_status} check)`), decision(a.decision || {})))
         : h("p", {class: "muted"}, "The Judge was not asked about this candidate (hard rules decided, or it was not on the frontier)."),
-      j.final.length ? [h("h4", {}, "After the hard rules"), j.final.map(decision)] : null,
+      j.final.some((x) => x.overridden) ? [h("h4", {}, "After the hard rules"), j.final.filter((x) => x.overridden).map(decision)]
+        : j.final.length ? h("p", {class: "muted"}, "The hard rules kept the Judge's decision.") : null,
       j.routes.length ? [h("h4", {}, "Routes"), h("ul", {}, j.routes.map((r) => h("li", {}, `→ ${r.goto} (Judge said ${r.judge_next})`)))] : null);
   }
 

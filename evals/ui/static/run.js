@@ -79,7 +79,10 @@
   }
 
   function draw() {
-    kiln.crumbs({text: "runs", href: "/"}, {text: run.name});
+    const inBatch = run.id.match(/^(.*)\/problems\/([^/]+)\/sample(\d+)\/run$/);
+    if (inBatch) kiln.crumbs({text: "runs", href: "/"}, {text: inBatch[1].split("/").pop(), href: kiln.batchHref(inBatch[1])},
+      {text: `${inBatch[2].replace("__", "/")} #${inBatch[3]}`});
+    else kiln.crumbs({text: "runs", href: "/"}, {text: run.name});
     head(); drawTree(); plots(); events();
     document.body.setAttribute("data-rendered", String(run.n_events));
   }
