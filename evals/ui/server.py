@@ -10,7 +10,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,61 +94,62 @@ class Ui:
     def json(self, data: Any, status: int = 200) -> JSONResponse:
         return JSONResponse(self.redact.deep(data), status_code=status)
 
+    # -- what each page and its API answer with (run in a worker thread: they read files)
+    def runs_view(self, _request: Request) -> dict:
+        return {"items": self.listing()}
+
+    def run_view(self, request: Request) -> dict:
+        rid = request.path_params["rid"]
+        path = self.folder(rid, "run")
+        stoppable = bool(self.control and self.control.running(path))
+        return {"id": rid, **runview.load(path), "control": {"stoppable": stoppable}}
+
+    def batch_view(self, request: Request) -> dict:
+        rid = request.path_params["rid"]
+        return {"id": rid, **batchview.load(self.roots, self.folder(rid, "batch"))}
+
+    def node_view(self, request: Request) -> dict:
+        data = nodeview.load(self.folder(request.path_params["rid"], "run"), request.query_params.get("id", ""))
+        if data is None:
+            raise Refused("no such candidate")
+        return data
+
+    def file_view(self, request: Request) -> dict:
+        rid = request.path_params["rid"]
+        path = self.roots.resolve(rid)
+        if not path.is_file():
+            raise Refused(rid)
+        return {"id": rid, "name": path.name, "text": read_text(path)}
+
 
 def _not_found(_request: Request, _exc: Exception) -> Response:
     return JSONResponse({"error": "not found"}, status_code=404)
 
 
+def _page(ui: Ui, template: str, load: Callable[[Request], dict]) -> Callable:
+    async def endpoint(request: Request) -> Response:
+        data = await run_in_threadpool(load, request)
+        return ui.render(template, f"kiln · {data.get('name') or 'runs'}", data)
+
+    return endpoint
+
+
+def _api(ui: Ui, load: Callable[[Request], dict]) -> Callable:
+    async def endpoint(request: Request) -> Response:
+        return ui.json(await run_in_threadpool(load, request))
+
+    return endpoint
+
+
 def routes(ui: Ui) -> list:
-    async def index(request: Request) -> Response:
-        return ui.render("runs.html.j2", "kiln runs", {"items": await run_in_threadpool(ui.listing)})
-
-    async def run_page(request: Request) -> Response:
-        rid = request.path_params["rid"]
-        path = ui.folder(rid, "run")
-        data = await run_in_threadpool(runview.load, path)
-        return ui.render("run.html.j2", f"kiln run {path.name}", {"id": rid, **data, **_control_state(ui, path)})
-
-    async def batch_page(request: Request) -> Response:
-        rid = request.path_params["rid"]
-        path = ui.folder(rid, "batch")
-        data = await run_in_threadpool(batchview.load, ui.roots, path)
-        return ui.render("batch.html.j2", f"kiln batch {path.name}", {"id": rid, **data})
-
-    async def file_page(request: Request) -> Response:
-        rid = request.path_params["rid"]
-        path = ui.roots.resolve(rid)
-        if not path.is_file():
-            raise Refused(rid)
-        text = await run_in_threadpool(read_text, path)
-        return ui.render("file.html.j2", path.name, {"id": rid, "name": path.name, "text": text})
-
-    async def api_runs(request: Request) -> Response:
-        return ui.json({"items": await run_in_threadpool(ui.listing)})
-
-    async def api_run(request: Request) -> Response:
-        path = ui.folder(request.path_params["rid"], "run")
-        data = await run_in_threadpool(runview.load, path)
-        return ui.json({"id": request.path_params["rid"], **data, **_control_state(ui, path)})
-
-    async def api_node(request: Request) -> Response:
-        path = ui.folder(request.path_params["rid"], "run")
-        data = await run_in_threadpool(nodeview.load, path, request.query_params.get("id", ""))
-        if data is None:
-            raise Refused("node")
-        return ui.json(data)
-
-    async def api_batch(request: Request) -> Response:
-        path = ui.folder(request.path_params["rid"], "batch")
-        return ui.json({"id": request.path_params["rid"], **await run_in_threadpool(batchview.load, ui.roots, path)})
-
-    return [
-        Route("/", index), Route("/run/{rid:path}", run_page), Route("/batch/{rid:path}", batch_page),
-        Route("/file/{rid:path}", file_page), Route("/api/runs", api_runs), Route("/api/run/{rid:path}", api_run),
-        Route("/api/node/{rid:path}", api_node), Route("/api/batch/{rid:path}", api_batch),
-        *sse_routes(ui), *control_routes(ui),
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
-    ]
+    views = {"runs": ui.runs_view, "run": ui.run_view, "batch": ui.batch_view}
+    pages = [Route("/", _page(ui, "runs.html.j2", views["runs"]))]
+    pages += [Route(f"/{k}/{{rid:path}}", _page(ui, f"{k}.html.j2", views[k])) for k in ("run", "batch")]
+    pages.append(Route("/file/{rid:path}", _page(ui, "file.html.j2", ui.file_view)))
+    apis = [Route("/api/runs", _api(ui, views["runs"])), Route("/api/node/{rid:path}", _api(ui, ui.node_view))]
+    apis += [Route(f"/api/{k}/{{rid:path}}", _api(ui, views[k])) for k in ("run", "batch")]
+    static = Mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    return [*pages, *apis, *sse_routes(ui), *control_routes(ui), static]
 
 
 def _sse(request: Request, probe: Any, poll_s: float) -> StreamingResponse:
@@ -169,10 +170,6 @@ def sse_routes(ui: Ui) -> list:
         return _sse(request, lambda: live.batch_signature(path), max(ui.cfg.poll_s, 0.5))
 
     return [Route("/sse/runs", runs), Route("/sse/run/{rid:path}", run), Route("/sse/batch/{rid:path}", batch)]
-
-
-def _control_state(ui: Ui, path: Path) -> dict:
-    return {"control": {"stoppable": bool(ui.control and ui.control.running(path))}}
 
 
 def control_routes(ui: Ui) -> list:

@@ -91,6 +91,10 @@ def test_pages_load_with_screenshots(site, page) -> None:
     assert page.errors == []
 
 
+def _descendants(made: list[dict], cid: str) -> int:
+    return sum(1 + _descendants(made, e["id"]) for e in made if e["parent"] == cid)
+
+
 def test_tree_shows_the_recorded_candidates(site, page) -> None:
     url, _ = site
     _open(page, url + "/run/0/relu-mcts")
@@ -99,8 +103,10 @@ def test_tree_shows_the_recorded_candidates(site, page) -> None:
     shown = {g.get_attribute("data-id"): g.get_attribute("data-status") for g in page.locator("svg.tree g.node").all()}
     assert shown == expected
     assert set(expected.values()) >= {"ok", "incorrect", "compile_error", "crashed", "rejected"}
-    assert page.locator("svg.tree text.edge-label.mode-repair").count() == 3  # c0004-c0006 repair c0001
-    assert "n=4" in page.text_content('svg.tree g.node[data-id="c0001"]')  # MCTS visits from the checkpoint
+    made = [e for e in map(json.loads, (FIXTURE_RUN / "events.jsonl").read_text().splitlines()) if e["kind"] == "candidate"]
+    assert page.locator("svg.tree text.edge-label.mode-repair").count() == sum(e["mode"] == "repair" for e in made)
+    # MCTS visits, from the checkpoint: each new child backs one visit up to every ancestor
+    assert f"n={1 + _descendants(made, 'c0001')} " in page.text_content('svg.tree g.node[data-id="c0001"]')
     assert "1.74x [1.65" in page.text_content('svg.tree g.node[data-id="c0008"]')  # speedup with its CI
     assert page.locator('svg[data-plot="best"] circle').count() == 5  # iterations 4-8 have a correct best
 

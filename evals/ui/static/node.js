@@ -46,7 +46,7 @@
   }
 
   function stages(st) {
-    const items = Object.entries(st || {}).filter(([k]) => k !== "total");
+    const items = Object.entries(st || {}).filter(([k]) => !k.startsWith("total"));
     const total = (st || {}).total || items.reduce((a, [, v]) => a + v, 0) || 1;
     return h("div", {class: "stages"}, items.map(([k, v]) => h("div", {class: "stage"},
       h("span", {class: "stage-name"}, k), h("span", {class: "stage-bar"}, h("span", {class: "stage-fill",
