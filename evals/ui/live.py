@@ -28,10 +28,13 @@ def run_signature(run: Path) -> tuple:
     return (_size(run / "events.jsonl"), mtime(run / "summary.json"), mtime(run / "llm"))
 
 
-def batch_signature(batch: Path) -> tuple:
-    runs = batch.glob("problems/*/sample*/run/events.jsonl")
+def batch_signature(batch: Path, running: list[Path]) -> tuple:
+    """The store (a finished sample), the problems folder (a started job) and the jobs known to be
+    running (their progress); never a walk over every problem's folder."""
+    problems = batch / "problems"
+    started = tuple(mtime(d) for d in problems.iterdir()) if problems.is_dir() else ()
     return (mtime(batch / "results.sqlite"), mtime(batch / "results.sqlite-wal"), mtime(batch / "metrics.json"),
-            sum(_size(p) for p in runs), sum(1 for _ in batch.glob("problems/*/sample*")))
+            mtime(problems), hash(started), tuple(_size(r / "events.jsonl") for r in running))
 
 
 async def stream(request: Request, probe: Callable[[], object], poll_s: float) -> AsyncIterator[str]:

@@ -31,6 +31,7 @@ from kiln.evals.ui.roots import Refused, Roots, read_text
 
 HERE = Path(__file__).parent
 RESCAN_S = 5.0
+BATCH_CACHE_S = 5.0
 
 
 class UiConfig(BaseModel):
@@ -63,6 +64,7 @@ class Ui:
         self.asset_version = asset_version()
         self._found: list[discover.Found] = []
         self._found_at = 0.0
+        self._batches: dict[Path, tuple[tuple, float, dict]] = {}
 
     # -- data
     def found(self) -> list[discover.Found]:
@@ -105,8 +107,20 @@ class Ui:
         return {"id": rid, **runview.load(path), "control": {"stoppable": stoppable}}
 
     def batch_view(self, request: Request) -> dict:
+        """Cached while the batch's signature holds (a few seconds at most: its ETA moves with the clock)."""
         rid = request.path_params["rid"]
-        return {"id": rid, **batchview.load(self.roots, self.folder(rid, "batch"))}
+        path = self.folder(rid, "batch")
+        sig, now = self.batch_signature(path), time.monotonic()
+        hit = self._batches.get(path)
+        if not hit or hit[0] != sig or now - hit[1] > BATCH_CACHE_S:
+            hit = (sig, now, batchview.load(self.roots, path))
+            self._batches[path] = hit
+        return {"id": rid, **hit[2]}
+
+    def batch_signature(self, path: Path) -> tuple:
+        hit = self._batches.get(path)
+        running = [self.roots.resolve(r["run"]) for r in (hit[2]["running"] if hit else []) if r.get("run")]
+        return live.batch_signature(path, running)
 
     def node_view(self, request: Request) -> dict:
         data = nodeview.load(self.folder(request.path_params["rid"], "run"), request.query_params.get("id", ""))
@@ -167,7 +181,7 @@ def sse_routes(ui: Ui) -> list:
 
     async def batch(request: Request) -> Response:
         path = ui.folder(request.path_params["rid"], "batch")
-        return _sse(request, lambda: live.batch_signature(path), max(ui.cfg.poll_s, 0.5))
+        return _sse(request, lambda: ui.batch_signature(path), max(ui.cfg.poll_s, 0.5))
 
     return [Route("/sse/runs", runs), Route("/sse/run/{rid:path}", run), Route("/sse/batch/{rid:path}", batch)]
 
