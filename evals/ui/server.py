@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -136,8 +136,10 @@ class Ui:
         return {"id": rid, "name": path.name, "text": read_text(path)}
 
 
-def _not_found(_request: Request, _exc: Exception) -> Response:
-    return JSONResponse({"error": "not found"}, status_code=404)
+def _not_found(request: Request, _exc: Exception) -> Response:
+    if request.url.path.startswith(("/api/", "/sse/")):
+        return JSONResponse({"error": "not found"}, status_code=404)
+    return PlainTextResponse("kiln ui: not found (not a run, batch or file inside the served folders)", status_code=404)
 
 
 def _page(ui: Ui, template: str, load: Callable[[Request], dict]) -> Callable:

@@ -21,13 +21,14 @@
     const p = b.progress, total = p.n_expected || 1;
     const seg = (n, cls) => h("span", {class: "seg " + cls, "data-w": (100 * n / total).toFixed(2), title: `${n} ${cls}`});
     const bar = h("div", {class: "progress"}, seg(p.done, "done"), seg(p.running, "running"), seg(p.queued, "queued"));
-    const gpus = Object.entries(p.by_gpu).map(([g, n]) => `${g === "unknown" ? "slot not recorded yet" : "GPU " + g}: ${n}`).join(", ");
+    const gpus = b.config.device === "cpu" ? "" : Object.entries(p.by_gpu).map(([g, n]) =>
+      `${g === "unknown" ? "GPU not recorded yet" : "GPU " + g}: ${n}`).join(", ");
     fill($("#progress"), h("h2", {}, "Progress"), bar,
       h("p", {}, `${p.done} done · ${p.running} running · ${p.queued} queued of ${p.n_expected}` +
         (p.eta_s !== null ? ` · ETA ${kiln.secs(p.eta_s)}` : "") + (gpus ? ` · running per GPU: ${gpus}` : "")),
       b.running.length ? h("ul", {class: "running"}, b.running.map((r) => h("li", {},
         r.run ? h("a", {href: kiln.runHref(r.run)}, `${r.problem} #${r.sample}`) : `${r.problem} #${r.sample}`,
-        ` · ${r.stage || "starting"} · last event ${kiln.age(r.last_t)}`))) : null);
+        ` · ${r.stage || "starting"}` + (r.last_t ? ` · last event at ${new Date(r.last_t * 1000).toLocaleTimeString()}` : "")))) : null);
     bar.querySelectorAll(".seg").forEach((s) => { s.style.width = s.dataset.w + "%"; });
   }
 

@@ -30,7 +30,7 @@
     return out;
   }
 
-  const fmtTick = (v) => Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-2 && v !== 0) ? v.toExponential(0) : String(+v.toPrecision(3));
+  const fmtTick = (v) => Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-2 && v !== 0) ? v.toExponential(0) : String(+v.toPrecision(4));
 
   function frame(kind, xs, ys, xt, yt, xLabel, yLabel) {
     const g = [s("line", {x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis"}),
@@ -58,10 +58,11 @@
   function line(el, series, o) {
     const pts = series.flatMap((se) => se.points);
     if (!pts.length) return empty(el, o.empty);
-    const [x0, x1] = extent(pts.map((p) => p.x), 0.5);
+    let [x0, x1] = extent(pts.map((p) => p.x), 0.5);
+    if (x1 - x0 < 1) { const mid = (x0 + x1) / 2; x0 = mid - 0.5; x1 = mid + 0.5; }
     const yv = pts.flatMap((p) => [p.y, p.lo ?? p.y, p.hi ?? p.y]).concat(o.ref !== undefined ? [o.ref] : []);
     let [y0, y1] = extent(yv, Math.abs(yv[0]) * 0.1 || 1);
-    if (o.zero) y0 = Math.min(0, y0);
+    if (o.zero) { y0 = 0; y1 = Math.max(y1, Math.max(...yv) > 0 ? 0 : 1); }
     const padY = (y1 - y0) * 0.08; y1 += padY; if (!o.zero) y0 -= padY;
     const xs = scale(x0, x1, L + 8, W - R - 8), ys = scale(y0, y1, H - B, T);
     const svg = frame(o.kind, xs, ys, niceTicks(x0, x1, 6), niceTicks(y0, y1, 5), o.xLabel, o.yLabel);

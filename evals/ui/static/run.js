@@ -36,8 +36,9 @@
       yLabel: "speedup (x)", ref: 1, empty: "No measured speedup yet" + (run.options.device === "cpu" ? " (a CPU run is not timed)." : ".")});
     const u = run.usage;
     const series = [{name: "tokens", points: u.map((p) => ({x: p.s, y: p.tokens, title: `${p.role}: ${p.tokens} tokens`}))}];
-    kiln.plot.line($("#plot-usage"), series, {kind: "tokens", xLabel: "seconds since start", yLabel: "tokens (cumulative)", zero: true,
-      empty: "No LLM calls yet."});
+    const spent = u.length && u[u.length - 1].tokens > 0;
+    kiln.plot.line($("#plot-usage"), spent ? series : [], {kind: "tokens", xLabel: "seconds since start", yLabel: "tokens (cumulative)",
+      zero: true, empty: u.length ? `${u.length} calls, no tokens counted (built-in or scripted roles).` : "No LLM calls yet."});
     const costs = u.filter((p) => p.cost_usd !== null);
     if (costs.length) {
       const el = h("div", {});
