@@ -26,7 +26,7 @@ def _chromium() -> str:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("site")
-    for name in ("relu-mcts", "live-run", "hostile"):
+    for name in ("relu-mcts", "live-run", "follow-run", "hostile"):
         shutil.copytree(FIXTURE_RUN, base / name)
     kernel = base / "hostile" / "candidates" / "c0001" / "kernel.py"
     kernel.write_text(kernel.read_text() + f"\n# {HOSTILE}\n")
@@ -76,7 +76,7 @@ def _node(page, cid: str, tab: str) -> None:
 def test_pages_load_with_screenshots(site, page) -> None:
     url, _ = site
     _open(page, url + "/")
-    assert page.get_attribute("#runs", "data-rows") == "4"  # three runs and one batch
+    assert page.get_attribute("#runs", "data-rows") == "5"  # four runs and one batch
     _shot(page, "runs")
     _open(page, url + "/run/0/relu-mcts")
     _shot(page, "run")
@@ -198,3 +198,14 @@ def test_heat_map_of_a_4d_output_has_a_strip_per_leading_dim(site, page) -> None
     assert strips.count() == 2
     assert [strips.nth(d).locator("rect.hit title").text_content() for d in range(2)] == ["dim 0: 1-1", "dim 1: 2-2"]
     assert page.get_attribute("#heatmap svg.heatmap:not(.strip)", "data-rows") == "37"
+
+
+def test_runs_page_follows_a_run(site, page) -> None:
+    url, base = site
+    _open(page, url + "/")
+    row = page.locator("#runs tbody tr", has=page.locator('a[href="/run/0/follow-run"]'))
+    before = row.inner_text()
+    with (base / "follow-run" / "events.jsonl").open("a") as fh:
+        fh.write(json.dumps({"t": time.time(), "kind": "resume", "next": ["code"]}) + "\n")
+    row.locator("td", has_text=" s ago").wait_for(timeout=10_000)  # its age was minutes, now seconds
+    assert row.inner_text() != before and page.evaluate("performance.getEntriesByType('navigation').length") == 1

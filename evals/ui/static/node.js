@@ -29,10 +29,49 @@
     if (row) { row.classList.add("hl"); row.scrollIntoView({block: "center"}); }
   }
 
+  // A small Python highlighter: comments, strings (triple-quoted ones across lines), keywords,
+  // numbers, decorators. It only splits the text into spans; every piece stays a text node.
+  const KW = "def|class|return|import|from|as|if|elif|else|for|while|in|not|and|or|is|None|True|False|with|try|" +
+    "except|finally|raise|lambda|yield|pass|break|continue|assert|global|nonlocal|del|async|await";
+  const TOKEN = new RegExp(`(#.*$)|("""|\'\'\')|("(?:\\\\.|[^"\\\\])*"|'(?:\\\\.|[^'\\\\])*')|\\b(${KW})\\b|` +
+    "(\\b\\d+(?:\\.\\d+)?(?:e[+-]?\\d+)?\\b)|(@[\\w.]+)", "g");
+  const CLASSES = [null, "c", null, "s", "k", "n", "d"];
+
+  function highlight(line, state) {
+    const out = [];
+    let i = 0;
+    if (state.open) {
+      const end = line.indexOf(state.open);
+      if (end < 0) return [h("span", {class: "s"}, line)];
+      out.push(h("span", {class: "s"}, line.slice(0, end + 3)));
+      i = end + 3; state.open = null;
+    }
+    TOKEN.lastIndex = i;
+    for (let m; (m = TOKEN.exec(line));) {
+      out.push(line.slice(i, m.index));
+      if (m[2]) {  // a triple quote opens a string that may end on this line or a later one
+        const end = line.indexOf(m[2], m.index + 3);
+        const stop = end < 0 ? line.length : end + 3;
+        out.push(h("span", {class: "s"}, line.slice(m.index, stop)));
+        if (end < 0) state.open = m[2];
+        i = TOKEN.lastIndex = stop;
+        if (end < 0) return out;
+        continue;
+      }
+      const k = CLASSES.findIndex((c, j) => c && m[j] !== undefined);
+      out.push(h("span", {class: CLASSES[k]}, m[0]));
+      i = TOKEN.lastIndex;
+    }
+    out.push(line.slice(i));
+    return out;
+  }
+
   function source(text) {
     if (text === null || text === undefined) return h("p", {class: "muted"}, "No source: the Coder's reply had no usable code.");
+    const state = {open: null};
     return h("div", {class: "code lines", id: "src-lines"}, text.split("\n").map((line, i) =>
-      h("div", {class: "ln", "data-line": i + 1, id: "L" + (i + 1)}, h("span", {class: "no"}, String(i + 1)), h("span", {class: "tx"}, line))));
+      h("div", {class: "ln", "data-line": i + 1, id: "L" + (i + 1)}, h("span", {class: "no"}, String(i + 1)),
+        h("span", {class: "tx"}, highlight(line, state)))));
   }
 
   function diff(lines) {
