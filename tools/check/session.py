@@ -153,7 +153,7 @@ class Session:
         if not cmp.passed:
             return
         self._integrity()
-        if self.o.time and self.rec.device == "cuda":
+        if self.o.time and (self.rec.device == "cuda" or self.o.time_on_cpu):
             from kiln.tools.check.timing import time_check
 
             time_check(self)
