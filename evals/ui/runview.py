@@ -107,17 +107,22 @@ def best_series(nodes: list[dict]) -> list[dict]:
     return out
 
 
-def usage_series(calls: list[dict], start_t: float | None) -> list[dict]:
-    """Cumulative tokens and cost, one point per LLM call, in seconds since the run started."""
-    out, tokens, cost, priced = [], 0, 0.0, False
-    for c in sorted(calls, key=lambda c: c["t"]):
+def usage_series(calls: list[dict], start_t: float | None, last_t: float | None) -> dict:
+    """Cumulative tokens and cost, one point per LLM call: against seconds since the run started when
+    the calls' times fall inside the run (a copied or checked-out run's file times do not), else
+    against the call's number."""
+    calls = sorted(calls, key=lambda c: (c["t"], c.get("file", "")))
+    timed = bool(start_t and last_t) and all(start_t - 5 <= c["t"] <= last_t + 30 for c in calls) \
+        and len({round(c["t"], 3) for c in calls}) > len(calls) // 2  # a copy gives every file one time
+    points, tokens, cost, priced = [], 0, 0.0, False
+    for i, c in enumerate(calls if timed else sorted(calls, key=lambda c: c.get("file", ""))):
         u = (c.get("reply") or {}).get("usage") or {}
         tokens += int(u.get("input_tokens") or 0) + int(u.get("output_tokens") or 0)
         if u.get("cost_usd") is not None:
             cost, priced = cost + float(u["cost_usd"]), True
-        out.append({"s": max(0.0, c["t"] - (start_t or c["t"])), "role": c.get("role"), "tokens": tokens,
-                    "cost_usd": cost if priced else None})
-    return out
+        points.append({"x": c["t"] - start_t if timed else i + 1, "role": c.get("role"), "tokens": tokens,
+                       "cost_usd": cost if priced else None})
+    return {"axis": "seconds since start" if timed else "LLM call (file times not usable)", "points": points}
 
 
 def load(run: Path, *, with_state: bool = True) -> dict[str, Any]:
@@ -135,7 +140,13 @@ def load(run: Path, *, with_state: bool = True) -> dict[str, Any]:
             "summary": summary if isinstance(summary, dict) else None, "nodes": node_list, "root": root,
             "best": _best_id(summary, node_list), "start_t": start_t, "last_t": evs[-1].get("t") if evs else None,
             "events": evs[-200:], "n_events": len(evs), "best_series": best_series(node_list),
-            "usage": usage_series(calls, start_t), "cases": [e for e in evs if e.get("kind") == "case"]}
+            "usage": usage_series(calls, start_t, _last_t(evs)), "cases": [e for e in evs if e.get("kind") == "case"]}
+
+
+def _last_t(evs: list[dict]) -> float | None:
+    t = evs[-1].get("t") if evs else None
+    running = not any(e.get("kind") == "finish" for e in evs[-3:])
+    return max(t or 0.0, time.time()) if running and t else t
 
 
 def _best_id(summary: Any, nodes: list[dict]) -> str | None:
@@ -149,8 +160,9 @@ def brief(run: Path) -> dict[str, Any]:
     """What the runs page shows for one run (no checkpoint, no node details)."""
     view = load(run, with_state=False)
     best = next((n for n in view["nodes"] if n["id"] == view["best"]), None)
-    tokens = view["usage"][-1]["tokens"] if view["usage"] else 0
-    cost = view["usage"][-1]["cost_usd"] if view["usage"] else None
+    usage = view["usage"]["points"]
+    tokens = usage[-1]["tokens"] if usage else 0
+    cost = usage[-1]["cost_usd"] if usage else None
     opts = view["options"]
     return {"kind": "run", "name": view["name"], "status": view["status"], "problem": Path(str(opts.get("problem", ""))).name,
             "strategy": opts.get("strategy"), "device": opts.get("device"), "candidates": len(view["nodes"]),

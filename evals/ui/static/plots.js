@@ -107,12 +107,17 @@
       svg.appendChild(s("text", {x: W - R - 4, y: ys(Math.min(roof(x1), y1)) - 6, "text-anchor": "end", class: "tick"},
         `roof: ${fmtTick(peaks.gbps)} GB/s, ${fmtTick(peaks.tflops || 0)} TFLOP/s`));
     }
+    const taken = [];
     for (const p of points) {
+      const lx = xs(Math.max(p.ai, 1e-3)) + 7;
+      let ly = ys(Math.max(p.gflops, 1e-3)) + 4;
+      while (taken.some(([x, y]) => Math.abs(x - lx) < 40 && Math.abs(y - ly) < 11)) ly += 11;  // labels never overlap
+      taken.push([lx, ly]);
       const g = s("g", {class: "rpt", "data-id": p.id, on: o.onClick ? {click: () => o.onClick(p.id)} : {}},
         s("circle", {cx: xs(Math.max(p.ai, 1e-3)), cy: ys(Math.max(p.gflops, 1e-3)), r: 5, class: "st-fill-" + p.status},
           s("title", {}, `${p.id}: ${fmtTick(p.gflops)} GFLOP/s, ${fmtTick(p.gbps)} GB/s` +
             (p.pct ? `, ${p.pct.toFixed(0)}% of the floor` : ""))),
-        s("text", {x: xs(Math.max(p.ai, 1e-3)) + 7, y: ys(Math.max(p.gflops, 1e-3)) + 4, class: "tick"}, p.id));
+        s("text", {x: lx, y: ly, class: "tick"}, p.id));
       svg.appendChild(g);
     }
     fill(el, svg);

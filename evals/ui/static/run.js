@@ -16,8 +16,8 @@
       ["strategy", o.strategy], ["device", o.device], ["lang", o.lang], ["candidates", String(run.nodes.length)],
       ["best", best ? `${best.id} (${best.correct ? "correct" : "failing"})` : "—"],
       ["vs eager", kiln.speed(best && best.eager)], ["vs torch.compile", kiln.speed(best && best.compile)],
-      ["tokens", kiln.tokens(run.usage.length ? run.usage[run.usage.length - 1].tokens : 0)],
-      ["cost", kiln.usd(run.usage.length ? run.usage[run.usage.length - 1].cost_usd : null)],
+      ["tokens", kiln.tokens(run.usage.points.length ? run.usage.points[run.usage.points.length - 1].tokens : 0)],
+      ["cost", kiln.usd(run.usage.points.length ? run.usage.points[run.usage.points.length - 1].cost_usd : null)],
       ["started", kiln.age(run.start_t)], ["last event", kiln.age(run.last_t)]];
     fill($("#head"), h("div", {class: "card-head"}, h("h1", {}, run.name), stop),
       h("div", {class: "stats"}, stats.map(([k, v]) => h("div", {class: "stat"}, h("div", {class: "k"}, k), h("div", {class: "v"}, v)))),
@@ -34,17 +34,17 @@
       title: `iteration ${p.iteration}: ${p.id} ${kiln.speed(p)}`}));
     kiln.plot.line($("#plot-best"), [{name: "best vs eager", points: best}], {kind: "best", xLabel: "iteration",
       yLabel: "speedup (x)", ref: 1, empty: "No measured speedup yet" + (run.options.device === "cpu" ? " (a CPU run is not timed)." : ".")});
-    const u = run.usage;
-    const series = [{name: "tokens", points: u.map((p) => ({x: p.s, y: p.tokens, title: `${p.role}: ${p.tokens} tokens`}))}];
+    const u = run.usage.points, xLabel = run.usage.axis;
+    const series = [{name: "tokens", points: u.map((p) => ({x: p.x, y: p.tokens, title: `${p.role}: ${p.tokens} tokens`}))}];
     const spent = u.length && u[u.length - 1].tokens > 0;
-    kiln.plot.line($("#plot-usage"), spent ? series : [], {kind: "tokens", xLabel: "seconds since start", yLabel: "tokens (cumulative)",
+    kiln.plot.line($("#plot-usage"), spent ? series : [], {kind: "tokens", xLabel, yLabel: "tokens (cumulative)",
       zero: true, empty: u.length ? `${u.length} calls, no tokens counted (built-in or scripted roles).` : "No LLM calls yet."});
     const costs = u.filter((p) => p.cost_usd !== null);
     if (costs.length) {
       const el = h("div", {});
       $("#plot-usage").appendChild(el);
-      kiln.plot.line(el, [{name: "cost", color: "#16a34a", points: costs.map((p) => ({x: p.s, y: p.cost_usd, title: `${p.role}: ${kiln.usd(p.cost_usd)}`}))}],
-        {kind: "cost", xLabel: "seconds since start", yLabel: "cost (USD, cumulative)", zero: true, empty: ""});
+      kiln.plot.line(el, [{name: "cost", color: "#16a34a", points: costs.map((p) => ({x: p.x, y: p.cost_usd, title: `${p.role}: ${kiln.usd(p.cost_usd)}`}))}],
+        {kind: "cost", xLabel, yLabel: "cost (USD, cumulative)", zero: true, empty: ""});
     }
     const pts = run.nodes.filter((n) => n.roofline).map((n) => ({id: n.id, status: n.status, ...n.roofline}));
     const peak = pts.find((p) => p.peak_gbps) || {};
