@@ -61,6 +61,8 @@ class CheckOptions(Record):
     gpu_index: int = 0
     speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
     fork_server: bool = Field(True, description="fork workers from a pre-imported server (saves ~2 s/check)")
+    time_on_cpu: bool = Field(False, description="run the timing stage on the CPU with host clocks: only to test "
+                                                 "the timing protocol, the numbers mean nothing there")
     run_rejected: bool = Field(False, description="execute a candidate the static scan rejected anyway (to test "
                                                   "the sandbox and the later layers); its verdict stays rejected")
 

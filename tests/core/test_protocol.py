@@ -52,8 +52,10 @@ def test_a_statically_rejected_candidate_is_never_executed() -> None:
 
 
 def test_a_syntax_error_is_a_compile_error_record(tmp_path: Path, run_cli) -> None:
-    out = tmp_path / "rec.json"
-    res = run_cli("check", str(PROBLEM), str(PROTO / "syntax_error.py"), "--device", "cpu", "--json", str(out))
+    out, cand = tmp_path / "rec.json", tmp_path / "syntax_error.py"
+    cand.write_text("import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x, y)\n"
+                    "        return x + y\n")
+    res = run_cli("check", str(PROBLEM), str(cand), "--device", "cpu", "--json", str(out))
     assert res.returncode == 1, res.stderr
     rec = CheckRecord.model_validate_json(out.read_text())
     assert rec.status == "compile_error" and "syntax" in rec.reasons[0].lower()

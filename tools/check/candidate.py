@@ -161,7 +161,7 @@ class CandidateWorker(Worker):
 
         b = self.built[self.spec.cases[0].name]
         feed = TimedInputs.from_spec(timing, b.mod.get_inputs, dtype=self.spec.dtype, device=self.spec.device)
-        self.timing = (Prepared(b.new, feed, torch.cuda.current_device()), timing)
+        self.timing = (Prepared(b.new, feed, self.spec.device), timing)
         return {}
 
     def op_time_loop(self, max_time_s: float) -> dict[str, Any]:

@@ -85,6 +85,8 @@ class Session:
         self.input_bytes = 0
         self.used: dict[str, float] = {}  # candidate command time per stage
         self.cand_started = False
+        self.timed = options.time and (rec.device == "cuda" or options.time_on_cpu)
+        self.timing_plan: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ seeds
     def seed(self, *parts: object) -> int:
@@ -146,14 +148,20 @@ class Session:
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         weights = self._reference_setup()
-        self.ref_ahead.append(self._ref_recv())  # the first trial's inputs drew: the problem's get_inputs works
+        first = self._ref_recv()  # the first trial's inputs drew: the problem's get_inputs works
+        self.ref_ahead.append(first)
+        self.input_bytes = int(first.get("input_bytes") or 0)
+        if self.timed:
+            from kiln.tools.check.timing import plan_timing
+
+            plan_timing(self)
         self._build(weights)
         self.rec.stages_s["compile"] = self._since("compile")
         cmp = self._correctness()
         if not cmp.passed:
             return
         self._integrity()
-        if self.o.time and self.rec.device == "cuda":
+        if self.timed:
             from kiln.tools.check.timing import time_check
 
             time_check(self)
@@ -267,14 +275,15 @@ class Session:
 
     # ------------------------------------------------------------------ integrity
     def _integrity(self) -> None:
-        """Runtime evidence from the candidate; the problem's work count and degeneracy from the
-        reference (cached per problem sources, written by this process only)."""
-        assert self.cnd is not None
+        """Runtime evidence from the candidate; meanwhile the problem's work count and degeneracy from
+        the reference (cached per problem sources, written by this process only)."""
+        assert self.cnd is not None and self.ref is not None
         self.enter("integrity")
         facts = caches.reference_facts(self)
         if facts is None:
-            facts = self._reference_facts()
-        self.rec.extra["reference_facts"] = facts
+            self._drain_reference()
+            self.ref.send("work", seed=self.seed("work"))
+            self.ref.send("degenerate", seed_a=self.seed("deg", 0), seed_b=self.seed("deg", 1))
         try:
             reply = self._call_cand("integrity", policy=self.o.policy,
                                     seeds=[self.seed("integrity", i) for i in range(4)])
@@ -285,13 +294,11 @@ class Session:
             raise
         self.rec.extra["accounting"] = reply.get("accounting")
         self.rec.extra["runtime_findings"] = reply.get("findings") or []
+        self.rec.extra["reference_facts"] = facts or self._reference_facts()
         self.rec.stages_s["integrity"] = self._since("integrity")
 
     def _reference_facts(self) -> dict[str, Any]:
-        assert self.ref is not None
-        work = self._ref_call("work", seed=self.seed("work"))
-        deg = self._ref_call("degenerate", seed_a=self.seed("deg", 0),
-                             seed_b=self.seed("deg", 1))
+        work, deg = self._ref_recv(), self._ref_recv()
         facts = {"physics": {"bytes_moved": work.get("bytes_moved"), "flops": work.get("flops")},
                  "degenerate": deg.get("degenerate")}
         caches.store_reference_facts(self, facts)
@@ -308,11 +315,15 @@ class Session:
             raise _reference_error(self.rec.problem, reply.get("error") or {})
         return reply
 
-    def _ref_call(self, op: str, **args: Any) -> dict[str, Any]:
-        """A reference command, after any trial replies still owed (kept for their turn)."""
+    def _drain_reference(self) -> None:
+        """Read the reference's replies still owed (trials queued ahead), kept for their turn."""
         assert self.ref is not None
         while self.ref.pending:
             self.ref_ahead.append(self._ref_recv())
+
+    def _ref_call(self, op: str, **args: Any) -> dict[str, Any]:
+        assert self.ref is not None
+        self._drain_reference()
         self.ref.send(op, **args)
         return self._ref_recv()
 
