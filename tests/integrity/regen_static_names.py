@@ -3,7 +3,10 @@ static allowlist opens wholesale (torch's tensor operators, torch.nn.functional,
 ...), read from the installed torch and Triton.
 
 Run after a torch or Triton upgrade: `.venv/bin/python tests/integrity/regen_static_names.py`.
-`tests/integrity/test_static_names.py` checks that the table still matches what is installed.
+With `--check` it writes nothing and prints what differs from the installed packages (one line per
+problem; none when the table matches): `tests/integrity/test_static_names.py` runs that in a
+subprocess, since importing Triton without TRITON_INTERPRET would change how later in-process
+interpreter tests run.
 """
 
 from __future__ import annotations
@@ -98,7 +101,33 @@ NAMES: dict[str, frozenset[str]] = {{
     return head + body + "}\n"
 
 
+def problems() -> list[str]:
+    """What in the checked-in table no longer matches the installed packages."""
+    from kiln.tools.integrity.static_names import NAMES
+
+    out = []
+    for module, names in sorted(NAMES.items()):
+        mod = importlib.import_module(module)
+        out += [f"{module}.{n} does not exist" for n in sorted(names) if not hasattr(mod, n)]
+        out += [f"{module}.{n} is a module" for n in sorted(names) if isinstance(getattr(mod, n, None), types.ModuleType)]
+    text = OUT.read_text()
+    if render(tables()) != text and _same_versions(text):
+        out.append("the generator no longer reproduces static_names.py: regenerate it")
+    return out
+
+
+def _same_versions(text: str) -> bool:
+    import torch
+    import triton
+
+    return f"torch {torch.__version__}" in text and f"Triton\n{triton.__version__}" in text
+
+
 def main() -> None:
+    if "--check" in sys.argv[1:]:
+        found = problems()
+        print("\n".join(found))
+        raise SystemExit(1 if found else 0)
     OUT.write_text(render(tables()))
     print(f"wrote {OUT}")
 

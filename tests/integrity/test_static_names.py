@@ -4,26 +4,21 @@ generator reproduces the file (regenerate with tests/integrity/regen_static_name
 
 from __future__ import annotations
 
-import importlib
-import types
+import subprocess
+import sys
 from pathlib import Path
-
-import pytest
-import torch
-import triton
 
 from kiln.tools.integrity.static_names import NAMES
 from kiln.tools.integrity.static_policy import ALLOWED
 
-from . import regen_static_names as regen
+REGEN = Path(__file__).with_name("regen_static_names.py")
 
 
-@pytest.mark.parametrize("module", sorted(NAMES))
-def test_every_listed_name_exists_and_is_not_a_module(module: str) -> None:
-    mod = importlib.import_module(module)
-    missing = sorted(n for n in NAMES[module] if not hasattr(mod, n))
-    modules = sorted(n for n in NAMES[module] if isinstance(getattr(mod, n, None), types.ModuleType))
-    assert missing == [] and modules == []
+def test_the_table_matches_the_installed_packages() -> None:
+    # In a subprocess: importing Triton here (without TRITON_INTERPRET) would turn its language's
+    # @jit helpers (tl.max, tl.sum) into compiled-only functions for the interpreter tests after it.
+    proc = subprocess.run([sys.executable, str(REGEN), "--check"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 def test_the_tables_hold_no_way_out() -> None:
@@ -39,13 +34,3 @@ def test_every_allowed_submodule_is_reachable_from_its_parent() -> None:
         if "." in module:
             parent, name = module.rsplit(".", 1)
             assert name in ALLOWED[parent], module
-
-
-@pytest.mark.skipif(not NAMES, reason="no table")
-def test_the_generator_reproduces_the_table() -> None:
-    from kiln.tools.integrity import static_names
-
-    text = Path(static_names.__file__).read_text(encoding="utf-8")
-    if f"torch {torch.__version__}" not in text or f"Triton\n{triton.__version__}" not in text:
-        pytest.skip("generated from other torch/Triton versions")
-    assert regen.render(regen.tables()) == text
