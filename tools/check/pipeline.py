@@ -34,7 +34,7 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
                     budgets=stage_timeouts(options), zygote=zygote)
         out = s.run()
         cmp_findings = s.comparer.cmp.findings if s.comparer else []
-        out.integrity = integrity_record(out, static, options.policy, cmp_findings)
+        out.integrity = integrity_record(out, static, options.policy, cmp_findings, static_mode=options.static)
         if out.timing is None:
             out.timing = _not_timed(out, options)
         out.env = out.timing.env if out.timing and out.timing.env else out.env
