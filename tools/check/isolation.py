@@ -98,23 +98,40 @@ def _limits(as_limit_bytes: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (as_limit_bytes, as_limit_bytes))
 
 
+def _read_code(path: Path | None) -> int | None:
+    try:
+        return int(Path(path).read_text()) if path else None
+    except (OSError, ValueError):
+        return None
+
+
+def _status_path() -> Path:
+    """Where a worker's exit code is written: kiln's control dir, which no worker may write."""
+    from kiln.tools.check import scratch
+
+    return scratch.ctl_dir() / f"{os.getpid()}.{time.monotonic_ns()}.status"
+
+
 class _Forked:
-    """A worker forked by the fork server (kiln.tools.check.zygote), with the bits of Popen we use."""
+    """A worker forked by the fork server (kiln.tools.check.zygote), with the bits of Popen we use.
+    Its pid is the server's (another PID namespace when sandboxed): polls and kills go through the
+    server, never through os.kill here."""
 
     def __init__(self, zygote: Any, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
-                 as_limit: int | None) -> None:
+                 as_limit: int | None, confine: dict | None) -> None:
         self.zygote = zygote
         self.returncode: int | None = None
-        self.status = stderr.with_suffix(".status")
-        self.pid = zygote.spawn(argv, env=env, cwd=cwd, stderr=stderr, status=self.status, as_limit=as_limit)
+        self.status = _status_path()
+        self.pid = zygote.spawn(argv, env=env, cwd=cwd, stderr=stderr, status=self.status, as_limit=as_limit,
+                                **({"confine": confine} if confine is not None else {}))
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            try:
-                self.returncode = int(self.status.read_text())
-            except (OSError, ValueError):
-                if not self.zygote.alive() and not pid_alive(self.pid):
-                    self.returncode = -signal.SIGKILL  # server gone: the status is lost
+            self.returncode = _read_code(self.status)
+            if self.returncode is None and not self.zygote.alive():
+                if not getattr(self.zygote, "confined", False) and pid_alive(self.pid):
+                    return None  # an unconfined worker may outlive its server; its pid is ours
+                self.returncode = -signal.SIGKILL  # the server (and its namespace) is gone
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -125,6 +142,54 @@ class _Forked:
             time.sleep(0.005)
         assert self.returncode is not None
         return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is not None:
+            return  # reaped: the server already killed what it left behind
+        self.zygote.kill(self.pid)
+        if not getattr(self.zygote, "confined", False):
+            _killpg(self.pid)  # an unconfined server shares our pids: make sure
+
+
+class _Popened:
+    """A worker exec'd by kiln itself, through the sandbox's one-shot launcher when there is one
+    (then the exit code, or -signal, comes from the launcher's status file)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path, as_limit: int | None,
+                 status: Path | None) -> None:
+        self.status = status
+        with open(stderr, "wb") as err, open(os.devnull, "wb") as out:
+            self.popen = subprocess.Popen(  # noqa: S603 - argv is ours, the candidate is a file it reads
+                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True, preexec_fn=lambda: _limits(as_limit),
+            )
+        self.pid = self.popen.pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self.popen.poll() is not None:
+            code = _read_code(self.status)
+            self.returncode = code if code is not None else self.popen.returncode
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.popen.wait(timeout)
+        rc = self.poll()
+        assert rc is not None
+        return rc
+
+    def kill(self) -> None:
+        _killpg(self.pid)
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:  # killed before its setsid(): no group yet
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    except PermissionError:
+        pass
 
 
 def pid_alive(pid: int) -> bool:
@@ -139,11 +204,16 @@ def pid_alive(pid: int) -> bool:
 
 
 class IsolatedProc:
-    """A running worker. `poll()` enforces deadlines; returns a ProcResult once it has ended."""
+    """A running worker. `poll()` enforces deadlines; returns a ProcResult once it has ended.
+
+    `confinement` (what it may read and write) and `sandbox` (`kiln.tools.check.sandbox.Sandbox`)
+    contain it: a forked worker contains itself in the fork server, which the sandbox started; an
+    exec'd one runs through the sandbox's one-shot launcher."""
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
                  heartbeat: Path | None, stage_timeouts: dict[str, float] | None,
-                 as_limit_bytes: int | None, untimed_stages: tuple[str, ...], zygote: Any = None) -> None:
+                 as_limit_bytes: int | None, untimed_stages: tuple[str, ...], zygote: Any = None,
+                 confinement: Any = None, sandbox: Any = None) -> None:
         self.heartbeat, self.stage_timeouts = heartbeat, dict(stage_timeouts or {})
         self.timeout_s, self.untimed = timeout_s, set(untimed_stages)
         self.stderr_path = Path(cwd) / f"stderr.{os.getpid()}.{time.monotonic_ns()}.log"
@@ -151,15 +221,16 @@ class IsolatedProc:
         self.t0 = self.stage_t0 = time.monotonic()
         self.untimed_s, self.stage, self.detail = 0.0, None, ""
         self.result: ProcResult | None = None
-        self.proc: Any
+        self.proc: _Forked | _Popened
         if zygote is not None and argv[1:3] == ["-m", "kiln.tools.check.worker"]:
-            self.proc = _Forked(zygote, argv[3:], env, Path(cwd), self.stderr_path, as_limit_bytes)
+            conf = confinement.as_dict() if confinement is not None else None
+            self.proc = _Forked(zygote, argv[3:], env, Path(cwd), self.stderr_path, as_limit_bytes, conf)
             return
-        with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
-            self.proc = subprocess.Popen(  # noqa: S603 - argv is ours, the candidate is a file it reads
-                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, preexec_fn=lambda: _limits(as_limit_bytes),
-            )
+        status = None
+        if sandbox is not None and confinement is not None:
+            status = _status_path()
+            argv = sandbox.command(argv, confinement, env=env, cwd=str(cwd), status=str(status))
+        self.proc = _Popened(argv, env, Path(cwd), self.stderr_path, as_limit_bytes, status)
 
     def _track_stage(self, now: float) -> None:
         info = read_beat(self.heartbeat)
@@ -194,20 +265,13 @@ class IsolatedProc:
         return None
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:  # a forked worker killed before its setsid(): no group yet
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.proc.pid, signal.SIGKILL)
-        except PermissionError:
-            pass
+        self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
 
     def _finish(self, *, timed_out: bool, reason: str | None) -> ProcResult:
-        # kill stragglers left in the group (ninja, nvcc, threads that forked) even on a clean exit
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        # kill stragglers (ninja, nvcc, daemons) even on a clean exit: its namespace, else its group
+        self.proc.kill()
         self._track_stage(time.monotonic())
         rc = self.proc.returncode
         self.result = ProcResult(
@@ -237,21 +301,22 @@ def tail(path: Path, n_chars: int = TAIL_CHARS) -> str:
 def start_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
                    heartbeat: Path | None = None, stage_timeouts: dict[str, float] | None = None,
                    as_limit_bytes: int | None = None, untimed_stages: tuple[str, ...] = (),
-                   zygote: Any = None) -> IsolatedProc:
+                   zygote: Any = None, confinement: Any = None, sandbox: Any = None) -> IsolatedProc:
     """Start a worker without waiting (the check runs the reference and candidate side by side).
     With a fork server (`kiln.tools.check.zygote.Zygote`), `python -m kiln.tools.check.worker ...` is forked from
     it instead of exec'd: same containment, no import cost."""
     return IsolatedProc(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
                         stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes,
-                        untimed_stages=untimed_stages, zygote=zygote)
+                        untimed_stages=untimed_stages, zygote=zygote, confinement=confinement, sandbox=sandbox)
 
 
 def run_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
                  heartbeat: Path | None = None, stage_timeouts: dict[str, float] | None = None,
-                 as_limit_bytes: int | None = None) -> ProcResult:
-    """Run a worker to completion (or to its deadline, then kill its whole process group)."""
+                 as_limit_bytes: int | None = None, confinement: Any = None, sandbox: Any = None) -> ProcResult:
+    """Run a worker to completion (or to its deadline, then kill it and all it started)."""
     return start_isolated(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
-                          stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes).wait()
+                          stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes,
+                          confinement=confinement, sandbox=sandbox).wait()
 
 
 def default_as_limit(device: str) -> int | None:
