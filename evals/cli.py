@@ -48,6 +48,9 @@ def _split_config(argv: list[str]) -> tuple[str | None, list[str]]:
 
 
 def main() -> None:
+    from kiln.tools.check.sandbox import harden_self
+
+    harden_self()  # before anything reads an API key: no process of ours may read this one's memory
     from kiln.evals.config import ENV_PREFIX, config_path, load_default_map
 
     try:

@@ -81,7 +81,7 @@ def probe(targets):
     r["subprocess"] = attempt(lambda: subprocess.run(["true"], check=True))
     if targets.get("daemon"):
         r["daemon"] = attempt(lambda: daemon(targets["daemon"]))
-    r["tmp"] = attempt(lambda: write(os.path.join(os.environ.get("TMPDIR", "/tmp"), "scratch.txt")))
+    r["tmp"] = attempt(lambda: write(os.path.join(os.environ["TMPDIR"], "scratch.txt")))
     Path("report.json").write_text(json.dumps(r))
     return r
 

@@ -7,9 +7,9 @@ spawner), so a worker sees neither kiln, nor the server, nor its siblings, and w
 kills that init everything the worker started dies with it. `enter`:
 
 1. a new session, `PR_SET_PDEATHSIG` (the worker dies with its spawner);
-2. plan.pidns: own mount, network, IPC and UTS namespaces, a fresh `/proc` (CUDA needs one that
-   matches the PID namespace), a private `/tmp`; needs CAP_SYS_ADMIN where the spawner runs (the
-   bubblewrap layer grants exactly that to the fork server, root has it);
+2. plan.pidns: own mount, network, IPC and UTS namespaces and a fresh `/proc` (CUDA needs one that
+   matches the PID namespace); needs CAP_SYS_ADMIN where the spawner runs (the bubblewrap layer
+   grants exactly that to the fork server, root has it); HOME and TMPDIR point into its own dir;
 3. plan.userns: a nested user namespace (uid 65534), which also gives network and IPC namespaces
    when there is no pidns;
 4. no capabilities (bounding set included), `no_new_privs`;
@@ -178,14 +178,11 @@ def warm() -> None:
     _system_rules()
 
 
-def landlock_rules(conf: Confinement, *, private_tmp: bool) -> list[tuple[str, int]]:
+def landlock_rules(conf: Confinement) -> list[tuple[str, int]]:
     rules = list(_system_rules()) + [(p, landlock.READ) for p in code_paths()]
     rules += [("/proc", landlock.READ_FILE | landlock.READ_DIR), ("/sys", landlock.READ_FILE | landlock.READ_DIR)]
     rules += [(d, landlock.DEVICE) for d in [*DEVICE_FILES, *gpu_devices()]]
-    rules += [(p, landlock.READ) for p in conf.read] + [(p, landlock.WRITE) for p in conf.write]
-    if private_tmp:
-        rules.append(("/tmp", landlock.WRITE))
-    return rules
+    return rules + [(p, landlock.READ) for p in conf.read] + [(p, landlock.WRITE) for p in conf.write]
 
 
 # ----------------------------------------------------------------------------- the worker's side
@@ -206,10 +203,10 @@ def enter(conf: Confinement, plan: Plan, keep_fds: tuple[int, ...] = ()) -> None
     nsutil.prctl(nsutil.PR_SET_NO_NEW_PRIVS, 1)
     if plan.landlock:
         try:
-            landlock.restrict(landlock_rules(conf, private_tmp=plan.pidns), abi=plan.landlock)
+            landlock.restrict(landlock_rules(conf), abi=plan.landlock)
         except OSError as exc:
             raise SandboxError(exc.errno or 1, str(exc)) from None
-    _private_home(conf, plan)
+    _private_home(conf)
     close_fds(keep_fds)
 
 
@@ -226,15 +223,14 @@ def _own_mounts() -> None:
     nsutil.unshare(nsutil.CLONE_NEWNS | nsutil.CLONE_NEWNET | nsutil.CLONE_NEWIPC | nsutil.CLONE_NEWUTS)
     nsutil.mount(None, "/", None, nsutil.MS_REC | nsutil.MS_PRIVATE)
     nsutil.mount("proc", "/proc", "proc", nsutil.MS_NOSUID | nsutil.MS_NODEV | nsutil.MS_NOEXEC)
-    nsutil.mount("tmpfs", "/tmp", "tmpfs", nsutil.MS_NOSUID | nsutil.MS_NODEV, "mode=1777")
 
 
-def _private_home(conf: Confinement, plan: Plan) -> None:
-    """HOME and TMPDIR where the worker may write: its private /tmp, else a folder of its own dir
-    (libraries that cache under ~ then fail quietly inside the sandbox rather than loudly)."""
-    tmp = "/tmp" if plan.pidns else (os.path.join(conf.write[0], "tmp") if conf.write else None)
-    if tmp is None:
+def _private_home(conf: Confinement) -> None:
+    """HOME and TMPDIR in a folder of the worker's own dir, the one place it may write (not a
+    private tmpfs on /tmp: that would hide confinement paths under /tmp)."""
+    if not conf.write:
         return
+    tmp = os.path.join(conf.write[0], "tmp")
     os.makedirs(tmp, exist_ok=True)
     os.environ["HOME"] = os.environ["TMPDIR"] = tmp
 

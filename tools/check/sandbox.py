@@ -218,6 +218,12 @@ def _resolve(level: str, configured: str | None) -> Sandbox:
     return Sandbox(level=level, bwrap=bwrap, plan=Plan(**probe["plan"]), record=rec)
 
 
+def describe(bwrap: str | None = None) -> IsolationRecord:
+    """What this machine's sandbox has in force (no warning, no refusal): `kiln doctor`'s line."""
+    with _LOCK:
+        return _resolve("best-effort", bwrap).record
+
+
 def sandbox_for(level: str = "best-effort", bwrap: str | None = None) -> Sandbox:
     """The sandbox for this level; strict and incomplete raises KilnConfigError (one line), a
     best-effort gap is said once per process on stderr."""
