@@ -51,7 +51,7 @@ def test_a_forked_candidate_reaches_nothing(box: Sandbox, server, planted: Plant
     assert report["pids"] == [1, 2] and report["uid"] == 65534 and report["caps"] == "0000000000000000"
     assert report["kill_init"].startswith("PermissionError")
     assert (planted.sibling / "outputs.pt").read_text() == "reference outputs"
-    assert res.returncode == 0 and server.alive()
+    assert res.returncode in (0, -9) and server.alive()  # close() kills a worker slow to leave after "exit"
     assert gone_within(token), "a double-forked daemon outlived its worker"
 
 
