@@ -59,7 +59,8 @@ class Planted:
                        "project": REPO / f".kiln-sandbox-pwned-{tag}",
                        "kiln_cache": caches.root() / f".kiln-sandbox-pwned-{tag}",
                        "other_candidate_cache": other_cand / "poisoned",
-                       "sibling": self.sibling / "forged.pt"}
+                       "sibling": self.sibling / "forged.pt",
+                       "kiln_control": scratch.ctl_dir() / f"forged-{tag}.status"}  # exit codes kiln reads
         self.cleanup += list(self.writes.values())
         self.reads = {"home": self.home_secret, "run_dir": run_dir / "run.json", "sibling": self.sibling / "outputs.pt"}
         self.listener = socket.socket()

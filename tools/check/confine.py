@@ -123,7 +123,14 @@ def env_dirs(env: dict[str, str]) -> list[str]:
 def code_paths(env: dict[str, str] | None = None) -> list[str]:
     """Python's prefixes and site-packages, kiln's source folders and the toolchain folders the
     environment names (CUDA_HOME, LD_LIBRARY_PATH, ...): read-only for every worker."""
-    return _existing(python_dirs() + kiln_source_dirs() + env_dirs(dict(os.environ) if env is None else env))
+    env = dict(os.environ) if env is None else env
+    return list(_code_paths(tuple(env.get(k, "") for k in ENV_DIRS + ENV_PATH_LISTS)))
+
+
+@functools.lru_cache(maxsize=16)
+def _code_paths(env_values: tuple[str, ...]) -> tuple[str, ...]:
+    env = dict(zip(ENV_DIRS + ENV_PATH_LISTS, env_values, strict=True))
+    return tuple(_existing(python_dirs() + kiln_source_dirs() + env_dirs(env)))
 
 
 def gpu_devices() -> list[str]:
@@ -174,8 +181,9 @@ def _system_rules() -> tuple[tuple[str, int], ...]:
 
 
 def warm() -> None:
-    """Compute the system rules now (a fork server, before forking its workers)."""
-    _system_rules()
+    """Compute the system rules and code paths now (a fork server, before forking its workers)."""
+    landlock.preopen(p for p, _ in _system_rules())
+    landlock.preopen(code_paths())
 
 
 def landlock_rules(conf: Confinement) -> list[tuple[str, int]]:

@@ -2,11 +2,15 @@
 
 * `scrubbed_env`: an allowlisted environment (no API keys, tokens or provider variables), the GPU
   pinned, per-candidate Triton cache, `TRITON_INTERPRET=1` on CPU.
-* `start_isolated` / `IsolatedProc.poll` / `run_isolated`: a new session (`setsid`) so the whole
-  process group (ninja, nvcc, ...) can be killed; rlimits (no core files, bounded open files, an
-  address-space cap only when asked: CUDA reserves huge virtual ranges, see NOTES.md); stdout and
-  stderr go to files (never a pipe that can fill up); per-stage deadlines enforced here, in the parent,
-  by reading the heartbeat file the worker rewrites at each stage (`beat`).
+* `start_isolated` / `IsolatedProc.poll` / `run_isolated`: a worker forked by the fork server
+  (`zygote`) or exec'd here, contained by the OS sandbox when given a `Confinement` and a `Sandbox`
+  (`kiln.tools.check.confine`, `kiln.tools.check.sandbox`), else in a new session (`setsid`) so its
+  whole process group (ninja, nvcc, ...) can be killed; rlimits (no core files, bounded open files,
+  an address-space cap only when asked: CUDA reserves huge virtual ranges, see NOTES.md); stdout
+  and stderr go to files (never a pipe that can fill up); per-stage deadlines enforced here, in the
+  parent, by reading the heartbeat file the worker rewrites at each stage (`beat`). A sandboxed
+  worker's pid is not kiln's to signal (another PID namespace): kills go through the fork server
+  (or kill the launcher's bubblewrap), exit codes come from status files in kiln's control dir.
 """
 
 from __future__ import annotations
@@ -152,25 +156,46 @@ class _Forked:
 
 
 class _Popened:
-    """A worker exec'd by kiln itself, through the sandbox's one-shot launcher when there is one
-    (then the exit code, or -signal, comes from the launcher's status file)."""
+    """A worker exec'd by kiln itself, through the sandbox's one-shot launcher when there is one:
+    then its exit code, or -signal, comes through a pipe (`status_fd`) from the launcher."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path, as_limit: int | None,
-                 status: Path | None) -> None:
-        self.status = status
-        with open(stderr, "wb") as err, open(os.devnull, "wb") as out:
-            self.popen = subprocess.Popen(  # noqa: S603 - argv is ours, the candidate is a file it reads
-                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, preexec_fn=lambda: _limits(as_limit),
-            )
+                 sandbox: Any = None, confinement: Any = None) -> None:
+        self.status_r: int | None = None
+        fds: tuple[int, ...] = ()
+        if sandbox is not None and confinement is not None:
+            self.status_r, w = os.pipe()
+            os.set_blocking(self.status_r, False)
+            fds = (w,)
+            argv = sandbox.command(argv, confinement, env=env, cwd=str(cwd), status_fd=w)
+        try:
+            with open(stderr, "wb") as err, open(os.devnull, "wb") as out:
+                self.popen = subprocess.Popen(  # noqa: S603 - argv is ours, the candidate is a file it reads
+                    argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=fds,
+                    start_new_session=True, preexec_fn=lambda: _limits(as_limit),
+                )
+        finally:
+            for fd in fds:
+                os.close(fd)
         self.pid = self.popen.pid
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None and self.popen.poll() is not None:
-            code = _read_code(self.status)
+            code = self._status()
             self.returncode = code if code is not None else self.popen.returncode
         return self.returncode
+
+    def _status(self) -> int | None:
+        if self.status_r is None:
+            return None
+        try:
+            return int(os.read(self.status_r, 64) or b"x")
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(self.status_r)
+            self.status_r = None
 
     def wait(self, timeout: float | None = None) -> int:
         self.popen.wait(timeout)
@@ -226,11 +251,7 @@ class IsolatedProc:
             conf = confinement.as_dict() if confinement is not None else None
             self.proc = _Forked(zygote, argv[3:], env, Path(cwd), self.stderr_path, as_limit_bytes, conf)
             return
-        status = None
-        if sandbox is not None and confinement is not None:
-            status = _status_path()
-            argv = sandbox.command(argv, confinement, env=env, cwd=str(cwd), status=str(status))
-        self.proc = _Popened(argv, env, Path(cwd), self.stderr_path, as_limit_bytes, status)
+        self.proc = _Popened(argv, env, Path(cwd), self.stderr_path, as_limit_bytes, sandbox, confinement)
 
     def _track_stage(self, now: float) -> None:
         info = read_beat(self.heartbeat)

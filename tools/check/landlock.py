@@ -73,21 +73,42 @@ def _check(ret: int, what: str) -> int:
     return ret
 
 
-def _add_path(ruleset: int, path: str, access: int, handled: int) -> bool:
-    """Grant `access` beneath `path` (files get only the file rights); False when it does not exist."""
+_OPENED: dict[str, tuple[int, bool]] = {}  # path -> (O_PATH fd, is a dir), opened ahead by `preopen`
+
+
+def preopen(paths: Iterable[str]) -> None:
+    """Open these paths now (a fork server, once), so each worker's rules cost no lookups."""
+    for path in paths:
+        if path not in _OPENED:
+            opened = _open(path)
+            if opened:
+                _OPENED[path] = opened
+
+
+def _open(path: str) -> tuple[int, bool] | None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
+        return None
+    return fd, stat.S_ISDIR(os.fstat(fd).st_mode)
+
+
+def _add_path(ruleset: int, path: str, access: int, handled: int) -> bool:
+    """Grant `access` beneath `path` (files get only the file rights); False when it does not exist."""
+    cached = _OPENED.get(path)
+    opened = cached or _open(path)
+    if opened is None:
         return False
+    fd, is_dir = opened
     try:
-        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
         allowed = access & handled & (~0 if is_dir else FILE_RIGHTS)
         if allowed:
             attr = _PathBeneath(allowed_access=allowed, parent_fd=fd)
             _check(_syscall(SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH),
                             ctypes.byref(attr), ctypes.c_uint32(0)), f"rule on {path}")
     finally:
-        os.close(fd)
+        if cached is None:
+            os.close(fd)
     return True
 
 

@@ -1,9 +1,9 @@
 """One-shot confined runs and the sandbox's probe (`python -m kiln.tools.check.launch ...`), run
 inside the bubblewrap layer when there is one.
 
-- `run --plan JSON --confine JSON [--status FILE] -- ARGV...`: fork a worker with the inner layer
-  (`kiln.tools.check.confine`), exec ARGV in it, wait, write its exit code (or -signal) to FILE,
-  and exit with it (128 + signal). For the Proposer's case modules and the profiler's targets:
+- `run --plan JSON --confine JSON [--status-fd N] -- ARGV...`: fork a worker with the inner layer
+  (`kiln.tools.check.confine`), exec ARGV in it, wait, write its exit code (or -signal) to fd N
+  (a pipe from kiln, closed in the worker before it runs anything), and exit with it (128 + signal). For the Proposer's case modules and the profiler's targets:
   the fork server is for the check's hot path.
 - `probe`: which inner steps work here, as one JSON line on stdout.
 
@@ -27,7 +27,6 @@ from kiln.tools.check.confine import (
     fork_worker,
     kill_worker,
     wait_code,
-    write_status,
 )
 
 
@@ -45,7 +44,9 @@ def _reap(pid: int | None) -> None:
             _waitpid(pid)
 
 
-def run(plan: Plan, conf: Confinement, argv: list[str], status: str | None = None) -> int:
+def run(plan: Plan, conf: Confinement, argv: list[str], status_fd: int | None = None) -> int:
+    if status_fd is not None:
+        os.set_inheritable(status_fd, False)  # not for the namespace's init; the worker closes it
     pid, init = fork_worker(plan)
     if pid == 0:
         try:
@@ -57,8 +58,9 @@ def run(plan: Plan, conf: Confinement, argv: list[str], status: str | None = Non
     code = wait_code(_waitpid(pid))
     kill_worker(pid, init)
     _reap(init)
-    if status:
-        write_status(status, code)
+    if status_fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(status_fd, str(code).encode())
     return code if code >= 0 else 128 - code
 
 
@@ -124,13 +126,14 @@ def main(argv: list[str]) -> int:
         print(json.dumps(probe()), flush=True)
         return 0
     if argv[:1] != ["run"] or "--" not in argv:
-        print("usage: launch run --plan JSON --confine JSON [--status FILE] -- ARGV... | launch probe",
+        print("usage: launch run --plan JSON --confine JSON [--status-fd N] -- ARGV... | launch probe",
               file=sys.stderr)
         return 2
     sep = argv.index("--")
     opts = dict(zip(argv[1:sep:2], argv[2:sep:2], strict=False))
     conf = Confinement.from_dict(json.loads(opts.get("--confine", "{}")))
-    return run(Plan.from_json(opts.get("--plan", "{}")), conf, argv[sep + 1:], opts.get("--status"))
+    fd = opts.get("--status-fd")
+    return run(Plan.from_json(opts.get("--plan", "{}")), conf, argv[sep + 1:], int(fd) if fd else None)
 
 
 if __name__ == "__main__":

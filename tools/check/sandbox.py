@@ -152,14 +152,15 @@ class Sandbox:
         return outer_args(self.bwrap, env=env, write=write) + inner if self.bwrap else inner
 
     def command(self, argv: list[str], conf: Confinement, *, env: dict[str, str], cwd: str,
-                status: str | None = None) -> list[str]:
-        """A one-shot confined run of `argv` (both layers), its exit code written to `status`."""
+                status_fd: int | None = None) -> list[str]:
+        """A one-shot confined run of `argv` (both layers); its exit code (or -signal) is written
+        to `status_fd`, an inherited pipe the worker itself never holds."""
         launch = [sys.executable, "-m", "kiln.tools.check.launch", "run", "--plan", self.plan.as_json(),
-                  "--confine", json.dumps(conf.as_dict()), *(["--status", status] if status else []), "--", *argv]
+                  "--confine", json.dumps(conf.as_dict()),
+                  *(["--status-fd", str(status_fd)] if status_fd is not None else []), "--", *argv]
         if not self.bwrap:
             return launch
-        write = [*conf.write, *([str(Path(status).parent)] if status else [])]
-        return outer_args(self.bwrap, env=env, read=list(conf.read), write=write, chdir=cwd) + launch
+        return outer_args(self.bwrap, env=env, read=list(conf.read), write=list(conf.write), chdir=cwd) + launch
 
 
 def _probe(bwrap: str | None, env: dict[str, str]) -> tuple[dict | None, str]:
