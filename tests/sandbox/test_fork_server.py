@@ -26,12 +26,13 @@ def server(box: Sandbox):
     return z
 
 
-def start_candidate(box: Sandbox, server, planted: Planted, **extra: object) -> tuple[WorkerHandle, Path]:
+def start_candidate(box: Sandbox, server, planted: Planted, device: str = "cpu",
+                    **extra: object) -> tuple[WorkerHandle, Path]:
     check = planted.sibling.parent  # the same check dir as the planted reference outputs
     stage(check / "shared", planted.targets(server_pid=server.proc.pid, **extra))
     cache = caches.candidate_cache(uuid.uuid4().hex)
     planted.cleanup.append(cache)
-    spec = JobSpec(role="candidate", candidate=str(check / "shared" / "hostile.py"), device="cpu",
+    spec = JobSpec(role="candidate", candidate=str(check / "shared" / "hostile.py"), device=device,
                    work_dir=str(check / "candidate"), cache_root=str(cache))
     h = WorkerHandle(spec, env=worker_env(spec, cache), zygote=server, backstop_s=120,
                      confinement=worker_confinement(spec, cache), sandbox=box)
