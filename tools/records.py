@@ -62,6 +62,10 @@ class CheckOptions(Record):
     isolation: Isolation = Field("best-effort", description="strict: refuse to run unless every sandbox layer is "
                                                             "in force; best-effort: use what works, say what not")
     bwrap: str | None = Field(None, description="bubblewrap binary (None: `bwrap` on PATH)")
+    time_on_cpu: bool = Field(False, description="run the timing stage on the CPU with host clocks: only to test "
+                                                 "the timing protocol, the numbers mean nothing there")
+    run_rejected: bool = Field(False, description="execute a candidate the static scan rejected anyway (to test "
+                                                  "the sandbox and the later layers); its verdict stays rejected")
 
 
 # ----------------------------------------------------------------------------- stages
@@ -263,6 +267,7 @@ class TimingIntegrity(Record):
                                                         "the eager baseline's loop (a process without the candidate)")
     hidden_us_per_call: float | None = Field(None, description="loop wall - events - overhead, per call: time the "
                                                                "candidate's events did not show")
+    n_calls_loop: int | None = Field(None, description="timed calls in the loop kiln's clock bracketed")
 
 
 class IntegrityRecord(Record):

@@ -1,11 +1,14 @@
 """The check pipeline: one candidate against one problem, judged outside the candidate's process.
 
-`check()` and `LocalEvaluator` are the public entry points (`api`); the rest are its stages and
-processes: `pipeline` (rounds and the extra round), `session` (the parent driving the workers),
-`compare` and `merge` (the parent's verdict), `worker`, `reference`, `candidate`, `baseline` (what
-runs in the workers), `isolation`, `zygote` and `sandbox` (process containment, the fork server,
-the OS sandbox), `cli`. Imported lazily: the sandbox's launcher (`launch`) must start fast.
+`check()` and `LocalEvaluator` are the public entry points (`api`); `session` drives one check's
+workers (`reference`, `candidate`, `baseline` in `worker` processes, over `channel`), `compare`,
+`merge` and `timing` judge what they report in kiln's own process, `caches` is the only code that
+reads or writes kiln's caches, `isolation`, `zygote` and `servers` contain and start the processes,
+inside the OS sandbox (`sandbox`: bubblewrap outside, `confine`'s namespaces and Landlock inside).
+Submodules import without this package pulling in the whole pipeline (workers import them).
 """
+
+from __future__ import annotations
 
 from typing import Any
 

@@ -118,7 +118,7 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     rec.integrity = IntegrityRecord(policy=options.policy, findings=static)
     lang = detect_lang(cand.source)
     rec.extra["lang"] = lang
-    if any(f.severity == "reject" for f in static):
+    if any(f.severity == "reject" for f in static) and not options.run_rejected:
         rec.reasons.append("not executed: the static scan rejected the source")
         rec.timing = TimingRecord(measured=False, reason="not measured (rejected before running)")
     elif _unsupported(rec, lang, options.dtype, Path(candidate)) is None:

@@ -43,7 +43,7 @@ class BaselineWorker(Worker):
         if name == "compile":
             with torch.no_grad():
                 settle_compiled(fn, feed.for_call(0))
-        self.prepared[name] = (Prepared(fn, feed, torch.cuda.current_device()), timing)
+        self.prepared[name] = (Prepared(fn, feed, self.spec.device), timing)
         return {}
 
     def op_time_loop(self, name: str, max_time_s: float) -> dict[str, Any]:

@@ -143,9 +143,10 @@ class CandidateWorker(Worker):
 
     def op_integrity(self, policy: str, seeds: list[int]) -> dict[str, Any]:
         """Runtime evidence: operator and kernel accounting, decoys, output hygiene."""
-        from kiln.tools.integrity import (
-            runtime,  # an import failure is a failed command: the parent fails closed
-        )
+        try:
+            from kiln.tools.integrity import runtime
+        except ImportError as exc:  # kiln's own checks missing: the parent fails closed, never `ok`
+            raise WorkerError("kiln", f"kiln's runtime integrity checks failed to import: {exc}") from exc
 
         b = self.built[self.spec.cases[0].name]
         accounting, findings = runtime.inspect_forward(b.new, b.inputs(seeds[0], "x1", self.spec), policy=policy,
@@ -160,7 +161,7 @@ class CandidateWorker(Worker):
 
         b = self.built[self.spec.cases[0].name]
         feed = TimedInputs.from_spec(timing, b.mod.get_inputs, dtype=self.spec.dtype, device=self.spec.device)
-        self.timing = (Prepared(b.new, feed, torch.cuda.current_device()), timing)
+        self.timing = (Prepared(b.new, feed, self.spec.device), timing)
         return {}
 
     def op_time_loop(self, max_time_s: float) -> dict[str, Any]:

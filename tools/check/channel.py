@@ -91,6 +91,9 @@ class WorkerChannel:
     def __init__(self, work_dir: Path) -> None:
         self._r = os.open(Path(work_dir) / CMD, os.O_RDONLY)
         self._w = os.open(Path(work_dir) / RSP, os.O_WRONLY)
+        for name in (CMD, RSP):  # opened on both sides: code loaded later can't open them by name
+            with contextlib.suppress(OSError):
+                os.unlink(Path(work_dir) / name)
         self._buf = b""
 
     def next_command(self, timeout_s: float) -> dict[str, Any] | None:

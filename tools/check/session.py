@@ -24,7 +24,14 @@ from kiln.tools.check import caches
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
 from kiln.tools.check.isolation import ProcResult
 from kiln.tools.check.worker import CaseSpec, JobSpec
-from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, worker_confinement, worker_env
+from kiln.tools.check.workers import (
+    CommandFailed,
+    WorkerGone,
+    WorkerHandle,
+    ok,
+    worker_confinement,
+    worker_env,
+)
 from kiln.tools.errors import KilnInputError
 from kiln.tools.inputs import DISTRIBUTIONS, derive_seed
 from kiln.tools.problem import CandidateInfo, ProblemInfo
@@ -32,7 +39,6 @@ from kiln.tools.records import CheckOptions, CheckRecord, CompileRecord, Finding
 
 SPAWN_SLACK_S = 30.0  # the first command of a worker waits for the fork server too
 LOOKAHEAD = 2  # reference trials queued ahead of the candidate's
-N_RECHECK = 8  # timed outputs re-checked against the reference
 STDERR_KEEP = 2000
 
 
@@ -82,7 +88,12 @@ class Session:
         self.base: WorkerHandle | None = None
         self.comparer: TrialComparer | None = None
         self.ref_replies: dict[str, dict[str, Any]] = {}
+        self.ref_ahead: list[dict[str, Any]] = []  # reference trial replies read before their turn
         self.input_bytes = 0
+        self.used: dict[str, float] = {}  # candidate command time per stage
+        self.cand_started = False
+        self.timed = options.time and (rec.device == "cuda" or options.time_on_cpu)
+        self.timing_plan: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ seeds
     def seed(self, *parts: object) -> int:
@@ -103,9 +114,16 @@ class Session:
                             backstop_s=self.o.timeout_s + SPAWN_SLACK_S,
                             confinement=worker_confinement(spec, cache_dir), sandbox=self.box)
 
-    def deadline(self, stage: str, *, first: bool = False) -> float:
-        start = self.stage_t.setdefault(stage, time.monotonic())
-        return start + self.budgets[stage] + (SPAWN_SLACK_S if first else 0.0)
+    def cand_deadline(self) -> float:
+        """The candidate's next command may use what is left of its stage's budget: time counts only
+        while the candidate works (never while kiln compares or waits for the reference), and its
+        first command also waits for the fork server."""
+        left = self.budgets.get(self.stage, self.o.timeout_s) - self.used.get(self.stage, 0.0)
+        return time.monotonic() + max(0.0, left) + (0.0 if self.cand_started else SPAWN_SLACK_S)
+
+    def ref_deadline(self) -> float:
+        """The reference (and baseline) workers: the whole check's budget, from its start."""
+        return self.t0 + self.o.timeout_s + SPAWN_SLACK_S
 
     def enter(self, stage: str, detail: str = "") -> None:
         self.stage, self.detail = stage, detail
@@ -128,18 +146,30 @@ class Session:
         self.ref = self._start(self._spec("reference"), caches.root() / "zygote")
         self.enter("compile")
         self.ref.send("setup", seeds=self.case_seeds())
-        compiled = self._call_cand("compile", self.deadline("compile", first=True))
+        dists = list(DISTRIBUTIONS)
+        self.todo = plan(self.cases, dists, self.o.trials)
+        self.n_groups = len(self.cases) * len(dists)
+        self.ref_queued = 0
+        self._queue_reference(LOOKAHEAD)
+        compiled = self._call_cand("compile")
         self.rec.compile = CompileRecord.model_validate(compiled["compile"])
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         weights = self._reference_setup()
+        first = self._ref_recv()  # the first trial's inputs drew: the problem's get_inputs works
+        self.ref_ahead.append(first)
+        self.input_bytes = int(first.get("input_bytes") or 0)
+        if self.timed:
+            from kiln.tools.check.timing import plan_timing
+
+            plan_timing(self)
         self._build(weights)
         self.rec.stages_s["compile"] = self._since("compile")
         cmp = self._correctness()
         if not cmp.passed:
             return
         self._integrity()
-        if self.o.time and self.rec.device == "cuda":
+        if self.timed:
             from kiln.tools.check.timing import time_check
 
             time_check(self)
@@ -150,7 +180,7 @@ class Session:
     def _reference_setup(self) -> dict[str, str]:
         """The reference's weights, copied where the candidate may read them."""
         assert self.ref is not None and self.cnd is not None
-        reply = self._ref_recv(self.deadline("compile", first=True))
+        reply = self._ref_recv()
         out = {}
         for name, info in reply["cases"].items():
             dst = Path(self.cnd.spec.work_dir) / "in" / f"weights-{name}.pt"
@@ -162,7 +192,7 @@ class Session:
     def _build(self, weights: dict[str, str]) -> None:
         self.enter("compile", "building ModelNew and its first call")
         cases = {c.name: {"seeds": self.case_seeds()[c.name], "weights": weights[c.name]} for c in self.cases}
-        reply = self._call_cand("build", self.deadline("compile"), cases=cases, warmup_seed=self.seed("warmup"))
+        reply = self._call_cand("build", cases=cases, warmup_seed=self.seed("warmup"))
         if "compile" in reply:  # a build error surfacing at the first call (Triton JIT, lazy NVRTC)
             self.rec.compile = CompileRecord.model_validate(reply["compile"])
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
@@ -176,13 +206,11 @@ class Session:
 
         atol, rtol = tolerances(self.o.dtype, self.o.atol, self.o.rtol)
         self.comparer = TrialComparer(atol, rtol)
-        dists = list(DISTRIBUTIONS)
-        todo = plan(self.cases, dists, self.o.trials)
-        n_groups = len(self.cases) * len(dists)
+        todo = self.todo
         self.comparer.cmp.groups_planned = sorted({t.group for t in todo})
         self.comparer.cmp.n_planned = 2 * len(todo)
         self.enter("correctness")
-        done = self._run_trials(todo, n_groups)
+        done = self._run_trials(todo, self.n_groups)
         cmp = self.comparer.finish(complete=done == len(todo))
         cmp.not_attempted = sorted({t.group for t in todo[done:]} - {_grp(t) for t in cmp.trials})
         self.rec.stages_s["correctness"] = self._since("correctness")
@@ -191,26 +219,41 @@ class Session:
             raise KilnInputError(f"{self.rec.problem}: {cmp.problem_error}")
         return cmp
 
+    def _queue_reference(self, upto: int) -> None:
+        """Keep the reference worker up to `upto` trials ahead of the plan."""
+        assert self.ref is not None
+        while self.ref_queued < min(len(self.todo), upto):
+            q = self.todo[self.ref_queued]
+            self.ref.send("trial", case=q.case, dist=q.dist, trial=q.trial, seed=self.seed(q.case, q.dist, q.trial),
+                          key=self.seed("key", q.tag), tag=q.tag)
+            self.ref_queued += 1
+
     def _run_trials(self, todo: list[Trial], n_groups: int) -> int:
         """Run trials in plan order; after a failure, finish the first round (every group once) and
-        stop. Returns how many trials of the plan ran."""
-        assert self.ref is not None and self.comparer is not None
-        queued = 0
+        stop. Each trial's comparison runs while the candidate works on the next one. Returns how
+        many trials of the plan ran."""
+        assert self.comparer is not None
+        pending: TrialData | None = None
+        ran = 0
         for i, t in enumerate(todo):
-            if self.comparer.failed and i >= n_groups:
-                return i
-            while queued < min(len(todo), i + LOOKAHEAD):
-                q = todo[queued]
-                self.ref.send("trial", case=q.case, dist=q.dist, trial=q.trial, seed=self.seed(q.case, q.dist, q.trial),
-                              key=self.seed("key", q.tag), tag=q.tag)
-                queued += 1
-            self._one_trial(t)
-        return len(todo)
+            self._queue_reference(i + 1 + LOOKAHEAD)
+            first = self._start_trial(t)
+            if pending is not None:
+                self._compare(pending)
+                pending = None
+            if self.comparer.failed and i >= n_groups:  # this trial's call was spent; the plan stops here
+                return ran
+            pending = self._finish_trial(t, first)
+            ran = i + 1
+        if pending is not None:
+            self._compare(pending)
+        return ran
 
-    def _one_trial(self, t: Trial) -> None:
-        assert self.cnd is not None and self.comparer is not None
+    def _start_trial(self, t: Trial) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Send the candidate this trial's inputs; (the reference's reply, the command's args)."""
+        assert self.cnd is not None
         self.enter("correctness", f"{t.case}/{t.dist}/trial {t.trial}")
-        ref = self._ref_recv(self.deadline("correctness"))
+        ref = self.ref_ahead.pop(0) if self.ref_ahead else self._ref_recv()
         self.ref_replies[t.tag] = ref
         self.input_bytes = max(self.input_bytes, int(ref.get("input_bytes") or 0))
         args: dict[str, Any] = {"case": t.case, "dist": t.dist}
@@ -220,25 +263,37 @@ class Session:
             args["inputs_file"] = str(dst)
         else:
             args["seed"] = self.seed(t.case, t.dist, t.trial)
-        first = self._call_cand("trial", self.deadline("correctness"), **args)
-        packed = self._call_cand("pack", self.deadline("correctness"), key=self.seed("key", t.tag), tag=t.tag)
-        self.comparer.add(TrialData(t.case, t.dist, t.trial, ref, first, packed))
-        for f in [ref.get("output"), args.get("inputs_file"), *(packed.get("files") or {}).values()]:
+        self._send_cand("trial", **args)
+        return ref, args
+
+    def _finish_trial(self, t: Trial, started: tuple[dict[str, Any], dict[str, Any]]) -> TrialData:
+        ref, args = started
+        first = self._recv_cand()
+        packed = self._call_cand("pack", key=self.seed("key", t.tag), tag=t.tag)
+        if args.get("inputs_file"):
+            Path(args["inputs_file"]).unlink(missing_ok=True)
+        return TrialData(t.case, t.dist, t.trial, ref, first, packed)
+
+    def _compare(self, d: TrialData) -> None:
+        assert self.comparer is not None
+        self.comparer.add(d)
+        for f in [d.ref.get("output"), *(d.packed.get("files") or {}).values()]:
             if isinstance(f, str):
                 Path(f).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ integrity
     def _integrity(self) -> None:
-        """Runtime evidence from the candidate; the problem's work count and degeneracy from the
-        reference (cached per problem sources, written by this process only)."""
-        assert self.cnd is not None
+        """Runtime evidence from the candidate; meanwhile the problem's work count and degeneracy from
+        the reference (cached per problem sources, written by this process only)."""
+        assert self.cnd is not None and self.ref is not None
         self.enter("integrity")
         facts = caches.reference_facts(self)
         if facts is None:
-            facts = self._reference_facts()
-        self.rec.extra["reference_facts"] = facts
+            self._drain_reference()
+            self.ref.send("work", seed=self.seed("work"))
+            self.ref.send("degenerate", seed_a=self.seed("deg", 0), seed_b=self.seed("deg", 1))
         try:
-            reply = self._call_cand("integrity", self.deadline("integrity"), policy=self.o.policy,
+            reply = self._call_cand("integrity", policy=self.o.policy,
                                     seeds=[self.seed("integrity", i) for i in range(4)])
         except Failure as f:
             if f.status == "error":  # kiln's own integrity code could not run: never an `ok`
@@ -247,42 +302,70 @@ class Session:
             raise
         self.rec.extra["accounting"] = reply.get("accounting")
         self.rec.extra["runtime_findings"] = reply.get("findings") or []
+        self.rec.extra["reference_facts"] = facts or self._reference_facts()
         self.rec.stages_s["integrity"] = self._since("integrity")
 
     def _reference_facts(self) -> dict[str, Any]:
-        assert self.ref is not None
-        work = self._ref_call("work", self.deadline("integrity"), seed=self.seed("work"))
-        deg = self._ref_call("degenerate", self.deadline("integrity"), seed_a=self.seed("deg", 0),
-                             seed_b=self.seed("deg", 1))
+        work, deg = self._ref_recv(), self._ref_recv()
         facts = {"physics": {"bytes_moved": work.get("bytes_moved"), "flops": work.get("flops")},
                  "degenerate": deg.get("degenerate")}
         caches.store_reference_facts(self, facts)
         return facts
 
     # ------------------------------------------------------------------ plumbing
-    def _ref_recv(self, deadline: float) -> dict[str, Any]:
+    def _ref_recv(self) -> dict[str, Any]:
         assert self.ref is not None
         try:
-            reply = self.ref.recv(deadline)
+            reply = self.ref.recv(self.ref_deadline())
         except WorkerGone as gone:
             raise _reference_broken(self.rec.problem, gone, self.o.timeout_s) from None
         if not reply.get("ok"):
             raise _reference_error(self.rec.problem, reply.get("error") or {})
         return reply
 
-    def _ref_call(self, op: str, deadline: float, **args: Any) -> dict[str, Any]:
+    def _drain_reference(self) -> None:
+        """Read the reference's replies still owed (trials queued ahead), kept for their turn."""
         assert self.ref is not None
-        self.ref.send(op, **args)
-        return self._ref_recv(deadline)
+        while self.ref.pending:
+            self.ref_ahead.append(self._ref_recv())
 
-    def _call_cand(self, op: str, deadline: float, **args: Any) -> dict[str, Any]:
+    def _ref_call(self, op: str, **args: Any) -> dict[str, Any]:
+        assert self.ref is not None
+        self._drain_reference()
+        self.ref.send(op, **args)
+        return self._ref_recv()
+
+    def _send_cand(self, op: str, **args: Any) -> None:
+        assert self.cnd is not None
+        self.cand_sent = time.monotonic()
+        self.cand_deadline_at = self.cand_deadline()
+        self.cnd.send(op, **args)
+
+    def _recv_cand(self) -> dict[str, Any]:
         assert self.cnd is not None
         try:
-            return self.cnd.call(op, deadline, **args)
+            raw = self.cnd.recv(self.cand_deadline_at)
+        except WorkerGone as gone:
+            self._count_cand_time(None)
+            raise self._gone(gone) from None
+        self._count_cand_time(raw.get("worker_s"))
+        try:
+            return ok(raw)
         except CommandFailed as exc:
             raise self._command_failure(exc) from None
-        except WorkerGone as gone:
-            raise self._gone(gone) from None
+
+    def _count_cand_time(self, worker_s: Any) -> None:
+        elapsed = time.monotonic() - self.cand_sent
+        if not self.cand_started:  # the first reply also waited for the worker to start
+            self.cand_started = True
+            inside = float(worker_s) if isinstance(worker_s, (int, float)) and 0 <= worker_s <= elapsed else elapsed
+            self.rec.stages_s["spawn"] = round(elapsed - inside, 3)
+            elapsed = inside
+        self.used[self.stage] = self.used.get(self.stage, 0.0) + elapsed
+
+    def _call_cand(self, op: str, **args: Any) -> dict[str, Any]:
+        self._send_cand(op, **args)
+        return self._recv_cand()
 
     def _command_failure(self, exc: CommandFailed) -> Failure:
         err = exc.error

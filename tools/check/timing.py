@@ -17,30 +17,49 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiln.tools.check import caches
-from kiln.tools.check.compare import load_pack
-from kiln.tools.check.workers import CommandFailed, WorkerGone
-from kiln.tools.records import EnvRecord, MemoryRecord, TimingIntegrity, TimingRecord, TimingStat
+from kiln.tools.check.workers import CommandFailed, WorkerGone, ok
+from kiln.tools.records import EnvRecord, MemoryRecord, TimingIntegrity, TimingRecord
 
 if TYPE_CHECKING:
     from kiln.tools.check.session import Session
 
 LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's loop and each baseline's
 MAX_SAMPLES = 20_000
+N_RECHECK = 8  # timed outputs re-checked against the reference, picked in secret after the loop
+
+
+def plan_timing(s: Session) -> None:
+    """Decide the timing spec once the first trial's input size is known, and start what takes
+    long early: the baseline worker (not cached ones) builds the problem's Model and compiles the
+    torch.compile baseline while the candidate's trials run. Nothing is timed before step 1."""
+    from kiln.tools.timing.stage import n_input_sets
+
+    n_sets = n_input_sets(s.input_bytes)
+    timing = {"key": s.seed("timing"), "n_sets": n_sets}
+    cached = {n: hit for n in s.o.baselines if (hit := caches.baseline(s, n, n_sets)) is not None}
+    missing = [n for n in s.o.baselines if n not in cached]
+    s.timing_plan = {"timing": timing, "n_sets": n_sets, "cached": cached, "missing": missing}
+    if missing:
+        s.base = s._start(s._spec("baseline", cases=s.cases[:1]), caches.root() / "zygote")
+        s.base.send("setup", seeds=s.case_seeds()["problem"])
+        for name in missing:
+            s.base.send("prepare", name=name, timing=timing)
 
 
 def time_check(s: Session) -> None:
-    from kiln.tools.timing.stage import METHOD, n_input_sets
+    from kiln.tools.timing.stage import METHOD
     from kiln.tools.timing.stats import speedup, summarize
 
     s.enter("timing")
-    n_sets = n_input_sets(s.input_bytes)
-    timing = {"key": s.seed("timing"), "n_sets": n_sets}
+    plan = s.timing_plan
+    timing, n_sets = plan["timing"], plan["n_sets"]
     loop_s = LOOP_SHARE * s.budgets["timing"] / (1 + len(s.o.baselines))
-    s._ref_call("release", s.deadline("timing"))
+    s._ref_call("release")
     cand = _candidate_loop(s, timing, loop_s)
-    base = _baselines(s, timing, loop_s, n_sets)
+    base = {**plan["cached"], **_measure_baselines(s, plan["missing"], loop_s, n_sets)}
     rec = TimingRecord(measured=True, method=METHOD.format(n=n_sets), candidate=summarize(cand["samples_us"]))
-    for name, run in base.items():
+    for name in s.o.baselines:
+        run = base[name]
         if "error" in run:
             rec.baseline_errors[name] = run["error"]
             continue
@@ -52,7 +71,7 @@ def time_check(s: Session) -> None:
                               ratio=cand["peak_bytes"] / eager_peak if cand.get("peak_bytes") and eager_peak else None)
     s.rec.timing = rec
     s.rec.extra["timing_integrity"] = _integrity(s, timing, cand, base.get("eager")).model_dump()
-    s.rec.extra["baselines_cached"] = sorted(n for n, r in base.items() if r.get("cached"))
+    s.rec.extra["baselines_cached"] = sorted(plan["cached"])
     peaks = _peaks(s)
     if peaks:
         s.rec.extra["peaks"] = peaks
@@ -73,17 +92,17 @@ def _samples(reply: dict[str, Any]) -> list[float]:
 def _candidate_loop(s: Session, timing: dict[str, Any], loop_s: float) -> dict[str, Any]:
     from kiln.tools.check.session import Failure
 
-    s._call_cand("time_setup", s.deadline("timing"), timing=timing)
+    s._call_cand("time_setup", timing=timing)
     s.enter("timing", "the candidate's timed loop")
     t0 = time.monotonic()
-    reply = s._call_cand("time_loop", s.deadline("timing"), max_time_s=loop_s)
+    reply = s._call_cand("time_loop", max_time_s=loop_s)
     wall = time.monotonic() - t0
     try:
         samples = _samples(reply)
     except ValueError as exc:
         raise Failure("crashed", [f"the candidate's timing run returned {exc}"]) from None
     s.enter("timing", "after the timed loop")
-    after = s._call_cand("time_after", s.deadline("timing"))
+    after = s._call_cand("time_after")
     n = len(samples)
     first = reply.get("first_call") if isinstance(reply.get("first_call"), int) else 0
     return {"samples_us": samples, "wall_s": wall, "first_call": first, "n_calls": n,
@@ -96,34 +115,19 @@ def _candidate_loop(s: Session, timing: dict[str, Any], loop_s: float) -> dict[s
 # ----------------------------------------------------------------------------- baselines
 
 
-def _baselines(s: Session, timing: dict[str, Any], loop_s: float, n_sets: int) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    missing = []
-    for name in s.o.baselines:
-        hit = caches.baseline(s, name, n_sets)
-        if hit is not None:
-            out[name] = hit
-        else:
-            missing.append(name)
-    if missing:
-        out.update(_measure_baselines(s, missing, timing, loop_s, n_sets))
-    return out
-
-
-def _measure_baselines(s: Session, names: list[str], timing: dict[str, Any], loop_s: float, n_sets: int
-                       ) -> dict[str, dict[str, Any]]:
-    """Time the missing baselines in a baseline worker (started now, with the GPU otherwise idle)."""
+def _measure_baselines(s: Session, names: list[str], loop_s: float, n_sets: int) -> dict[str, dict[str, Any]]:
+    """Time the baselines `plan_timing` had the baseline worker prepare, each loop bracketed by
+    this process's clock, with the candidate's worker idle."""
     from kiln.tools.check.session import _reference_broken, _reference_error
 
-    spec = s._spec("baseline", cases=s.cases[:1])
-    cache = caches.root() / "zygote"
-    s.base = s._start(spec, cache)
+    if not names:
+        return {}
+    assert s.base is not None
     out: dict[str, dict[str, Any]] = {}
     try:
-        deadline = s.deadline("timing") + 30.0  # the worker's start-up
-        s.base.call("setup", deadline, seeds=s.case_seeds()["problem"])
+        ok(s.base.recv(s.ref_deadline()))  # setup
         for name in names:
-            out[name] = _one_baseline(s, name, timing, loop_s, deadline)
+            out[name] = _one_baseline(s, name, loop_s)
             if "error" not in out[name]:
                 caches.store_baseline(s, name, n_sets, out[name])
     except WorkerGone as gone:
@@ -133,17 +137,17 @@ def _measure_baselines(s: Session, names: list[str], timing: dict[str, Any], loo
     return out
 
 
-def _one_baseline(s: Session, name: str, timing: dict[str, Any], loop_s: float, deadline: float) -> dict[str, Any]:
+def _one_baseline(s: Session, name: str, loop_s: float) -> dict[str, Any]:
     assert s.base is not None
     try:
-        s.base.call("prepare", deadline, name=name, timing=timing)
+        ok(s.base.recv(s.ref_deadline()))  # its `prepare`, sent with the plan
     except CommandFailed as exc:  # e.g. torch.compile failing on this problem: reported, not fatal
         return {"error": str(exc.error.get("message", ""))[:300]}
     t0 = time.monotonic()
-    reply = s.base.call("time_loop", deadline, name=name, max_time_s=loop_s)
+    reply = s.base.call("time_loop", s.ref_deadline(), name=name, max_time_s=loop_s)
     run = {"samples_us": _samples(reply), "wall_s": time.monotonic() - t0, "n_calls": reply.get("n_calls")}
     if name == "eager":
-        run["peak_bytes"] = s.base.call("peak_memory", deadline).get("peak_bytes")
+        run["peak_bytes"] = s.base.call("peak_memory", s.ref_deadline()).get("peak_bytes")
     return run
 
 
@@ -167,6 +171,7 @@ def _parent_bound(ti: TimingIntegrity, cand: dict[str, Any], eager: dict[str, An
     harness's per-call overhead (measured on the eager baseline's loop, which runs the same harness)."""
     events_s = sum(cand["samples_us"]) * 1e-6
     ti.parent_wall_s, ti.parent_event_s = round(cand["wall_s"], 6), round(events_s, 6)
+    ti.n_calls_loop = len(cand["samples_us"])
     if not eager or not eager.get("wall_s") or not eager.get("samples_us"):
         return
     n_b = len(eager["samples_us"])
@@ -183,8 +188,8 @@ def _recheck(s: Session, timing: dict[str, Any], cand: dict[str, Any]) -> tuple[
 
     sketches = _load_sketches(cand.get("sketches"))
     calls = list(range(cand["first_call"], cand["first_call"] + cand["n_calls"]))
-    picked = sorted(secret_rng(s.secret).sample(calls, min(len(calls), _n_recheck())))
-    reply = s._ref_call("timed_refs", s.deadline("timing"), timing=timing, calls=picked, key=timing["key"])
+    picked = sorted(secret_rng(s.secret).sample(calls, min(len(calls), N_RECHECK)))
+    reply = s._ref_call("timed_refs", timing=timing, calls=picked, key=timing["key"])
     refs = load_pack_dict(reply["file"])
     atol, rtol = tolerances(s.o.dtype, s.o.atol, s.o.rtol)
     failed = 0
@@ -193,12 +198,6 @@ def _recheck(s: Session, timing: dict[str, Any], cand: dict[str, Any]) -> tuple[
         if exp is None or not _sketches_match(exp, act, atol, rtol, compare_sketches):
             failed += 1
     return len(picked), failed
-
-
-def _n_recheck() -> int:
-    from kiln.tools.check.session import N_RECHECK
-
-    return N_RECHECK
 
 
 def _sketches_match(exp: dict, act: Any, atol: float, rtol: float, compare_sketches: Any) -> bool:
@@ -260,5 +259,3 @@ def _peaks(s: Session) -> dict[str, Any] | None:
         caches.store_peaks(s, peaks)
     return peaks if isinstance(peaks, dict) else None
 
-
-_ = (load_pack, TimingStat)  # re-exported names used by tests

@@ -106,6 +106,10 @@ class Worker:
         spec.out_dir.mkdir(parents=True, exist_ok=True)
 
     def handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        nonce = cmd.pop("id", None)
+        return {**self._handle(cmd), "id": nonce}
+
+    def _handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
         op = str(cmd.pop("op", ""))
         fn = getattr(self, f"op_{op}", None)
         if fn is None:

@@ -9,6 +9,7 @@ the candidate's `crashed` / `timeout` record or, for the reference, a broken-pro
 from __future__ import annotations
 
 import contextlib
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -78,18 +79,21 @@ class WorkerHandle:
         self.proc: IsolatedProc = start_isolated(argv, env=env, cwd=work, timeout_s=backstop_s,
                                                  as_limit_bytes=default_as_limit(spec.device), zygote=zygote,
                                                  confinement=confinement, sandbox=sandbox)
-        self.pending: list[str] = []  # commands sent, replies not yet read (in order)
+        self.pending: list[tuple[str, str]] = []  # (op, id) of commands sent, replies not yet read
 
     def send(self, op: str, **args: Any) -> None:
-        self.chan.send({"op": op, **args})
-        self.pending.append(op)
+        nonce = secrets.token_hex(8)  # the reply must carry it: a line written by anyone else is refused
+        self.chan.send({"op": op, "id": nonce, **args})
+        self.pending.append((op, nonce))
 
     def recv(self, deadline: float) -> dict[str, Any]:
         """The reply to the oldest command sent; raises WorkerGone past `deadline` (monotonic)."""
-        op = self.pending[0] if self.pending else "?"
+        op, nonce = self.pending[0] if self.pending else ("?", None)
         while True:
             try:
                 reply = self.chan.recv(POLL_S)
+                if reply is not None and reply.get("id") != nonce:
+                    raise ChannelError(f"a reply to {op!r} that is not the worker's (wrong id)")
             except ChannelError as exc:
                 self.kill()
                 raise WorkerGone(self._result(), op, why=f"broke the worker protocol: {exc}") from exc

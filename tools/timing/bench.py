@@ -125,10 +125,41 @@ def _clone(a: Any) -> Any:
     return a.clone() if hasattr(a, "clone") else a
 
 
+class HostEvent:
+    """A stand-in for torch.cuda.Event on the CPU, where every op runs synchronously: records the
+    host clock. Only for exercising the timing protocol without a GPU (`CheckOptions.time_on_cpu`):
+    under the Triton interpreter the numbers mean nothing."""
+
+    def __init__(self, enable_timing: bool = True) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        return None
+
+    def elapsed_time(self, end: HostEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+def _is_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def new_event() -> Any:
+    import torch
+
+    return torch.cuda.Event(enable_timing=True) if _is_cuda() else HostEvent()
+
+
 def _sync() -> None:
     import torch
 
-    torch.cuda.synchronize()
+    if _is_cuda():
+        torch.cuda.synchronize()
 
 
 def timing_sketch(out: Any, key: int) -> dict[str, Any]:
@@ -255,15 +286,13 @@ def time_callable(fn: Callable[..., Any], feed: TimedInputs | Sequence[tuple], *
 
 def _one_batch(fn: Callable[..., Any], rot: InputRotation, run: Timed, flush: Callable[[], None] | None,
                sketch_key: int | None) -> None:
-    import torch
-
     events, pending = [], []
     for _ in range(BATCH):
         k = rot.calls
         inputs = rot.next()
         if flush is not None:
             flush()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = new_event(), new_event()
         start.record()
         out = fn(*inputs)
         end.record()

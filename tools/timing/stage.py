@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kiln.tools import gpuenv
-from kiln.tools.timing.bench import L2Flusher, Timed, TimedInputs, time_callable
+from kiln.tools.timing.bench import L2Flusher, Timed, TimedInputs, new_event, time_callable
 
 METHOD = ("cuda-events per call; L2 flushed (2x L2 size) before each call; {n} input sets, every call's inputs "
           "refreshed in place with fresh noise; warm-up; >=30 samples then adaptive until the 95% bootstrap CI "
@@ -58,13 +58,18 @@ def os_threads() -> int:
 
 
 class Prepared:
-    """What a timing run needs, made before the parent starts its clock on the timed loop."""
+    """What a timing run needs, made before the parent starts its clock on the timed loop. On the
+    CPU (a test of the protocol only) there is no L2 to flush and no NVML."""
 
-    def __init__(self, fn: Callable[..., Any], feed: TimedInputs, device_index: int) -> None:
+    def __init__(self, fn: Callable[..., Any], feed: TimedInputs, device: str) -> None:
+        import torch
+
         self.fn, self.feed = fn, feed
-        self.env = gpuenv.env_record("cuda", device_index)
-        self.throttle = _ThrottleSampler(self.env.gpu_index)
-        self.flush = L2Flusher(device_index)
+        cuda = device == "cuda"
+        index = torch.cuda.current_device() if cuda else 0
+        self.env = gpuenv.env_record(device, index)
+        self.throttle = _ThrottleSampler(self.env.gpu_index if cuda else None)
+        self.flush: Callable[[], None] | None = L2Flusher(index) if cuda else None
 
 
 def run_loop(p: Prepared, *, max_time_s: float, sketch_key: int | None) -> tuple[Timed, dict[str, Any]]:
@@ -129,15 +134,17 @@ def wall_over_event(fn: Callable[..., Any], inputs: tuple, n: int = 20) -> dict[
     sync+events region from the wall time; also the raw totals (wall_us, event_us, n_calls)."""
     import torch
 
+    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
+
     def one(call: bool) -> tuple[float, float]:
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
+        s, e = new_event(), new_event()
+        sync()
         t0 = time.perf_counter()
         s.record()
         if call:
             fn(*inputs)
         e.record()
-        torch.cuda.synchronize()
+        sync()
         return (time.perf_counter() - t0) * 1e6, s.elapsed_time(e) * 1e3
 
     with torch.no_grad():
@@ -156,6 +163,8 @@ def peak_bytes(module: Any, inputs: tuple) -> int:
     (outputs and workspace above what was allocated before the call)."""
     import torch
 
+    if not torch.cuda.is_initialized():
+        return 0  # CPU (a test of the protocol): no allocator statistics to read
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
