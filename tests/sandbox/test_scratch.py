@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from kiln.tools.check import scratch
 
 
@@ -36,8 +38,13 @@ def test_stale_roots_are_removed_live_ones_kept(tmp_path: Path) -> None:
 
 
 CHILD = """
-import sys, time
+import sys, threading, time
 from kiln.tools.check import scratch
+if sys.argv[1] == "thread":  # kiln's entry point, then a check that makes the root off the main thread
+    scratch.at_start()
+    t = threading.Thread(target=scratch.root)
+    t.start()
+    t.join()
 print(scratch.root(), flush=True)
 if sys.argv[1] == "int":
     try:
@@ -59,8 +66,9 @@ def _root_then_signal(sig: int, mode: str) -> tuple[Path, int]:
     return root, p.wait(timeout=30)
 
 
-def test_sigterm_removes_the_scratch_root() -> None:
-    root, rc = _root_then_signal(signal.SIGTERM, "term")
+@pytest.mark.parametrize("mode", ["term", "thread"])
+def test_sigterm_removes_the_scratch_root(mode: str) -> None:
+    root, rc = _root_then_signal(signal.SIGTERM, mode)
     assert rc == -signal.SIGTERM and not root.exists()
 
 

@@ -89,10 +89,17 @@ def root() -> Path:
         path = base / f"kiln-{os.getpid()}-{start_time(os.getpid()) or 0}"
         path.mkdir(mode=0o700, exist_ok=True)
         (path / "ctl").mkdir(mode=0o700, exist_ok=True)
-        if not _ROOT:
-            _install_cleanup()
         _ROOT[:] = [path]
+        _install_cleanup()
         return path
+
+
+def at_start() -> None:
+    """kiln's entry point: clean what dead kiln processes left, and remove this one's scratch
+    root on SIGTERM/SIGHUP (handlers can only be set from the main thread, where this runs; a
+    check may first need the root from another thread)."""
+    clean_stale()
+    _install_cleanup()
 
 
 def ctl_dir() -> Path:
@@ -110,8 +117,13 @@ def _on_signal(signum: int, _frame: object) -> None:
     os.kill(os.getpid(), signum)
 
 
+_INSTALLED: list[bool] = []
+
+
 def _install_cleanup() -> None:
-    atexit.register(remove_own)
+    if not _INSTALLED:
+        atexit.register(remove_own)
+        _INSTALLED.append(True)
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGINT: KeyboardInterrupt, then atexit

@@ -17,6 +17,7 @@ where no worker may write), which the parent polls. EOF on stdin (the parent die
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib
 import json
@@ -228,9 +229,10 @@ class Zygote:
         self.confined = command is not None
         self.log = _log_file()
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(  # noqa: S603
-                command or [sys.executable, "-m", "kiln.tools.check.zygote"], env=env, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+            argv = command or [sys.executable, "-m", "kiln.tools.check.zygote"]
+            self.proc = _SPAWNER.submit(lambda: subprocess.Popen(  # noqa: S603
+                argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                start_new_session=True)).result()
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode(errors="replace").split()
         if not line or line[0] != "ready":
@@ -269,6 +271,12 @@ class Zygote:
         with contextlib.suppress(Exception):
             self.proc.kill()
             self.proc.wait(timeout=5)
+
+
+# Servers are started from this one long-lived thread: bubblewrap's --die-with-parent (a parent-death
+# signal) fires when the *thread* that started it ends, and a batch warms its servers from threads
+# that end at once.
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-fork-server-start")
 
 
 def _log_file() -> Path:
