@@ -113,6 +113,9 @@ def eval_(
     except ValueError as err:
         raise KilnInputError(str(err).splitlines()[-1] if str(err) else "bad option") from None
     _validate_roles(cfg)
+    from kiln.tools.check.sandbox import sandbox_for
+
+    sandbox_for(cfg.isolation, cfg.bwrap)  # --isolation strict without the full sandbox: refused at start
     run_dir = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
     evaluator = _evaluator(executor, ray_address, device, cpu_slots)
     budget = BatchBudget(usd=batch_budget_usd, tokens=batch_budget_tokens, minutes=batch_budget_minutes)

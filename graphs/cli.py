@@ -69,6 +69,9 @@ def run(
     progress = Progress(live=not quiet)
     if resume is None and problem is None:
         raise KilnInputError("give a PROBLEM file, or --resume RUN_DIR")
+    from kiln.tools.check.sandbox import sandbox_for
+
+    sandbox_for(isolation, bwrap)  # --isolation strict without the full sandbox: refused before any LLM call
     run_dir = resume or out or default_run_dir(problem)
     try:
         if resume is not None:
