@@ -1,9 +1,8 @@
 """The inner layer of the sandbox: what a worker process does to itself before any worker code runs.
 
-The spawner (the fork server, or the one-shot launcher `python -m kiln.tools.check.confine run`)
+The spawner (the fork server, or the one-shot launcher `python -m kiln.tools.check.launch run`)
 calls `fork_worker(plan)`; the child calls `enter(confinement, plan)`. With `plan.pidns` the child is
-pid 2 of a new PID namespace whose pid 1 is a tiny init (it reaps orphans and dies with the
-spawner), so a worker sees neither kiln, nor the server, nor its siblings, and when the spawner
+pid 2 of a new PID namespace whose pid 1 is a tiny init (it dies with the spawner), so a worker sees neither kiln, nor the server, nor its siblings, and when the spawner
 kills that init everything the worker started dies with it. `enter`:
 
 1. a new session, `PR_SET_PDEATHSIG` (the worker dies with its spawner);
@@ -30,6 +29,8 @@ import glob
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,9 +45,20 @@ DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/uran
 ENV_DIRS = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH")
 ENV_PATH_LISTS = ("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "PYTHONPATH")
 KILN_PACKAGES = ("kiln.tools", "kiln.agents", "kiln.graphs", "kiln.evals")
-# pid 1 of a worker's PID namespace: dies with the spawner, reaps what the worker orphans
+# pid 1 of a worker's PID namespace, dying with the spawner: `sleep` under util-linux's setpriv
+# (milliseconds to start), else a few lines of Python that also reap what the worker orphans (tens
+# of milliseconds of CPU per worker, which a busy 2-core machine feels)
 INIT = ("import ctypes,os,signal\nctypes.CDLL(None).prctl(1,9)\nsignal.signal(signal.SIGCHLD,lambda*a:None)\n"
         "while 1:\n try:os.wait()\n except ChildProcessError:signal.pause()\n except InterruptedError:pass\n")
+
+
+@functools.lru_cache(maxsize=1)
+def init_argv() -> tuple[str, ...]:
+    setpriv, sleep = shutil.which("setpriv"), shutil.which("sleep")
+    if setpriv and sleep and "--pdeathsig" in subprocess.run([setpriv, "--help"], capture_output=True,
+                                                              text=True, check=False).stdout:
+        return (setpriv, "--pdeathsig", "KILL", "--", sleep, "infinity")
+    return (sys.executable, "-S", "-I", "-c", INIT)
 
 
 @dataclass(frozen=True)
@@ -182,6 +194,7 @@ def _system_rules() -> tuple[tuple[str, int], ...]:
 
 def warm() -> None:
     """Compute the system rules and code paths now (a fork server, before forking its workers)."""
+    init_argv()
     landlock.preopen(p for p, _ in _system_rules())
     landlock.preopen(code_paths())
 
@@ -261,12 +274,11 @@ def fork_worker(plan: Plan) -> tuple[int, int | None]:
     (spawned cheaply, not forked). Returns (0, None) in the child, (pid, init pid or None) here."""
     if not plan.pidns:
         return os.fork(), None
-    own = _own_pidns_fd()
+    own, argv = _own_pidns_fd(), init_argv()  # before unshare: the next process made is the new pid 1
     nsutil.unshare(nsutil.CLONE_NEWPID)
     pid: int | None = None
     try:
-        init = os.posix_spawn(sys.executable, [sys.executable, "-S", "-I", "-c", INIT], dict(os.environ),
-                              file_actions=_NULL_STDIO)
+        init = os.posix_spawn(argv[0], list(argv), dict(os.environ), file_actions=_NULL_STDIO)
         pid = os.fork()
     finally:
         if pid != 0:
