@@ -28,6 +28,7 @@ Severity = Literal["info", "warn", "reject"]
 Baseline = Literal["eager", "eager_tf32", "compile"]
 ALL_BASELINES: tuple[Baseline, ...] = ("eager", "eager_tf32", "compile")
 Verdict = Literal["faster", "slower", "tie", "not_measured"]
+Isolation = Literal["strict", "best-effort"]
 
 
 class Record(BaseModel):
@@ -61,6 +62,9 @@ class CheckOptions(Record):
     gpu_index: int = 0
     speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
     fork_server: bool = Field(True, description="fork workers from a pre-imported server (saves ~2 s/check)")
+    isolation: Isolation = Field("best-effort", description="strict: refuse to run unless every sandbox layer is "
+                                                            "in force; best-effort: use what works, say what not")
+    bwrap: str | None = Field(None, description="bubblewrap binary (None: `bwrap` on PATH)")
     time_on_cpu: bool = Field(False, description="run the timing stage on the CPU with host clocks: only to test "
                                                  "the timing protocol, the numbers mean nothing there")
     run_rejected: bool = Field(False, description="execute a candidate the static scan rejected anyway (to test "
@@ -285,6 +289,18 @@ class IntegrityRecord(Record):
 # ----------------------------------------------------------------------------- the verdict
 
 
+class IsolationRecord(Record):
+    """The OS sandbox that contained this check's workers (`kiln.tools.check.sandbox`)."""
+
+    level: Isolation = "best-effort"
+    complete: bool = Field(False, description="every layer below is in force")
+    layers: list[str] = Field(default_factory=list, description="layers in force (bwrap, pid-namespace, landlock-fs, ...)")
+    missing: dict[str, str] = Field(default_factory=dict, description="layer -> why it is not in force")
+    bwrap: str | None = Field(None, description="the bubblewrap binary used for the outer layer")
+    bwrap_version: str | None = None
+    landlock_abi: int = Field(0, description="the kernel's Landlock ABI (0: none)")
+
+
 class CheckRecord(Record):
     """The full verdict for one (problem, candidate). `kiln check --json` writes this."""
 
@@ -302,6 +318,7 @@ class CheckRecord(Record):
     timing: TimingRecord | None = None
     integrity: IntegrityRecord | None = None
     env: EnvRecord | None = None
+    isolation: IsolationRecord | None = None
     stages_s: dict[str, float] = Field(default_factory=dict, description="spawn, compile, correctness, timing")
     stderr_tail: str = ""
     extra: dict[str, Any] = Field(default_factory=dict)
