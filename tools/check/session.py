@@ -22,6 +22,7 @@ from typing import Any
 
 from kiln.tools.check import caches
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
+from kiln.tools.check.confine import SANDBOX_EXIT
 from kiln.tools.check.isolation import ProcResult
 from kiln.tools.check.worker import CaseSpec, JobSpec
 from kiln.tools.check.workers import (
@@ -386,6 +387,10 @@ class Session:
             return Failure("timeout", [f"timed out in stage {where}: the stage exceeded {limit}{times}"], tail)
         if gone.why:
             return Failure("crashed", [f"the candidate worker {gone.why} in stage {where}"], tail)
+        if res.returncode == SANDBOX_EXIT and "kiln sandbox:" in tail:
+            last = next((ln for ln in reversed(tail.splitlines()) if "kiln sandbox:" in ln), "")
+            return Failure("error", [f"kiln could not contain the candidate's worker, so it did not run: {last.strip()}"],
+                           tail)
         if res.returncode == 0:
             return Failure("crashed", [f"the candidate worker exited early (exit code 0) in stage {where}: "
                                        "os._exit or sys.exit in the candidate?"], tail)
