@@ -1,7 +1,8 @@
 """Checks on Proposer cases before they join a verification suite.
 
 A case must be the problem's own `Model`, verbatim, with its own `get_inputs`/`get_init_inputs`;
-and it must run the reference to completion, quickly, in a clean subprocess that sees no secrets.
+and it must run the reference to completion, quickly, in the OS sandbox (`kiln.tools.check.sandbox`:
+no network, no secrets, nothing but its own scratch dir to write, nothing of the user's to read).
 What a candidate kernel seems to assume is read by `kiln.agents.facts`.
 """
 
@@ -9,10 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,7 +21,6 @@ from kiln.tools import pyparse
 from kiln.tools.records import JSON_SAFE
 
 NAME_OK = re.compile(r"^[a-z0-9_]{1,60}$")
-ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME", "PYTHONPATH")
 
 def safe_name(name: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", name.strip().lower()).strip("_")[:60]
@@ -49,13 +46,6 @@ def static_problem_error(case_src: str, problem_src: str) -> str | None:
     return None
 
 
-def _clean_env(device: str) -> dict[str, str]:
-    env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
-
-
 class CaseRun(BaseModel):
     """One run of a case's reference in its own process."""
 
@@ -66,36 +56,39 @@ class CaseRun(BaseModel):
     input_numel: int | None = Field(None, description="elements in the tensors get_inputs() returned")
 
 
-def run_case(path: Path, *, device: str = "cpu", timeout_s: float = 60.0) -> CaseRun:
-    """Run a problem-format file's reference once (`kiln.agents.case_runner`) in a fresh process group
-    with a clean environment (no keys); the whole group is killed past `timeout_s`."""
-    with tempfile.TemporaryDirectory(prefix="kiln-case-") as tmp:
-        out = Path(tmp) / "result.json"
-        argv = [sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device]
-        proc = subprocess.Popen(argv, cwd=tmp, env=_clean_env(device), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            _, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return CaseRun(error=f"too slow: the reference did not finish in {timeout_s:.0f} s")
-        if not out.exists():
-            lines = [ln for ln in (err or "").strip().splitlines() if ln.strip()]
-            return CaseRun(error=f"the reference process died (exit {proc.returncode}): "
-                                 f"{lines[-1] if lines else 'no message'}"[:400])
-        result = json.loads(out.read_text())
+def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+             bwrap: str | None = None) -> CaseRun:
+    """Run a problem-format module's reference once (`kiln.agents.case_runner`), confined like a
+    check's workers: a scrubbed environment, its own scratch dir the only place to write, killed
+    with all it started past `timeout_s`."""
+    from kiln.tools.check import scratch
+    from kiln.tools.check.confine import Confinement
+    from kiln.tools.check.isolation import run_isolated, scrubbed_env
+    from kiln.tools.check.sandbox import sandbox_for
+
+    box = sandbox_for(isolation, bwrap)
+    with tempfile.TemporaryDirectory(prefix="case-", dir=scratch.root()) as tmp:
+        path, out = Path(tmp) / "case.py", Path(tmp) / "result.json"
+        path.write_text(case_src)
+        env = scrubbed_env(device=device, gpu_index=0, cache_dir=Path(tmp) / "cache")
+        env.pop("TRITON_INTERPRET", None)  # the reference is PyTorch: nothing to interpret
+        res = run_isolated([sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device], env=env,
+                           cwd=Path(tmp), timeout_s=timeout_s, confinement=Confinement(write=(tmp,)), sandbox=box)
+        result = json.loads(out.read_text()) if out.exists() else None
+    if res.timed_out:
+        return CaseRun(error=f"too slow: the reference did not finish in {timeout_s:.0f} s")
+    if result is None:
+        lines = [ln for ln in res.stderr_tail.strip().splitlines() if ln.strip()]
+        return CaseRun(error=f"the reference fails on it: {lines[-1] if lines else f'exit {res.returncode}'}"[:400])
     if not result["ok"]:
         return CaseRun(error=f"the reference fails on it: {result['error']}")
     return CaseRun(forward_s=result.get("forward_s"), input_numel=result.get("input_numel"))
 
 
-def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0) -> str | None:
-    """Run the case's reference once in a fresh process (new session, clean env); None when it works."""
-    with tempfile.TemporaryDirectory(prefix="kiln-case-") as tmp:
-        path = Path(tmp) / "case.py"
-        path.write_text(case_src)
-        return run_case(path, device=device, timeout_s=timeout_s).error
+def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+                  bwrap: str | None = None) -> str | None:
+    """Why the case's reference does not run (sandboxed, once), or None when it works."""
+    return run_case(case_src, device=device, timeout_s=timeout_s, isolation=isolation, bwrap=bwrap).error
 
 
 def module_sizes(src: str) -> str:

@@ -3,6 +3,7 @@ wires them together and turns input errors into one clear line and a non-zero ex
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import signal
@@ -31,6 +32,7 @@ COMMANDS = {
     "run": "kiln.graphs.cli:run",
     "eval": "kiln.evals.cli_eval:eval_",
     "report": "kiln.evals.cli_report:report",
+    "ui": "kiln.evals.ui.cli:ui",
 }
 
 
@@ -106,13 +108,20 @@ def _on_interrupt(signum: int, frame: object) -> None:
 
 def _exit_now(code: int) -> None:
     """Leave without the interpreter's slow teardown (seconds with torch loaded): every file kiln
-    writes is already complete (written whole, or committed) by the time an error reaches here."""
+    writes is already complete (written whole, or committed) by the time an error reaches here.
+    The exit handlers still run (the scratch root's removal is one)."""
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
 
 def main() -> None:
+    from kiln.tools.check import scratch
+    from kiln.tools.check.sandbox import harden_self
+
+    harden_self()  # before anything reads an API key: no process of ours may read this one's memory
+    scratch.at_start()  # stale scratch roots of dead kiln processes go; this one's goes on SIGTERM
     from kiln.evals.config import config_path, load_default_map
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when a parent ignores it

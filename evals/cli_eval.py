@@ -101,6 +101,8 @@ def eval_(
     cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
     check_timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
     trials: o.Trials = o.TRIALS,
+    isolation: o.Isolation = o.ISOLATION,
+    bwrap: o.Bwrap = None,
 ) -> None:
     """Run kiln over many problems; resumable (rerun the same command to continue)."""
     refs = _problems(target, root, level, problems)
@@ -109,7 +111,7 @@ def eval_(
                           proposer_llm=proposer_llm, base_url=base_url, max_iters=max_iters,
                           target_speedup=target_speedup, strategy=strategy, budget_usd=budget_usd,
                           budget_tokens=budget_tokens, budget_minutes=budget_minutes, trials=trials, dtype=dtype,
-                          check_timeout=check_timeout)
+                          check_timeout=check_timeout, isolation=isolation, bwrap=bwrap)
     try:
         cfg = BatchConfig(mode=mode, samples=samples, loop=loop)
     except ValidationError as err:

@@ -21,8 +21,14 @@ def static_problem(source: str, problem_src: str) -> str | None:
 
 
 def run_reference(case: Path, device: str, timeout_s: float) -> str | None:
-    """Run the case's reference once in a fresh process group; why it failed, or None."""
-    return run_case(case, device=device, timeout_s=timeout_s).error
+    """Run the case's reference once, sandboxed; why it failed, or None."""
+    return run_case(case.read_text(), device=device, timeout_s=timeout_s).error
+
+
+def _run(ctx: RunContext, path: Path) -> CaseRun:
+    check = ctx.options.check
+    return run_case(path.read_text(), device=ctx.options.device, timeout_s=ctx.options.case_timeout_s,
+                    isolation=check.isolation, bwrap=check.bwrap)
 
 
 def safe_name(name: str, taken: set[str]) -> str:
@@ -40,7 +46,7 @@ def validate(ctx: RunContext, case: ProposedCase, taken: set[str], round_: int) 
     rel = f"cases/{name}.py"
     path = rundir.write(ctx.run_dir, rel, case.source)
     why = static_problem(case.source, ctx.problem.read_text())
-    ran = CaseRun(error=why) if why else run_case(path, device=ctx.options.device, timeout_s=ctx.options.case_timeout_s)
+    ran = CaseRun(error=why) if why else _run(ctx, path)
     rundir.event(ctx.run_dir, "case", name=name, valid=ran.error is None, reason=ran.error or "ok",
                  reference_s=ran.forward_s, input_numel=ran.input_numel)
     return StressCase(name=name, path=rel, valid=ran.error is None, reason=ran.error or "ok", rationale=case.rationale,
@@ -49,4 +55,4 @@ def validate(ctx: RunContext, case: ProposedCase, taken: set[str], round_: int) 
 
 def problem_numel(ctx: RunContext) -> int | None:
     """Elements in the problem's own inputs (one reference run), to tell a large case from the problem."""
-    return run_case(ctx.problem, device=ctx.options.device, timeout_s=ctx.options.case_timeout_s).input_numel
+    return _run(ctx, ctx.problem).input_numel

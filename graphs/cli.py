@@ -51,6 +51,8 @@ def run(
     check_timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
     seed: Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check); "
                                              "with --llm-cache, a rerun then replays the run exactly")] = None,
+    isolation: o.Isolation = o.ISOLATION,
+    bwrap: o.Bwrap = None,
     quiet: Annotated[bool, typer.Option(help="no live display")] = False,
 ) -> None:
     """Run the Coder / Judge / Proposer loop on PROBLEM until the kernel is verified and fast enough."""
@@ -70,7 +72,8 @@ def run(
                 proposer_llm=proposer_llm, base_url=base_url, target_speedup=target_speedup,
                 target_baseline=target_baseline, strategy=strategy, max_iters=max_iters, budget_usd=budget_usd,
                 budget_tokens=budget_tokens, budget_minutes=budget_minutes, no_progress=no_progress,
-                trials=trials, dtype=dtype, check_timeout=check_timeout, seed=seed, llm_cache=llm_cache)
+                trials=trials, dtype=dtype, check_timeout=check_timeout, seed=seed, llm_cache=llm_cache,
+                isolation=isolation, bwrap=bwrap)
             summary = run_problem(problem, out=run_dir, progress=progress, loop=loop)
     except KeyboardInterrupt:
         typer.echo(f"kiln: stopped; continue with: kiln run --resume {run_dir}", err=True)

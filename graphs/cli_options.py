@@ -32,6 +32,7 @@ NO_PROGRESS = _default(Budgets, "no_progress_iters")
 TRIALS = _default(CheckOptions, "trials")
 CHECK_TIMEOUT = _default(CheckOptions, "timeout_s")
 DTYPE = _default(CheckOptions, "dtype")
+ISOLATION = _default(CheckOptions, "isolation")
 
 Lang = Annotated[str, typer.Option(help="triton | cuda: the kernel language")]
 Llm = Annotated[str | None, typer.Option(help="PROVIDER:MODEL for every role (openai:..., anthropic:..., "
@@ -55,6 +56,8 @@ Trials = Annotated[int, typer.Option(help="correctness trials per case and input
 CheckTimeout = Annotated[float, typer.Option("--check-timeout", "--timeout",
                                              help="seconds per check (its stages share them)")]
 Seed = Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check)")]
+Isolation = Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks")]
+Bwrap = Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")]
 LlmCache = Annotated[Path | None, typer.Option(help="LLM-response cache (SQLite) to reuse across runs")]
 
 
@@ -73,15 +76,22 @@ def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None =
                  max_iters: int = MAX_ITERS, budget_usd: float | None = None, budget_tokens: int | None = None,
                  budget_minutes: float | None = None, no_progress: int = NO_PROGRESS, trials: int = TRIALS,
                  dtype: str = DTYPE, check_timeout: float = CHECK_TIMEOUT, seed: int | None = None,
-                 llm_cache: Path | None = None, **rest: Any) -> LoopOptions:
-    """The flags as one LoopOptions (device already resolved); KilnConfigError names the bad flag."""
+                 llm_cache: Path | None = None, isolation: str = ISOLATION, bwrap: str | None = None,
+                 **rest: Any) -> LoopOptions:
+    """The flags as one LoopOptions (device already resolved); KilnConfigError names the bad flag.
+    `--isolation strict` without the full sandbox is refused here, before any LLM call."""
     roles = {"llm": _abs_replay(llm), "coder_llm": _abs_replay(coder_llm), "judge_llm": _abs_replay(judge_llm),
              "proposer_llm": _abs_replay(proposer_llm), "base_url": base_url}
     budgets = {"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens, "minutes": budget_minutes,
                "no_progress_iters": no_progress}
-    check = {"trials": trials, "dtype": dtype, "timeout_s": check_timeout, "seed": seed}
+    check = {"trials": trials, "dtype": dtype, "timeout_s": check_timeout, "seed": seed, "isolation": isolation,
+             "bwrap": bwrap}
     try:
-        return LoopOptions(device=device, roles=roles, budgets=budgets, check=check,
+        loop = LoopOptions(device=device, roles=roles, budgets=budgets, check=check,
                            llm_cache=str(llm_cache.resolve()) if llm_cache else None, **rest)
     except ValidationError as err:
         raise KilnConfigError(flag_error(err)) from None
+    from kiln.tools.check.sandbox import sandbox_for
+
+    sandbox_for(loop.check.isolation, loop.check.bwrap)
+    return loop

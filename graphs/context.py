@@ -27,6 +27,7 @@ _FLAT: dict[str, tuple[str, str]] = {
     "budget_minutes": ("budgets", "minutes"), "no_progress": ("budgets", "no_progress_iters"),
     "trials": ("check", "trials"), "dtype": ("check", "dtype"), "seed": ("check", "seed"),
     "check_timeout_s": ("check", "timeout_s"), "check_timeout": ("check", "timeout_s"),
+    "isolation": ("check", "isolation"), "bwrap": ("check", "bwrap"),
 }
 
 

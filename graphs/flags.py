@@ -23,6 +23,8 @@ FLAGS: dict[str, str] = {
     "check.dtype": "--dtype",
     "check.seed": "--seed",
     "check.device": "--device",
+    "check.isolation": "--isolation",
+    "check.bwrap": "--bwrap",
     "roles.llm": "--llm",
     "roles.coder_llm": "--coder-llm",
     "roles.judge_llm": "--judge-llm",

@@ -97,7 +97,7 @@ def timed_out_case(record: CheckRecord) -> str | None:
 
 
 def case_summaries(record: CheckRecord) -> dict[str, CaseSummary]:
-    """Per case: trials compared and passed, seconds per call. From the check's own summary when it
+    """Per case: trials compared and passed, seconds over them. From the check's own summary when it
     has one, else counted from its trials."""
     c = record.correctness
     if c is None:
@@ -112,7 +112,7 @@ def case_summaries(record: CheckRecord) -> dict[str, CaseSummary]:
         if t.candidate_s is not None:
             times.setdefault(t.case, []).append(t.candidate_s)
     for name, ts in times.items():
-        out[name].candidate_s = sum(ts) / len(ts)
+        out[name].candidate_s = sum(ts)
     late = timed_out_case(record)
     if late is not None:
         out.setdefault(late, CaseSummary()).timed_out = True
@@ -121,6 +121,11 @@ def case_summaries(record: CheckRecord) -> dict[str, CaseSummary]:
 
 def _secs(value: float | None, digits: int = 2) -> str:
     return "not recorded" if value is None else f"{value:.{digits}f} s"
+
+
+def per_call(total_s: float | None, n_trials: int) -> float | None:
+    """Seconds per call from a case's total over its trials (CaseSummary's candidate_s, reference_s)."""
+    return total_s / n_trials if total_s is not None and n_trials else None
 
 
 BIG_CASE_RATIO = 4
@@ -143,9 +148,9 @@ def slow_case(record: CheckRecord, suite: Suite, cand_id: str, device: str) -> t
     where = "under the Triton interpreter on the CPU" if device == "cpu" else f"on {device}"
     if mine.n_passed >= 1:
         return case.name, (f"retired after {cand_id}'s check: every trial that ran passed ({mine.n_passed} on this "
-                           f"case), but one candidate call on it takes {_secs(mine.candidate_s, 1)} {where} (the "
-                           f"reference: {_secs(mine.reference_s or case.reference_s)}), and its trials do not fit "
-                           "in the check's time")
+                           f"case), but one candidate call on it takes {_secs(per_call(mine.candidate_s, mine.n_trials), 1)} "
+                           f"{where} (the reference: {_secs(per_call(mine.reference_s, mine.n_trials) or case.reference_s)}), "
+                           "and its trials do not fit in the check's time")
     ratio = (case.input_numel or 0) / suite.problem_numel if suite.problem_numel else 0.0
     if ratio < BIG_CASE_RATIO:
         return None
@@ -159,6 +164,6 @@ def cost_lines(record: CheckRecord) -> list[str]:
     out = []
     for name, s in sorted(case_summaries(record).items(), key=lambda kv: kv[0] != "problem"):
         late = "; the time ran out here" if s.timed_out else ""
-        out.append(f"{name}: {s.n_passed} of {s.n_trials} trials passed, {_secs(s.candidate_s)} per candidate "
-                   f"call (reference {_secs(s.reference_s)}){late}")
+        out.append(f"{name}: {s.n_passed} of {s.n_trials} trials passed, {_secs(per_call(s.candidate_s, s.n_trials))} "
+                   f"per candidate call (reference {_secs(per_call(s.reference_s, s.n_trials))}){late}")
     return out

@@ -22,11 +22,13 @@ Status = Literal["ok", "compile_error", "incorrect", "crashed", "timeout", "reje
 Device = Literal["auto", "cuda", "cpu"]
 DType = Literal["fp32", "bf16", "fp16"]
 Policy = Literal["strict", "partial"]
+StaticPolicy = Literal["allowlist", "denylist"]
 Lang = Literal["triton", "cuda", "torch", "unknown"]
 Severity = Literal["info", "warn", "reject"]
 Baseline = Literal["eager", "eager_tf32", "compile"]
 ALL_BASELINES: tuple[Baseline, ...] = ("eager", "eager_tf32", "compile")
 Verdict = Literal["faster", "slower", "tie", "not_measured"]
+Isolation = Literal["strict", "best-effort"]
 
 
 JSON_SAFE = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
@@ -59,12 +61,21 @@ class CheckOptions(Record):
     atol: float | None = Field(None, description="None: the dtype's default (fp32 1e-4, bf16/fp16 1e-2)")
     rtol: float | None = None
     policy: Policy = "partial"
+    static: StaticPolicy = Field("allowlist", description="static scan: 'allowlist' (LLM-written code) or "
+                                                          "'denylist' (hand-written trusted kernels)")
     time: bool = Field(True, description="time correct candidates when a GPU is used")
     baselines: list[Baseline] = Field(default_factory=lambda: list(ALL_BASELINES))
     seed: int | None = Field(None, description="None: a fresh secret seed per run (recorded afterwards)")
     gpu_index: int = 0
     speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
     fork_server: bool = Field(True, description="fork workers from a pre-imported server (saves ~2 s/check)")
+    isolation: Isolation = Field("best-effort", description="strict: refuse to run unless every sandbox layer is "
+                                                            "in force; best-effort: use what works, say what not")
+    bwrap: str | None = Field(None, description="bubblewrap binary (None: `bwrap` on PATH)")
+    time_on_cpu: bool = Field(False, description="run the timing stage on the CPU with host clocks: only to test "
+                                                 "the timing protocol, the numbers mean nothing there")
+    run_rejected: bool = Field(False, description="execute a candidate the static scan rejected anyway (to test "
+                                                  "the sandbox and the later layers); its verdict stays rejected")
 
 
 # ----------------------------------------------------------------------------- stages
@@ -109,24 +120,26 @@ class TrialRecord(Record):
     case: str = Field(description="'problem' or the case file's stem")
     distribution: str = Field(description="x1 | x3 | x0.01 | neg")
     trial: int
-    phase: Literal["before_reference", "after_reference"] = "before_reference"
+    phase: Literal["first_call", "second_call", "before_reference", "after_reference"] = Field(
+        "first_call", description="which of the trial's two calls on the same inputs (older records: "
+                                  "before/after an in-process reference call)")
     passed: bool
     mismatch: Mismatch | None = None
     error: str | None = None
     input_mutated: bool = False
     rel_l2_err: float | None = Field(None, description="||actual - expected|| / ||expected|| over the output "
                                                         "(worst output) when the trial passed")
-    candidate_s: float | None = Field(None, description="wall seconds of the candidate's call in this trial")
+    candidate_s: float | None = Field(None, description="wall time of this call in the candidate's worker")
 
 
 class CaseSummary(Record):
-    """How one case (the problem, or a stress case) went in one check."""
+    """One case's trials, for a Proposer or a loop deciding whether a case is worth its time."""
 
-    n_trials: int = Field(0, description="trial calls compared on this case")
+    n_trials: int = 0
     n_passed: int = 0
-    candidate_s: float | None = Field(None, description="mean wall seconds of one candidate call on this case")
-    reference_s: float | None = Field(None, description="mean wall seconds of one reference call on this case")
-    timed_out: bool = Field(False, description="the check's time ran out while this case was running")
+    candidate_s: float | None = Field(None, description="candidate worker time over this case's trials")
+    reference_s: float | None = Field(None, description="reference worker time over this case's trials")
+    timed_out: bool = False
 
 
 class CorrectnessRecord(Record):
@@ -141,8 +154,10 @@ class CorrectnessRecord(Record):
     n_planned: int = Field(0, description="trial calls planned: cases x distributions x trials x 2 phases "
                                           "(comparison stops after a few failing trials)")
     score: float | None = Field(None, description="fraction of the planned (case, distribution) groups that "
-                                                  "passed, every case attempted: independent of case order")
-    cases: dict[str, CaseSummary] = Field(default_factory=dict, description="per case: 'problem' or a case stem")
+                                                  "passed; every group is tried once before any is tried again, so "
+                                                  "the score does not depend on the order of cases")
+    cases: dict[str, CaseSummary] = Field(default_factory=dict)
+    not_attempted: list[str] = Field(default_factory=list, description="groups the check's time ran out on")
 
 
 class TimingStat(Record):
@@ -222,6 +237,8 @@ class OpAccounting(Record):
     library_kernels: list[str] = Field(default_factory=list)
     own_time_share: float | None = Field(None, description="GPU time in own kernels / all kernel time")
     decoy_kernels: list[str] = Field(default_factory=list)
+    copy_kernels: list[str] = Field(default_factory=list, description="own kernels that only moved data "
+                                    "(their outputs are copies of their inputs or of PyTorch results)")
     own_launches: dict[str, int] = Field(default_factory=dict, description="own kernel name -> launches seen")
     own_time_us: float | None = Field(None, description="GPU time in own kernels, one forward")
     library_time_us: float | None = Field(None, description="GPU time in library kernels, one forward")
@@ -255,10 +272,19 @@ class TimingIntegrity(Record):
     wall_us: float | None = Field(None, description="host wall time of the same calls, incl. final device sync")
     event_us: float | None = Field(None, description="CUDA-event time of those calls on the timed stream")
     n_calls: int | None = Field(None, description="how many calls wall_us / event_us cover")
+    parent_wall_s: float | None = Field(None, description="the timed loop as kiln's own clock saw it (outside "
+                                                          "the candidate's process)")
+    parent_event_s: float | None = Field(None, description="the sum of the loop's per-call event times")
+    overhead_us: float | None = Field(None, description="harness time per call outside the events, measured on "
+                                                        "the eager baseline's loop (a process without the candidate)")
+    hidden_us_per_call: float | None = Field(None, description="loop wall - events - overhead, per call: time the "
+                                                               "candidate's events did not show")
+    n_calls_loop: int | None = Field(None, description="timed calls in the loop kiln's clock bracketed")
 
 
 class IntegrityRecord(Record):
     policy: Policy = "partial"
+    static: StaticPolicy = Field("allowlist", description="the static scan's mode (CheckOptions.static)")
     findings: list[Finding] = Field(default_factory=list)
     accounting: OpAccounting | None = None
     physics: PhysicsRecord | None = None
@@ -268,6 +294,18 @@ class IntegrityRecord(Record):
 
 
 # ----------------------------------------------------------------------------- the verdict
+
+
+class IsolationRecord(Record):
+    """The OS sandbox that contained this check's workers (`kiln.tools.check.sandbox`)."""
+
+    level: Isolation = "best-effort"
+    complete: bool = Field(False, description="every layer below is in force")
+    layers: list[str] = Field(default_factory=list, description="layers in force (bwrap, pid-namespace, landlock-fs, ...)")
+    missing: dict[str, str] = Field(default_factory=dict, description="layer -> why it is not in force")
+    bwrap: str | None = Field(None, description="the bubblewrap binary used for the outer layer")
+    bwrap_version: str | None = None
+    landlock_abi: int = Field(0, description="the kernel's Landlock ABI (0: none)")
 
 
 class CheckRecord(Record):
@@ -287,6 +325,7 @@ class CheckRecord(Record):
     timing: TimingRecord | None = None
     integrity: IntegrityRecord | None = None
     env: EnvRecord | None = None
+    isolation: IsolationRecord | None = None
     stages_s: dict[str, float] = Field(default_factory=dict, description="spawn, compile, correctness, timing")
     stderr_tail: str = ""
     extra: dict[str, Any] = Field(default_factory=dict)

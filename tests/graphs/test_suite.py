@@ -113,7 +113,7 @@ def test_timeout_feedback_gives_per_case_times():
     from kiln.graphs.checks import failure_text
     from kiln.tools.records import CaseSummary
 
-    own = {"problem": CaseSummary(n_trials=24, n_passed=24, candidate_s=0.35, reference_s=0.01),
+    own = {"problem": CaseSummary(n_trials=24, n_passed=24, candidate_s=8.4, reference_s=0.24),  # totals
            "big": CaseSummary(n_trials=1, n_passed=1, candidate_s=22.4, reference_s=0.2, timed_out=True)}
     text = failure_text(_timeout_record([("problem", True), ("big", True)], cases=own))
     assert "problem: 24 of 24 trials passed, 0.35 s per candidate call (reference 0.01 s)" in text
