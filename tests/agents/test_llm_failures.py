@@ -106,3 +106,29 @@ def test_console_names_the_cause(tmp_path):
     assert "status: llm_error (the Coder's LLM call failed: coder (openai:local-model" in proc.stdout
     assert "Connection" in proc.stdout and "Traceback" not in proc.stderr
     assert json.loads((out / "summary.json").read_text())["candidates"] == 0
+
+
+def test_a_runaway_reply_is_refused_and_kept_small(oai_server):
+    """A 5 MB reply: refused with the reason, stored only as its head and tail."""
+    from .helpers import GOOD_KERNEL, coder_task, fenced, local_roles
+
+    oai_server.reply(fenced(GOOD_KERNEL) + "x" * 5_000_000)
+    reply = local_roles(oai_server.url).coder.write(coder_task())
+    assert not reply.ok and reply.failure == "reply" and reply.source is None
+    assert "over kiln's cap of 128000" in reply.error and len(reply.raw) < 130_000
+    assert "characters cut" in reply.raw
+
+
+def test_the_proposer_is_told_what_a_case_costs():
+    from kiln.agents.proposer import LLMProposer
+
+    from .helpers import proposer_input
+
+    inp = proposer_input(device="cpu", calls_per_case=40, correctness_s=90.0,
+                         case_costs=["problem: 40 of 40 trials passed, 0.35 s per candidate call (reference 0.01 s)"])
+    user = LLMProposer(None).messages(inp)[1].content
+    assert "runs under the Triton interpreter on the CPU" in user
+    assert "each case costs 40 candidate calls per check" in user and "correctness stage of 90 s" in user
+    assert "0.35 s per candidate call" in user
+    system = LLMProposer(None).messages(inp)[0].content
+    assert "under a few seconds on a CPU" not in system

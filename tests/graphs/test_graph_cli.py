@@ -109,3 +109,13 @@ def test_ctrl_c_is_answered_at_once_and_the_run_can_resume(tmp_path):
     assert proc.wait(timeout=120) == 130
     assert first.startswith("kiln: Ctrl-C: stopping the work in flight") and heard < 2.0, (first, heard)
     assert f"kiln run --resume {out}" in rest and "Traceback" not in rest
+
+
+def test_a_problem_whose_get_inputs_raises_is_one_line(tmp_path):
+    broken = tmp_path / "bad_inputs.py"
+    broken.write_text(PROBLEM.read_text().replace("return [torch.rand(rows, cols)]",
+                                                  "raise ValueError('no inputs for you')"))
+    done = kiln_run(str(broken), "--device", "cpu", "--max-iters", "1", "--out", str(tmp_path / "r"), "--quiet")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "get_inputs() raised ValueError: no inputs for you" in done.stderr
