@@ -91,3 +91,22 @@ def test_the_live_display_skips_langgraph_keys():
     p.feed({"type": "updates", "data": {"code": {"iteration": 1}}})
     p.feed({"type": "updates", "data": {"__metadata__": {"cached": True}}})
     assert p.stage == "code" and "__metadata__" not in p.line()
+
+
+def test_eval_dtype_reaches_every_check_of_an_agent_sample():
+    """`kiln eval --mode agent --dtype bf16` used to check fp32: the run options had no dtype."""
+    from kiln.evals.jobs import BatchConfig
+    from kiln.graphs.runner import make_options
+
+    cfg = BatchConfig(mode="agent", dtype="bf16", trials=2, device="cpu", check_timeout=77)
+    opts = make_options(PROBLEM, {}, cfg.loop)
+    assert (opts.check.dtype, opts.check.trials, opts.check.timeout_s) == ("bf16", 2, 77)
+
+
+def test_one_default_for_trials_everywhere():
+    def default(cmd: str, flag: str) -> str:
+        lines = kiln(cmd, "--help").stdout.splitlines()
+        i = next(i for i, ln in enumerate(lines) if f"{flag} " in ln)
+        return next(ln for ln in lines[i:i + 6] if "[default:" in ln).split("[default:")[1].split("]")[0].strip()
+
+    assert default("run", "--trials") == default("eval", "--trials") == default("check", "--trials") == "5"
