@@ -25,8 +25,8 @@ from kiln.evals.jobs import BatchConfig
 from kiln.evals.metrics import SampleOutcome, fast_p
 from kiln.evals.problems import ProblemRef, folder_problems, kernelbench_problems, parse_ids
 from kiln.graphs import cli_options as o
-from kiln.graphs.flags import flag_error
 from kiln.tools.errors import KilnInputError
+from kiln.tools.flags import flag_error
 
 console = Console(stderr=True)
 

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from kiln.agents.llm.usage import Budgets
 from kiln.graphs.context import LoopOptions
-from kiln.graphs.flags import flag_error
 from kiln.tools.errors import KilnConfigError
+from kiln.tools.flags import flag_error
 from kiln.tools.records import CheckOptions
 
 

@@ -1,8 +1,9 @@
 """Option errors in the user's terms: a pydantic error on `budgets.max_iters` becomes
-`--max-iters must be >= 1 (got 0)`, phrased the way `kiln check` phrases its own.
+`--max-iters must be >= 1 (got 0)`, one wording for every command.
 
-`kiln run` and `kiln eval` build their options through the same models (`RunOptions`, and the batch
-config holding one), so one table maps model fields to flags for both.
+`kiln run` and `kiln eval` build their options through the same models (`LoopOptions`, and the
+batch config holding one); `kiln check`'s are `CheckOptions`. One table maps model fields to flags
+for all of them. No LLM or graph imports: any layer may use it.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def _rule(err: dict[str, Any]) -> str:
     bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
     for key, sign in bounds.items():
         if kind == key:
-            return f"must be {sign} {next(iter(ctx.values()))}"
+            bound = next(iter(ctx.values()))
+            bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+            return f"must be {sign} {bound}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected', '').replace(' or ', ', ')}".replace("'", "")
     if kind in ("int_parsing", "int_type", "int_from_float"):
