@@ -1,7 +1,6 @@
 """Correct on every size, but slow on large inputs (a stand-in for a kernel the CPU interpreter runs
-thousands of times slower than the reference): 3 s per call past 100k elements."""
-
-import time
+thousands of times slower than the reference): past 100k elements it relaunches the same kernel
+thousands of times, each launch writing the same, correct values."""
 
 import torch
 import torch.nn as nn
@@ -25,7 +24,6 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         y = torch.empty_like(x)
         n = x.numel()
-        if n > 100_000:
-            time.sleep(3.0)
-        relu2_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        for _ in range(5000 if n > 100_000 else 1):
+            relu2_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
         return y
