@@ -116,13 +116,35 @@ def outer_args(bwrap: str, *, env: dict[str, str], read: list[str] = (), write: 
             "--gid", str(confine.NOBODY), "--hostname", "kiln-sandbox", "--cap-drop", "ALL",
             "--cap-add", "CAP_SYS_ADMIN", *_cached_system_args()]
     args += ["--proc", "/proc", "--ro-bind", "/sys", "/sys", *_dev_args(), "--tmpfs", "/tmp"]
+    bound: set[str] = set()
     for p in confine.code_paths(env) + [str(p) for p in read]:
-        if os.path.exists(p):
-            args += ["--ro-bind", p, p]
+        args += _read_bind(p, bound)
     for p in write:
         Path(p).mkdir(parents=True, exist_ok=True) if not os.path.exists(p) else None
         args += ["--bind", str(p), str(p)]
     return args + ["--remount-ro", "/", "--chdir", chdir, "--"]
+
+
+def _under(path: str, tops: object) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)  # type: ignore[attr-defined]
+
+
+def _read_bind(p: str, bound: set[str]) -> list[str]:
+    """Read-only binds for `p`: nothing when a system dir bound whole already holds it; its real
+    path (bubblewrap can't bind onto a symlink: /usr/local/cuda -> cuda-13.0 on the H200), plus the
+    link itself where no bound dir provides it."""
+    if not os.path.exists(p):
+        return []
+    real = os.path.realpath(p)
+    system = [d for d in confine.SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    args: list[str] = []
+    if not _under(real, system) and not _under(real, bound):
+        args += ["--ro-bind", real, real]
+        bound.add(real)
+    if real != os.path.abspath(p) and not _under(os.path.abspath(p), system) and not _under(p, bound):
+        args += ["--symlink", real, os.path.abspath(p)]
+        bound.add(os.path.abspath(p))
+    return args
 
 
 @functools.lru_cache(maxsize=1)
