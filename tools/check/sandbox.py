@@ -219,6 +219,18 @@ def _record(level: str, bwrap: str | None, version: str | None, bwrap_why: str, 
                            bwrap_version=version, landlock_abi=int(probe.get("landlock_abi", 0)))
 
 
+CUDA_NEEDS_BWRAP = ("CUDA fails to start (error 304) in a PID or user namespace made without bubblewrap's "
+                    "outer layer (measured on the H200, 2026-12-01): left out on this GPU machine")
+
+
+def _without_namespaces(probe: dict) -> dict:
+    """On a GPU machine without bubblewrap: the per-worker namespaces would break CUDA, so the
+    inner layer keeps Landlock and the rest, and the record says what is missing and why."""
+    plan = {**probe.get("plan", {}), "pidns": False, "userns": False}
+    missing = {**probe.get("missing", {}), "pid-namespace": CUDA_NEEDS_BWRAP, "user-namespace": CUDA_NEEDS_BWRAP}
+    return {**probe, "plan": plan, "missing": missing}
+
+
 def _probe_env() -> dict[str, str]:
     from kiln.tools.check.isolation import scrubbed_env
 
@@ -237,6 +249,8 @@ def _resolve(level: str, configured: str | None) -> Sandbox:
     if probe is None:
         probe, err = _probe(None, env)
     probe = probe or {"plan": {}, "missing": {"pid-namespace": err, "user-namespace": err, "landlock": err}}
+    if bwrap is None and os.path.exists("/dev/nvidiactl"):
+        probe = _without_namespaces(probe)
     rec = _record(level, bwrap, version, why, probe)
     return Sandbox(level=level, bwrap=bwrap, plan=Plan(**probe["plan"]), record=rec)
 
