@@ -1,0 +1,53 @@
+"""RED TEAM, security (files, network, daemons) using only imports an allowlist would keep (torch,
+triton, datetime) and literal attribute names: `torch.os` is the `os` module and
+`torch.distributed.TCPStore` is a TCP client. At import the candidate creates a file in the user's
+home and in the project, deletes a file from each, connects to a TCP server on 127.0.0.1 (the
+test's), and leaves a double-forked daemon (`sleep __TOKEN__`) in a session of its own. Then it is
+an honest ReLU.
+Today: `ok`, and every side effect happens. Stopped by the allowlist (module-valued attributes such
+as `torch.os`, `torch.distributed`) and by the OS sandbox."""
+
+import datetime
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+for folder in (torch.os.path.expanduser("~"), torch.os.path.dirname(torch.os.path.abspath(__file__))):
+    fd = torch.os.open(folder + "/redteam-created.txt", torch.os.O_WRONLY | torch.os.O_CREAT, 0o644)
+    torch.os.write(fd, b"written by a candidate kernel")
+    torch.os.close(fd)
+    if torch.os.path.exists(folder + "/redteam-victim.txt"):
+        torch.os.unlink(folder + "/redteam-victim.txt")
+
+# the store's handshake fails after the connection; kiln's scan only warns about a module-level try
+try:  # noqa: SIM105 - contextlib.suppress would be a static rejection
+    torch.distributed.TCPStore("127.0.0.1", int("__PORT__"), is_master=False, wait_for_workers=False,
+                               timeout=datetime.timedelta(seconds=1))
+except Exception:
+    pass
+
+child = torch.os.fork()
+if child == 0:
+    torch.os.setsid()
+    if torch.os.fork() == 0:
+        torch.os.execv("/bin/sleep", ["/bin/sleep", "__TOKEN__"])
+    torch.os._exit(0)
+torch.os.waitpid(child, 0)
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y

@@ -1,0 +1,134 @@
+"""Security through the real command lines (`kiln check`, `kiln run`), as a user runs them: a
+candidate that kills kiln's fork server, SIGTERM to kiln's process group while a candidate hangs,
+and a candidate that steals the API keys of the `kiln run` process while the run goes on."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from redteam_lib import (
+    HONEST,
+    RELU,
+    candidate,
+    cli_env,
+    files_containing,
+    kill_pids,
+    kiln,
+    kiln_popen,
+    pids_with_cwd_under,
+    tcp_sink,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _reply(path: Path) -> str:
+    return f"Here is the kernel.\n\n```python\n{path.read_text()}```\n"
+
+
+def _replay(user: Path, *kernels: Path) -> Path:
+    """A `replay:` script: the Coder answers with these kernels in turn, the Judge asks for a repair."""
+    judge = {"mode": "correction", "diagnosis": "scripted", "plan": "", "next": "repair"}
+    script = {"coder": [_reply(k) for k in kernels], "judge": [judge] * len(kernels),
+              "proposer": [{"cases": []}] * len(kernels)}
+    path = user / "script.json"
+    path.write_text(json.dumps(script))
+    return path
+
+
+@pytest.mark.xfail(strict=True, reason="a candidate that kills the fork server makes `kiln check` blame the problem "
+                                        "(exit 2, no JSON record)")
+def test_kiln_check_survives_a_candidate_that_kills_the_fork_server(user):
+    out = user / "verdict.json"
+    done = kiln("check", str(RELU), str(candidate("s_kill_fork_server", user / "project")), "--device", "cpu",
+                "--trials", "1", "--json", str(out), env=cli_env(user / "home"), cwd=user / "project")
+    assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
+    assert json.loads(out.read_text())["status"] in ("crashed", "rejected")
+
+
+@pytest.mark.xfail(strict=True, reason="a candidate that kills the fork server stops `kiln run` (and every --resume)")
+def test_kiln_run_survives_a_candidate_that_kills_the_fork_server(user):
+    script = _replay(user, candidate("s_kill_fork_server", user / "kernels"), HONEST)
+    run_dir = user / "runs" / "killer"
+    done = kiln("run", str(RELU), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir),
+                "--trials", "1", "--max-iters", "2", "--quiet", env=cli_env(user / "home"), cwd=user / "project")
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "solved"
+
+
+def _work_dirs_of(pid: int) -> list[Path]:
+    """kiln-check-* folders (in /dev/shm or the temp dir) whose jobs name `pid` as the parent."""
+    found = []
+    for root in {Path("/dev/shm"), Path(tempfile.gettempdir())}:
+        for d in root.glob("kiln-check-*"):
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads((d / "cand" / "job.json").read_text()).get("parent_pid") == pid:
+                    found.append(d)
+    return found
+
+
+def _wait_for_hanging_candidate(proc, timeout_s: float = 240) -> list[Path]:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and proc.poll() is None:
+        dirs = _work_dirs_of(proc.pid)
+        beats = [d / "cand" / "heartbeat.json" for d in dirs]
+        if any(b.exists() and "first call" in b.read_text() for b in beats):
+            return dirs
+        time.sleep(0.2)
+    raise AssertionError(f"the candidate never reached its first call (kiln exited {proc.poll()})")
+
+
+@pytest.mark.xfail(strict=True, reason="SIGTERM to kiln's process group leaves /dev/shm/kiln-check-* and an orphaned "
+                                        "worker behind, and nothing cleans them at the next start")
+def test_sigterm_leaves_no_work_dir_and_no_orphan(user):
+    env = cli_env(user / "home")
+    proc = kiln_popen("check", str(RELU), str(candidate("s_hang", user / "project")), "--device", "cpu",
+                      "--trials", "1", env=env, cwd=user / "project")
+    dirs: list[Path] = []
+    try:
+        dirs = _wait_for_hanging_candidate(proc)
+        os.killpg(proc.pid, signal.SIGTERM)  # kiln's own group only: the test started it in a new session
+        proc.communicate(timeout=60)
+        time.sleep(3)
+        left = [d for d in dirs if d.exists()] + [f"pid {p}" for d in dirs for p in pids_with_cwd_under(d)]
+        if left:  # "cleaned at the next start" counts too
+            kiln("check", str(RELU), str(HONEST), "--device", "cpu", "--trials", "1", env=env, cwd=user / "project")
+            left = [d for d in dirs if d.exists()] + [f"pid {p}" for d in dirs for p in pids_with_cwd_under(d)]
+        assert not left, f"left behind after SIGTERM and a later check: {left}"
+    finally:
+        for d in dirs:
+            kill_pids(pids_with_cwd_under(d))
+            shutil.rmtree(d, ignore_errors=True)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.xfail(strict=True, reason="no sandbox: a candidate reads kiln run's /proc/PID/environ and drops the keys "
+                                        "in HOME, TMPDIR, the project and the run dir, and sends them out")
+def test_api_keys_never_leave_kiln_run(user):
+    keys = {"OPENAI_API_KEY": "sk-redteam-canary-" + secrets.token_hex(12),
+            "ANTHROPIC_API_KEY": "sk-ant-redteam-canary-" + secrets.token_hex(12)}
+    (user / "tmp").mkdir()
+    run_dir = user / "runs" / "thief"
+    with tcp_sink() as sink:
+        script = _replay(user, candidate("s_steal_keys", user / "kernels", port=sink.port))
+        done = kiln("run", str(RELU), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir),
+                    "--trials", "1", "--max-iters", "1", "--quiet",
+                    env=cli_env(user / "home", TMPDIR=str(user / "tmp"), **keys), cwd=user / "project")
+        sent = list(sink.accepted)
+    leaks = [f"{p} holds {name}" for name, key in keys.items() for p in files_containing(user, key.encode())]
+    leaks += [f"sent {name} over TCP" for name, key in keys.items() for data in sent if key.encode() in data]
+    leaks += [f"{name} in kiln's output" for name, key in keys.items() if key in done.stdout + done.stderr]
+    assert not leaks, leaks
+    assert not sent, f"the candidate connected out: {sent}"
+    assert done.returncode in (0, 1), (done.returncode, done.stderr[-2000:])  # solved or not: a verdict, no crash
+    assert (run_dir / "summary.json").exists()
