@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,14 +26,18 @@ HERE = Path(__file__).parent
 PROBLEMS = HERE / "problems"
 CANDIDATES = HERE / "candidates"
 CASES = HERE / "cases"
+PARTS = CANDIDATES / "parts"
+INCLUDE = re.compile(r"^# <include (\w+)>$", re.M)
 RELU = PROBLEMS / "relu_tiny.py"
-HONEST = CANDIDATES / "honest_relu.py"
+MATMUL_GPU = PROBLEMS / "matmul_gpu.py"
+RELU_GPU = PROBLEMS / "relu_gpu.py"
 NOT_ACCEPTED = {"rejected", "incorrect", "crashed", "compile_error", "error", "timeout"}
 
 
 def render(src: Path, dest: Path, **subs: object) -> Path:
-    """A copy of `src` in folder `dest`, with its `__KEY__` placeholders replaced."""
-    text = src.read_text()
+    """A copy of `src` in folder `dest`: each `# <include NAME>` line replaced by candidates/parts/NAME.py
+    (the honest kernel an attack rides on, written once), each `__KEY__` placeholder by its value."""
+    text = INCLUDE.sub(lambda m: (PARTS / f"{m.group(1)}.py").read_text(), src.read_text())
     for key, value in subs.items():
         text = text.replace(f"__{key.upper()}__", str(value))
     dest.mkdir(parents=True, exist_ok=True)
@@ -45,14 +50,19 @@ def candidate(name: str, dest: Path, **subs: object) -> Path:
     return render(CANDIDATES / f"{name}.py", dest, **subs)
 
 
+def honest(dest: Path) -> Path:
+    """The control: an honest ReLU that must come back `ok` (kiln still works)."""
+    return candidate("honest_relu", dest)
+
+
 def check(cand: Path, *, problem: Path = RELU, policy: str = "partial", device: str = "cpu",
           cases: list[Path] | None = None, **opts: object) -> CheckRecord:
-    """The real in-process `check()` (worker subprocesses from kiln's fork server)."""
+    """The real in-process `check()` (worker subprocesses from kiln's fork server); `opts` are
+    further CheckOptions fields."""
     from kiln.tools.check import check as kiln_check
 
-    options = CheckOptions(device=device, trials=1, policy=policy, timeout_s=opts.pop("timeout_s", 120),
-                           compile_timeout_s=60, correctness_timeout_s=60,
-                           cases=[str(c) for c in cases or []], **opts)
+    fields: dict = {"timeout_s": 120, "compile_timeout_s": 60, "correctness_timeout_s": 60, **opts}
+    options = CheckOptions(device=device, trials=1, policy=policy, cases=[str(c) for c in cases or []], **fields)
     return kiln_check(problem, cand, options)
 
 

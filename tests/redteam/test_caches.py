@@ -8,7 +8,7 @@ import hashlib
 import json
 
 import pytest
-from redteam_lib import HONEST, assert_stopped, candidate, check, tree_digest
+from redteam_lib import assert_stopped, candidate, check, honest, tree_digest
 
 PEAKS = {"NVIDIA H200|GPU-redteam|torch2.13.0|fp32": {"device": "cuda", "gpu_name": "NVIDIA H200", "dtype": "fp32",
                                                        "gbps": 4300.0, "tflops": 495.0, "source": "measured"}}
@@ -17,7 +17,7 @@ PEAKS = {"NVIDIA H200|GPU-redteam|torch2.13.0|fp32": {"device": "cuda", "gpu_nam
 @pytest.mark.xfail(strict=True, reason="candidates can write kiln's caches (no sandbox, caches not written "
                                         "only by trusted processes) and the allowlist does not reject torch.os")
 def test_a_candidate_cannot_poison_later_checks(user):
-    assert check(HONEST).status == "ok"  # fills <cache>/reference for this problem
+    assert check(honest(user / "project")).status == "ok"  # fills <cache>/reference for this problem
     peaks = user / "home" / ".cache" / "kiln" / "peaks.json"
     peaks.parent.mkdir(parents=True)
     peaks.write_text(json.dumps(PEAKS))
@@ -26,7 +26,7 @@ def test_a_candidate_cannot_poison_later_checks(user):
     before = tree_digest(user / "cache", skip=(own_key,)), peaks.read_text()
     rec = check(evil)
     after = tree_digest(user / "cache", skip=(own_key,)), peaks.read_text()
-    later = check(HONEST)
+    later = check(honest(user / "project"))
     changed = sorted(k for k in before[0].keys() | after[0].keys() if before[0].get(k) != after[0].get(k))
     degenerate = later.integrity is not None and later.integrity.degenerate is not None and \
         later.integrity.degenerate.degenerate

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from redteam_lib import (
-    HONEST,
     RELU,
     candidate,
     cli_env,
     files_containing,
+    honest,
     kill_pids,
     kiln,
     kiln_popen,
@@ -57,7 +57,7 @@ def test_kiln_check_survives_a_candidate_that_kills_the_fork_server(user):
 
 @pytest.mark.xfail(strict=True, reason="a candidate that kills the fork server stops `kiln run` (and every --resume)")
 def test_kiln_run_survives_a_candidate_that_kills_the_fork_server(user):
-    script = _replay(user, candidate("s_kill_fork_server", user / "kernels"), HONEST)
+    script = _replay(user, candidate("s_kill_fork_server", user / "kernels"), honest(user / "kernels"))
     run_dir = user / "runs" / "killer"
     done = kiln("run", str(RELU), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir),
                 "--trials", "1", "--max-iters", "2", "--quiet", env=cli_env(user / "home"), cwd=user / "project")
@@ -81,10 +81,10 @@ def _wait_for_hanging_candidate(proc, timeout_s: float = 240) -> list[Path]:
     while time.monotonic() < end and proc.poll() is None:
         dirs = _work_dirs_of(proc.pid)
         beats = [d / "cand" / "heartbeat.json" for d in dirs]
-        if any(b.exists() and "first call" in b.read_text() for b in beats):
+        if any(b.exists() for b in beats):
             return dirs
         time.sleep(0.2)
-    raise AssertionError(f"the candidate never reached its first call (kiln exited {proc.poll()})")
+    raise AssertionError(f"the candidate never started (kiln exited {proc.poll()})")
 
 
 @pytest.mark.xfail(strict=True, reason="SIGTERM to kiln's process group leaves /dev/shm/kiln-check-* and an orphaned "
@@ -101,7 +101,8 @@ def test_sigterm_leaves_no_work_dir_and_no_orphan(user):
         time.sleep(3)
         left = [d for d in dirs if d.exists()] + [f"pid {p}" for d in dirs for p in pids_with_cwd_under(d)]
         if left:  # "cleaned at the next start" counts too
-            kiln("check", str(RELU), str(HONEST), "--device", "cpu", "--trials", "1", env=env, cwd=user / "project")
+            kiln("check", str(RELU), str(honest(user / "project")), "--device", "cpu", "--trials", "1", env=env,
+                 cwd=user / "project")
             left = [d for d in dirs if d.exists()] + [f"pid {p}" for d in dirs for p in pids_with_cwd_under(d)]
         assert not left, f"left behind after SIGTERM and a later check: {left}"
     finally:

@@ -5,7 +5,7 @@ kernel); another skews the input fingerprints it reports, so kiln blames the pro
 from __future__ import annotations
 
 import pytest
-from redteam_lib import HONEST, assert_rejected, candidate, check, check_or_blame, reject_rules
+from redteam_lib import assert_rejected, candidate, check, check_or_blame, honest, reject_rules
 
 MISSING = "the verdict is still computed from records the candidate's own process writes (no judge outside the accused)"
 
@@ -23,5 +23,5 @@ def test_forged_fingerprints_never_blame_the_problem(user):
     assert rec.status in ("ok", "rejected", "crashed"), (rec.status, rec.reasons)
     if rec.status == "rejected":
         assert_rejected(rec, "static.")
-    assert check(HONEST).status == "ok"
-    assert not reject_rules(check(HONEST))
+    control = check(honest(user / "project"))
+    assert control.status == "ok" and not reject_rules(control), control.reasons

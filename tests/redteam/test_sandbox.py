@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from redteam_lib import (
     CASES,
-    HONEST,
     assert_rejected,
     candidate,
     check,
     check_or_blame,
+    honest,
     kill_pids,
     pids_with_cmdline,
     render,
@@ -61,14 +61,14 @@ def test_killing_the_reference_worker_does_not_blame_the_problem(user):
     assert rec.status in ("ok", "rejected", "crashed"), (rec.status, rec.reasons)  # ok: the kill found no one
     if rec.status == "rejected":
         assert_rejected(rec, "static.")
-    assert check(HONEST).status == "ok"
+    assert check(honest(user / "project")).status == "ok"
 
 
 @pytest.mark.xfail(strict=True, reason="the Proposer's stress-case modules run unsandboxed in kiln's workers")
 def test_a_stress_case_module_is_sandboxed_too(user):
     with tcp_sink() as sink:
         case = render(CASES / "evil_case.py", user / "project" / "cases", port=sink.port)
-        rec = check(HONEST, cases=[case])
+        rec = check(honest(user / "project"), cases=[case])
         damage = [f"connected and sent {d!r}" for d in sink.accepted]
     created = user / "home" / "redteam-case-created.txt"
     damage += [f"created {created}"] if created.exists() else []

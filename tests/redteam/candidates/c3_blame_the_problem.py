@@ -9,9 +9,6 @@ outside the candidate's process) and the allowlist (`torch.sys`); the candidate 
 `rejected` (or `crashed`), never blame the problem."""
 
 import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
 
 _cand = torch.sys.modules["kiln.tools.check.candidate"]
 _fingerprint = _cand.fingerprint
@@ -24,17 +21,4 @@ def _skewed(tensors):
 _cand.fingerprint = _skewed
 
 
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-        return y
+# <include relu_kernel>

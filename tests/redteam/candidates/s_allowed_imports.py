@@ -10,9 +10,6 @@ as `torch.os`, `torch.distributed`) and by the OS sandbox."""
 import datetime
 
 import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
 
 for folder in (torch.os.path.expanduser("~"), torch.os.path.dirname(torch.os.path.abspath(__file__))):
     fd = torch.os.open(folder + "/redteam-created.txt", torch.os.O_WRONLY | torch.os.O_CREAT, 0o644)
@@ -37,17 +34,4 @@ if child == 0:
 torch.os.waitpid(child, 0)
 
 
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-        return y
+# <include relu_kernel>

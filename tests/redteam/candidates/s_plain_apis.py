@@ -9,11 +9,6 @@ sandbox (no writes outside its scratch, no network, everything it starts dies wi
 import os
 import socket
 
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
 for folder in (os.path.expanduser("~"), os.path.dirname(os.path.abspath(__file__))):
     with open(os.path.join(folder, "redteam-created.txt"), "w") as f:
         f.write("written by a candidate kernel")
@@ -32,17 +27,4 @@ if child == 0:
 os.waitpid(child, 0)
 
 
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-        return y
+# <include relu_kernel>

@@ -1,0 +1,143 @@
+"""GPU-only attacks (run on the H200: `-m gpu`): timing forged by wrapping kiln's timing module or
+by rewriting the result file, the eager baseline slowed inside the candidate's process, the peaks
+cache poisoned, a cuBLAS kernel claimed by name, work hidden on a side stream, native host code
+with side effects, and the CPU's accounting escapes run on the device.
+
+Timing claims are checked against the test's own measurement: the test times the honest GEMM the
+attacks ride on, and eager, in its own process with CUDA events, and kiln's figures must agree
+within a factor of 1.5 (the attacks move them by 2.4x to tens of x)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from redteam_lib import (
+    MATMUL_GPU,
+    RELU_GPU,
+    assert_rejected,
+    assert_stopped,
+    candidate,
+    check,
+    tcp_sink,
+)
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+GPU = {"device": "cuda", "timeout_s": 300}
+AGREE = 1.5  # kiln's time over the test's own (or the inverse) at most this
+
+
+def _median_us(fn, args: tuple, n: int = 30) -> float:
+    for _ in range(3):
+        fn(*args)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(n):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*args)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    return statistics.median(times)
+
+
+def _true_times(dest: Path) -> tuple[float, float]:
+    """(honest GEMM, eager torch.matmul) per call, measured here, in microseconds."""
+    path = candidate("gpu_matmul", dest)
+    spec = importlib.util.spec_from_file_location("redteam_gpu_matmul", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    a, b = (torch.randn(2048, 2048, device="cuda") for _ in range(2))
+    with torch.no_grad():
+        return _median_us(mod.ModelNew(), (a, b)), _median_us(torch.matmul, (a, b))
+
+
+def _agrees(reported: float, true: float) -> bool:
+    return 1 / AGREE < reported / true < AGREE
+
+
+@pytest.mark.xfail(strict=True, reason="the candidate's timing record is written by its own process and believed")
+@pytest.mark.parametrize("name", ["g_wrap_timing", "g_forge_timing_record"])
+def test_forged_timing_is_not_believed(user, name):
+    rec = check(candidate(name, user / "project"), problem=MATMUL_GPU, **GPU)
+    if rec.status != "ok":
+        assert_rejected(rec, "static.", "timing.", "runtime.", "integrity.")
+        return
+    cand_us, eager_us = _true_times(user / "control")
+    reported = rec.timing.candidate.median_us
+    assert _agrees(reported, cand_us), f"kiln says {reported:.0f} us, the kernel takes {cand_us:.0f} us"
+    speedup = rec.timing.speedups["eager"].value
+    assert _agrees(speedup, eager_us / cand_us), f"kiln says {speedup:.2f}x, it is {eager_us / cand_us:.2f}x"
+
+
+@pytest.mark.xfail(strict=True, reason="the eager baseline is timed in the candidate's process, under its hooks")
+def test_eager_baseline_is_timed_honestly(user):
+    rec = check(candidate("g_slow_baseline", user / "project"), problem=MATMUL_GPU, **GPU)
+    if rec.status != "ok":
+        assert_rejected(rec, "static.")
+        return
+    _, eager_us = _true_times(user / "control")
+    reported = rec.timing.baselines["eager"].median_us
+    assert _agrees(reported, eager_us), f"kiln timed eager at {reported:.0f} us, it takes {eager_us:.0f} us"
+
+
+@pytest.mark.xfail(strict=True, reason="candidates can write ~/.cache/kiln/peaks.json (no sandbox)")
+def test_peaks_cache_cannot_be_poisoned(user):
+    from kiln.tools.integrity.peaks import get_peaks
+
+    peaks = user / "home" / ".cache" / "kiln" / "peaks.json"
+    seeded = get_peaks("cuda", "fp32", cache_file=peaks)  # the user's real peaks, measured once
+    before = peaks.read_text()
+    rec = check(candidate("g_poison_peaks", user / "project"), problem=MATMUL_GPU, **GPU)
+    after = peaks.read_text()
+    later = check(candidate("gpu_matmul", user / "project"), problem=MATMUL_GPU, **GPU)
+    assert after == before, f"the candidate rewrote the peaks cache: {json.loads(after)}"
+    floor = later.integrity.physics if later.integrity else None
+    assert floor is not None and floor.peak_gbps == pytest.approx(seeded.gbps), floor
+    assert_stopped(rec, "static.", also=frozenset({"compile_error", "crashed"}))
+
+
+@pytest.mark.xfail(strict=True, reason="any profiled kernel named in a __global__ string counts as the candidate's own")
+def test_a_claimed_library_kernel_is_not_its_own(user):
+    rec = check(candidate("g_claim_cublas", user / "project"), problem=MATMUL_GPU, dtype="bf16", **GPU)
+    assert_rejected(rec, "runtime.no-own-kernel", "static.")
+
+
+@pytest.mark.xfail(strict=True, reason="timing integrity and the peaks cache live in the candidate's reach")
+def test_side_stream_cannot_hide_its_work(user):
+    rec = check(candidate("g_side_stream", user / "project"), problem=RELU_GPU, **GPU)
+    if rec.status == "ok":  # a judge that timed the real work (a trace) may let it pass, at its true speed
+        speedup = rec.timing.speedups["eager"].value
+        assert speedup < AGREE, f"a ReLU at {speedup:.1f}x eager: the work escaped the timer"
+        return
+    assert_rejected(rec, "timing.", "physics.", "static.", "runtime.")
+
+
+@pytest.mark.xfail(strict=True, reason="no OS sandbox: native host code writes files and connects out")
+def test_native_host_code_is_sandboxed(user):
+    with tcp_sink() as sink:
+        cand = candidate("g_native_side_effects", user / "project", home=user / "home", port=sink.port)
+        rec = check(cand, problem=RELU_GPU, compile_timeout_s=300, **GPU)
+        sent = list(sink.accepted)
+    created = user / "home" / "redteam-native-created.txt"
+    damage = [f"created {created}"] * created.exists() + [f"connected and sent {d!r}" for d in sent]
+    assert not damage, damage
+    assert rec.status in ("ok", "rejected", "compile_error", "crashed"), rec.reasons
+    if rec.status == "rejected":
+        assert_rejected(rec, "static.")
+
+
+@pytest.mark.xfail(strict=True, reason="the accounting ignores numpy and work inside launches; copy kernels count as own")
+@pytest.mark.parametrize(("name", "policy"), [("c7_numpy_forward", "strict"), ("c7_grid_callable", "strict"),
+                                              ("c7_launch_hook", "strict"), ("c8_launder_copy", "partial")])
+def test_work_hidden_from_the_accounting_is_rejected_on_the_gpu(user, name, policy):
+    rec = check(candidate(name, user / "project"), policy=policy, **GPU)
+    assert_rejected(rec, "static.", "runtime.")
