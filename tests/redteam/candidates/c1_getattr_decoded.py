@@ -3,23 +3,18 @@
 `sys.modules` as a plain attribute of an object the scan cannot resolve. Patches `runtime.judge`
 to drop every rejection; the forward is plain PyTorch.
 Today: `ok`. Stopped by the allowlist (no computed getattr) or by a judge outside the process."""
+# ruff: noqa: F821 - make_judge_lenient comes from parts/lenient_judge.py (# <include>)
 
 import typing
 
 import torch
 import torch.nn as nn
 
+# <include lenient_judge>
+
 _sys = getattr(typing, bytes([115, 121, 115]).decode())
 _runtime = _sys.modules["kiln.tools.integrity.runtime"]
-_judge = _runtime.judge
-
-
-def _lenient(acc, policy):
-    acc.own_kernels = acc.own_kernels or ["relu_kernel"]
-    return [f for f in _judge(acc, policy) if f.severity != "reject"]
-
-
-_runtime.judge = _lenient
+make_judge_lenient(_runtime)
 
 
 class ModelNew(nn.Module):

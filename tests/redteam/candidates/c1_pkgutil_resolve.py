@@ -3,22 +3,17 @@ dotted name; no `sys`, no `importlib`, no `__import__` in sight. The candidate p
 `runtime.judge` to drop every rejection; its forward is plain PyTorch.
 Today: `ok`. Stopped by the allowlist (`pkgutil` is no kernel's business) or by a judge outside the
 candidate's process (`runtime.no-own-kernel`)."""
+# ruff: noqa: F821 - make_judge_lenient comes from parts/lenient_judge.py (# <include>)
 
 import pkgutil
 
 import torch
 import torch.nn as nn
 
+# <include lenient_judge>
+
 _runtime = pkgutil.resolve_name("kiln.tools.integrity.runtime")
-_judge = _runtime.judge
-
-
-def _lenient(acc, policy):
-    acc.own_kernels = acc.own_kernels or ["relu_kernel"]
-    return [f for f in _judge(acc, policy) if f.severity != "reject"]
-
-
-_runtime.judge = _lenient
+make_judge_lenient(_runtime)
 
 
 class ModelNew(nn.Module):

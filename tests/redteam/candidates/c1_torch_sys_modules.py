@@ -4,20 +4,15 @@
 an own kernel ran; its forward is plain PyTorch (no kernel of its own at all).
 Today: `ok`. Stopped by the allowlist (module-valued attributes of allowed modules) or by a judge
 that runs outside the candidate's process (`runtime.no-own-kernel`)."""
+# ruff: noqa: F821 - make_judge_lenient comes from parts/lenient_judge.py (# <include>)
 
 import torch
 import torch.nn as nn
 
+# <include lenient_judge>
+
 _runtime = torch.sys.modules["kiln.tools.integrity.runtime"]
-_judge = _runtime.judge
-
-
-def _lenient(acc, policy):
-    acc.own_kernels = acc.own_kernels or ["relu_kernel"]
-    return [f for f in _judge(acc, policy) if f.severity != "reject"]
-
-
-_runtime.judge = _lenient
+make_judge_lenient(_runtime)
 
 
 class ModelNew(nn.Module):

@@ -8,20 +8,14 @@ forward, so even the `strict` policy passes. Without the seed its answers are wr
 Today: `ok` under strict. Stopped by the judge outside the accused (the seed and the inputs are
 made outside the sandbox; the candidate never sees them) and by the allowlist (`torch.os`,
 `torch.sys`)."""
+# ruff: noqa: F821 - copy_out comes from parts/copy_kernel.py (# <include>)
 
 import json
 
 import torch
 import torch.nn as nn
-import triton
-import triton.language as tl
 
-
-@triton.jit
-def copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+# <include copy_kernel>
 
 
 def _read(path):
@@ -63,7 +57,4 @@ ANSWERS = _precompute()
 class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        src = ANSWERS.get(_key(x), x)
-        out = torch.empty_like(x)
-        copy_kernel[(triton.cdiv(x.numel(), 1024),)](src, out, x.numel(), BLOCK=1024)
-        return out
+        return copy_out(ANSWERS.get(_key(x), x), x)

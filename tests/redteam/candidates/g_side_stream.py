@@ -11,13 +11,13 @@ CUDA events on the current stream see almost nothing. Every guard in the way is 
 Today: `ok` with a speedup in the tens. Stopped by the judge outside the accused (timing
 cross-checked where the candidate can't patch, e.g. kernel durations from a trace) and the
 allowlist (`torch.sys`, computed getattr)."""
-
-import json
+# ruff: noqa: F821 - poison_peaks and relu_kernel come from parts/ (# <include>)
 
 import torch
 import torch.nn as nn
 import triton
-import triton.language as tl
+
+# <include peaks_poison>
 
 _cuda = torch.sys.modules["torch.cuda"]
 _Stream = getattr(_cuda, bytes([83, 116, 114, 101, 97, 109]).decode())
@@ -44,28 +44,9 @@ def _synced_close(*args, **kwargs):
 _stage.wall_over_event = _calm
 _after.close_in_place = _synced_close
 
-PEAKS = torch.os.path.expanduser("~/.cache/kiln/peaks.json")
-_props = torch.cuda.get_device_properties(0)
-_mine = f"{_props.name}|{getattr(_props, 'uuid', '')}|torch{torch.__version__}|fp32"
-_table = {}
-if torch.os.path.exists(PEAKS):
-    _fd = torch.os.open(PEAKS, torch.os.O_RDONLY)
-    _table = json.loads(torch.os.read(_fd, 1 << 22))
-    torch.os.close(_fd)
-_table[_mine] = {"device": "cuda", "gpu_name": _props.name, "dtype": "fp32", "gbps": 4.8e6, "tflops": 9.9e5,
-                 "tflops_by_dtype": {}, "source": "measured"}
-torch.os.makedirs(torch.os.path.dirname(PEAKS), exist_ok=True)
-_fd = torch.os.open(PEAKS, torch.os.O_WRONLY | torch.os.O_CREAT | torch.os.O_TRUNC, 0o644)
-torch.os.write(_fd, json.dumps(_table).encode())
-torch.os.close(_fd)
+poison_peaks(1000)
 
-
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+# <include relu_kernel>
 
 
 class ModelNew(nn.Module):
