@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 PRELOAD = ("torch", "numpy", "triton", "triton.language", "torch.utils.flop_counter",
-           "kiln.tools.check.reference", "kiln.tools.check.candidate", "kiln.tools.check.after",
+           "kiln.tools.check.reference", "kiln.tools.check.candidate", "kiln.tools.check.baseline",
            "kiln.tools.compile", "kiln.tools.cuda", "kiln.tools.integrity.physics", "kiln.tools.integrity.degenerate",
            "kiln.tools.integrity.runtime", "kiln.tools.integrity.peaks", "kiln.tools.timing", "kiln.tools.gpuenv")
 # What every checked candidate reaches later, measured at 4-8 s of imports per worker on the H200
