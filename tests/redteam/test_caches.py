@@ -18,8 +18,7 @@ PEAKS = {"NVIDIA H200|GPU-redteam|torch2.13.0|fp32": {"device": "cuda", "gpu_nam
                                         "only by trusted processes) and the allowlist does not reject torch.os")
 def test_a_candidate_cannot_poison_later_checks(user):
     assert check(honest(user / "project")).status == "ok"  # fills <cache>/reference for this problem
-    peaks = user / "home" / ".cache" / "kiln" / "peaks.json"
-    peaks.parent.mkdir(parents=True)
+    peaks = user / "cache" / "peaks.json"  # kiln's cache root (KILN_CACHE_DIR), where main keeps the peaks
     peaks.write_text(json.dumps(PEAKS))
     evil = candidate("c5_poison_caches", user / "project")
     own_key = hashlib.sha256(evil.read_bytes()).hexdigest()[:16]  # its own compile-cache folder

@@ -45,18 +45,19 @@ def _replay(user: Path, *kernels: Path) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="a candidate that kills the fork server makes `kiln check` blame the problem "
-                                        "(exit 2, no JSON record)")
 def test_kiln_check_survives_a_candidate_that_kills_the_fork_server(user):
+    """Fixed on main (check session): workers answer kiln over their own channels, so losing the fork
+    server costs nothing. `ok` is right when the kill changed nothing (or a sandbox made it
+    impossible); the point is a record and a verdict, never exit 2 blaming the problem."""
     out = user / "verdict.json"
     done = kiln("check", str(RELU), str(candidate("s_kill_fork_server", user / "project")), "--device", "cpu",
                 "--trials", "1", "--json", str(out), env=cli_env(user / "home"), cwd=user / "project")
-    assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
-    assert json.loads(out.read_text())["status"] in ("crashed", "rejected")
+    assert done.returncode in (0, 1), (done.returncode, done.stderr[-2000:])
+    assert json.loads(out.read_text())["status"] in ("ok", "crashed", "rejected")
 
 
-@pytest.mark.xfail(strict=True, reason="a candidate that kills the fork server stops `kiln run` (and every --resume)")
 def test_kiln_run_survives_a_candidate_that_kills_the_fork_server(user):
+    """Fixed on main (check session): the run goes on (and `--resume` never meets the same death)."""
     script = _replay(user, candidate("s_kill_fork_server", user / "kernels"), honest(user / "kernels"))
     run_dir = user / "runs" / "killer"
     done = kiln("run", str(RELU), "--llm", f"replay:{script}", "--device", "cpu", "--out", str(run_dir),
@@ -65,23 +66,23 @@ def test_kiln_run_survives_a_candidate_that_kills_the_fork_server(user):
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "solved"
 
 
-def _work_dirs_of(pid: int) -> list[Path]:
-    """kiln-check-* folders (in /dev/shm or the temp dir) whose jobs name `pid` as the parent."""
+def _work_dirs_with(token: str) -> list[Path]:
+    """kiln-check-* folders (in /dev/shm or the temp dir) whose copy of the candidate holds `token`."""
     found = []
     for root in {Path("/dev/shm"), Path(tempfile.gettempdir())}:
         for d in root.glob("kiln-check-*"):
-            with contextlib.suppress(OSError, ValueError):
-                if json.loads((d / "cand" / "job.json").read_text()).get("parent_pid") == pid:
+            with contextlib.suppress(OSError):
+                if token in (d / "shared" / "candidate.py").read_text():
                     found.append(d)
     return found
 
 
-def _wait_for_hanging_candidate(proc, timeout_s: float = 240) -> list[Path]:
+def _wait_for_hanging_candidate(proc, token: str, timeout_s: float = 240) -> list[Path]:
     end = time.monotonic() + timeout_s
     while time.monotonic() < end and proc.poll() is None:
-        dirs = _work_dirs_of(proc.pid)
-        beats = [d / "cand" / "heartbeat.json" for d in dirs]
-        if any(b.exists() for b in beats):
+        dirs = _work_dirs_with(token)
+        if dirs and pids_with_cwd_under(dirs[0]):
+            time.sleep(1.0)  # its workers are up: the candidate is being imported, and sleeps
             return dirs
         time.sleep(0.2)
     raise AssertionError(f"the candidate never started (kiln exited {proc.poll()})")
@@ -91,11 +92,12 @@ def _wait_for_hanging_candidate(proc, timeout_s: float = 240) -> list[Path]:
                                         "worker behind, and nothing cleans them at the next start")
 def test_sigterm_leaves_no_work_dir_and_no_orphan(user):
     env = cli_env(user / "home")
-    proc = kiln_popen("check", str(RELU), str(candidate("s_hang", user / "project")), "--device", "cpu",
+    token = secrets.token_hex(8)
+    proc = kiln_popen("check", str(RELU), str(candidate("s_hang", user / "project", token=token)), "--device", "cpu",
                       "--trials", "1", env=env, cwd=user / "project")
     dirs: list[Path] = []
     try:
-        dirs = _wait_for_hanging_candidate(proc)
+        dirs = _wait_for_hanging_candidate(proc, token)
         os.killpg(proc.pid, signal.SIGTERM)  # kiln's own group only: the test started it in a new session
         proc.communicate(timeout=60)
         time.sleep(3)

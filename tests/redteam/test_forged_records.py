@@ -1,22 +1,24 @@
-"""Class 3: the parent believes what the candidate's worker writes back. One candidate rewrites
-its integrity findings and kernel accounting on the way out (pure PyTorch, reported as its own
-kernel); another skews the input fingerprints it reports, so kiln blames the problem."""
+"""Class 3: the parent believes evidence the candidate's own process measures and sends back. One
+candidate rewrites its accounting on the way out (pure PyTorch, reported as its own kernel);
+one skews the input fingerprints it reports, so kiln blames the problem; one forges its timing
+samples so that their sum still matches kiln's clock around the loop."""
 
 from __future__ import annotations
 
 import pytest
 from redteam_lib import assert_rejected, candidate, check, check_or_blame, honest, reject_rules
 
-MISSING = "the verdict is still computed from records the candidate's own process writes (no judge outside the accused)"
+MISSING = "the candidate's own process measures and reports the evidence the verdict rests on"
+TIMED = {"time_on_cpu": True, "baselines": ["eager"], "timing_timeout_s": 4.0}  # the timing protocol on CPU
 
 
-@pytest.mark.xfail(strict=True, reason=MISSING + "; allowlist does not reject torch.sys")
-def test_forged_findings_and_accounting_are_not_believed(user):
-    rec = check(candidate("c3_forge_result_file", user / "project"))
-    assert_rejected(rec, "static.", "runtime.no-own-kernel")
+@pytest.mark.xfail(strict=True, reason=MISSING + " (accounting); the allowlist does not reject torch.sys")
+def test_forged_accounting_is_not_believed(user):
+    rec = check(candidate("c3_forge_evidence", user / "project"))
+    assert_rejected(rec, "static.", "runtime.no-own-kernel", "runtime.evidence")
 
 
-@pytest.mark.xfail(strict=True, reason=MISSING + ": forged fingerprints make kiln blame the problem")
+@pytest.mark.xfail(strict=True, reason=MISSING + " (input fingerprints): forged ones make kiln blame the problem")
 def test_forged_fingerprints_never_blame_the_problem(user):
     rec = check_or_blame(candidate("c3_blame_the_problem", user / "project"))
     # the fingerprints skewed to no effect: an honest ReLU is ok; rejected only by the allowlist
@@ -25,3 +27,15 @@ def test_forged_fingerprints_never_blame_the_problem(user):
         assert_rejected(rec, "static.")
     control = check(honest(user / "project"))
     assert control.status == "ok" and not reject_rules(control), control.reasons
+
+
+@pytest.mark.xfail(strict=True, reason=MISSING + " (timing samples): a sum-preserving forgery passes the parent bound")
+def test_forged_timing_samples_are_not_believed(user):
+    truth = check(honest(user / "project"), **TIMED)
+    rec = check(candidate("c3_flatter_samples", user / "project"), **TIMED)
+    assert truth.status == "ok" and truth.timing and truth.timing.measured, truth.reasons
+    if rec.status != "ok":
+        assert_rejected(rec, "timing.", "static.")
+        return
+    ratio = rec.timing.candidate.median_us / truth.timing.candidate.median_us
+    assert ratio > 1 / 1.5, f"the same kernel's median reads {ratio:.2f}x of its honest run's"

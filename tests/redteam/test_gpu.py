@@ -1,7 +1,7 @@
-"""GPU-only attacks (run on the H200: `-m gpu`): timing forged by wrapping kiln's timing module or
-by rewriting the result file, the eager baseline slowed inside the candidate's process, the peaks
-cache poisoned, a cuBLAS kernel claimed by name, work hidden on a side stream, native host code
-with side effects, and the CPU's accounting escapes run on the device.
+"""GPU-only attacks (run on the H200: `-m gpu`): forged timing samples that keep kiln's clock happy,
+the eager baseline slowed by GPU contention while it is timed, the peaks and baseline caches
+poisoned, a cuBLAS kernel claimed by name, work hidden on a side stream, native host code with side
+effects, and the CPU's accounting escapes run on the device.
 
 Timing claims are checked against the test's own measurement: the test times the honest GEMM the
 attacks ride on, and eager, in its own process with CUDA events, and kiln's figures must agree
@@ -10,7 +10,6 @@ within a factor of 1.5 (the attacks move them by 2.4x to tens of x)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -64,12 +63,12 @@ def _agrees(reported: float, true: float) -> bool:
     return 1 / AGREE < reported / true < AGREE
 
 
-@pytest.mark.xfail(strict=True, reason="the candidate's timing record is written by its own process and believed")
-@pytest.mark.parametrize("name", ["g_wrap_timing", "g_forge_timing_record"])
-def test_forged_timing_is_not_believed(user, name):
-    rec = check(candidate(name, user / "project"), problem=MATMUL_GPU, **GPU)
+@pytest.mark.xfail(strict=True, reason="the candidate's worker reports its own timing samples; a sum-preserving "
+                                        "forgery passes kiln's clock around the loop")
+def test_forged_timing_is_not_believed(user):
+    rec = check(candidate("g_flatter_samples", user / "project"), problem=MATMUL_GPU, **GPU)
     if rec.status != "ok":
-        assert_rejected(rec, "static.", "timing.", "runtime.", "integrity.")
+        assert_rejected(rec, "static.", "timing.", "runtime.")
         return
     cand_us, eager_us = _true_times(user / "control")
     reported = rec.timing.candidate.median_us
@@ -78,30 +77,30 @@ def test_forged_timing_is_not_believed(user, name):
     assert _agrees(speedup, eager_us / cand_us), f"kiln says {speedup:.2f}x, it is {eager_us / cand_us:.2f}x"
 
 
-@pytest.mark.xfail(strict=True, reason="the eager baseline is timed in the candidate's process, under its hooks")
+@pytest.mark.xfail(strict=True, reason="the candidate's worker (and its threads) live on while the baselines are timed")
 def test_eager_baseline_is_timed_honestly(user):
     rec = check(candidate("g_slow_baseline", user / "project"), problem=MATMUL_GPU, **GPU)
     if rec.status != "ok":
-        assert_rejected(rec, "static.")
+        assert_rejected(rec, "static.", "timing.")
         return
     _, eager_us = _true_times(user / "control")
     reported = rec.timing.baselines["eager"].median_us
     assert _agrees(reported, eager_us), f"kiln timed eager at {reported:.0f} us, it takes {eager_us:.0f} us"
 
 
-@pytest.mark.xfail(strict=True, reason="candidates can write ~/.cache/kiln/peaks.json (no sandbox)")
-def test_peaks_cache_cannot_be_poisoned(user):
-    from kiln.tools.integrity.peaks import get_peaks
-
-    peaks = user / "home" / ".cache" / "kiln" / "peaks.json"
-    seeded = get_peaks("cuda", "fp32", cache_file=peaks)  # the user's real peaks, measured once
-    before = peaks.read_text()
-    rec = check(candidate("g_poison_peaks", user / "project"), problem=MATMUL_GPU, **GPU)
-    after = peaks.read_text()
+@pytest.mark.xfail(strict=True, reason="candidates can write kiln's peaks and baseline caches (no sandbox)")
+def test_peaks_and_baseline_caches_cannot_be_poisoned(user):
+    first = check(candidate("gpu_matmul", user / "project"), problem=MATMUL_GPU, **GPU)  # fills both caches
+    assert first.status == "ok" and first.timing and first.timing.measured, first.reasons
+    files = [user / "cache" / "peaks.json", *(user / "cache" / "baselines").glob("*.json")]
+    before = {f: f.read_bytes() for f in files}
+    rec = check(candidate("g_poison_caches", user / "project"), problem=MATMUL_GPU, **GPU)
+    changed = [f.name for f, data in before.items() if f.read_bytes() != data]
     later = check(candidate("gpu_matmul", user / "project"), problem=MATMUL_GPU, **GPU)
-    assert after == before, f"the candidate rewrote the peaks cache: {json.loads(after)}"
-    floor = later.integrity.physics if later.integrity else None
-    assert floor is not None and floor.peak_gbps == pytest.approx(seeded.gbps), floor
+    assert not changed, f"the candidate rewrote kiln's caches: {changed}"
+    was, now = first.timing.baselines["eager"].median_us, later.timing.baselines["eager"].median_us
+    assert _agrees(now, was), f"eager read {was:.0f} us, then {now:.0f} us after the poisoner"
+    assert later.integrity.physics.peak_gbps == pytest.approx(first.integrity.physics.peak_gbps)
     assert_stopped(rec, "static.", also=frozenset({"compile_error", "crashed"}))
 
 
@@ -111,8 +110,9 @@ def test_a_claimed_library_kernel_is_not_its_own(user):
     assert_rejected(rec, "runtime.no-own-kernel", "static.")
 
 
-@pytest.mark.xfail(strict=True, reason="timing integrity and the peaks cache live in the candidate's reach")
 def test_side_stream_cannot_hide_its_work(user):
+    """Expected to pass on main (kiln's clock around the loop, timed outputs sketched and re-checked);
+    not yet run on the H200."""
     rec = check(candidate("g_side_stream", user / "project"), problem=RELU_GPU, **GPU)
     if rec.status == "ok":  # a judge that timed the real work (a trace) may let it pass, at its true speed
         speedup = rec.timing.speedups["eager"].value

@@ -9,14 +9,16 @@ from __future__ import annotations
 import pytest
 from redteam_lib import assert_stopped, candidate, check
 
-MISSING = ("the seed, inputs and reference outputs are still within the candidate's reach (no judge outside the "
-           "accused, no sandbox) and the allowlist does not reject torch.os / torch.serialization yet")
+MISSING = ("the reference worker's output files sit next to the candidate's folder, readable and writable (no "
+           "sandbox), and the allowlist does not reject torch.os / torch.serialization yet")
 
 
-@pytest.mark.xfail(strict=True, reason=MISSING)
-@pytest.mark.parametrize(("name", "policy"), [("c2_seed_precompute", "strict"),
-                                              ("c2_read_reference_outputs", "partial"),
-                                              ("c2_overwrite_reference_outputs", "strict")])
+@pytest.mark.parametrize(("name", "policy"), [
+    pytest.param("c2_seed_precompute", "strict", id="seed"),  # fixed on main: the job holds no seed
+    pytest.param("c2_read_reference_outputs", "partial", id="read", marks=pytest.mark.xfail(strict=True, reason=MISSING)),
+    pytest.param("c2_overwrite_reference_outputs", "strict", id="overwrite",
+                 marks=pytest.mark.xfail(strict=True, reason=MISSING)),
+])
 def test_judges_data_is_out_of_reach(user, name, policy):
     rec = check(candidate(name, user / "project"), policy=policy)
     assert_stopped(rec, "static.", also=frozenset({"incorrect", "compile_error", "crashed"}))

@@ -23,7 +23,7 @@ from redteam_lib import (
     tcp_sink,
 )
 
-NO_SANDBOX = "no OS sandbox yet (files, network, processes) and rejected candidates still run"
+NO_SANDBOX = "no OS sandbox yet (files, network, processes)"
 
 
 def _damage(user: Path, sink, token: str) -> list[str]:
@@ -38,8 +38,11 @@ def _damage(user: Path, sink, token: str) -> list[str]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason=NO_SANDBOX + "; the allowlist does not reject torch.os / torch.distributed")
-@pytest.mark.parametrize("name", ["s_plain_apis", "s_allowed_imports"])
+@pytest.mark.parametrize("name", [
+    pytest.param("s_plain_apis", id="plain"),  # fixed on main: a statically rejected candidate never runs
+    pytest.param("s_allowed_imports", id="allowed-imports", marks=pytest.mark.xfail(
+        strict=True, reason=NO_SANDBOX + "; the allowlist does not reject torch.os / torch.distributed")),
+])
 def test_no_files_network_or_daemons(user, name):
     token = f"600.{secrets.randbelow(10**12):012d}"
     for folder in ("home", "project"):

@@ -5,9 +5,9 @@ every input kiln will draw (each trial and distribution, the warm-up, the integr
 sets) with kiln's own `make_inputs`, runs the reference `Model` on them, and keeps the answers. Its
 forward only looks the answer up and copies it out with a Triton kernel: no PyTorch compute inside
 forward, so even the `strict` policy passes. Without the seed its answers are wrong (a copy of x).
-Today: `ok` under strict. Stopped by the judge outside the accused (the seed and the inputs are
-made outside the sandbox; the candidate never sees them) and by the allowlist (`torch.os`,
-`torch.sys`)."""
+Before main's check session (e2378cb): `ok` under strict. Now: `compile_error`, the job file holds
+no seed (the judge outside the accused keeps it); kept as a regression test. The allowlist
+(`torch.os`, `torch.sys`) would reject it too."""
 # ruff: noqa: F821 - copy_out comes from parts/copy_kernel.py (# <include>)
 
 import json

@@ -1,20 +1,37 @@
-"""RED TEAM, class 4 (slowing the eager baseline, timed in the candidate's own process), with only
-torch and literal attribute names: a global forward pre-hook
-(`torch.nn.modules.module.register_module_forward_pre_hook`) runs before every nn.Module call in
-the process, so before the reference `Model` kiln times as the eager baseline (and the compiled
-one). For any module but ModelNew it parks the GPU's current stream for ~0.5 ms
-(`torch.cuda._sleep`), inside the baseline's timed region. The kernel is an honest Triton GEMM.
-Today: `ok`, with eager measured ~0.5 ms slow and the speedups inflated. Stopped by timing the
-baselines in a process that never imported the candidate, and the allowlist (global hooks)."""
+"""RED TEAM, class 4 (slowing the eager baseline), against baselines timed in their own worker: the
+candidate's worker stays alive, idle, while kiln times the baselines right after the candidate's
+own timed loop. This honest Triton GEMM wraps its worker's `time_after` command (through
+`torch.sys.modules`) to start a thread that keeps the GPU busy with large matmuls for 30 s, after
+the thread count was taken: the baseline worker's kernels share the GPU with it and run slower.
+Today: `ok`, eager measured slow and the speedups inflated (expected). Stopped by a sandbox that
+freezes or ends the candidate's processes while anything else is timed (or baselines timed before
+it runs), and by the allowlist (`torch.sys`, threads)."""
+# ruff: noqa: F821 - the kernel comes from parts/matmul_kernel.py (# <include>)
+
+import time
 
 import torch
 
+_threading = torch.sys.modules["threading"]
+_CandidateWorker = torch.sys.modules["kiln.tools.check.candidate"].CandidateWorker
+_time_after = _CandidateWorker.op_time_after
 
-def _slow_everyone_else(module, args):
-    if type(module).__name__ != "ModelNew" and torch.cuda.is_available():
-        torch.cuda._sleep(1_000_000)  # GPU clock cycles: ~0.5 ms at H200 clocks
+
+def _hog_the_gpu(seconds=30.0):
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(8):
+            a @ a
+        torch.cuda.synchronize()
 
 
-torch.nn.modules.module.register_module_forward_pre_hook(_slow_everyone_else)
+def _time_after_then_hog(self):
+    reply = _time_after(self)
+    _threading.Thread(target=_hog_the_gpu, daemon=True).start()
+    return reply
+
+
+_CandidateWorker.op_time_after = _time_after_then_hog
 
 # <include matmul_kernel>

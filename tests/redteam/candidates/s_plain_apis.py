@@ -1,15 +1,17 @@
 """RED TEAM, security (files, network, daemons) with the plain APIs: at import, the candidate
-creates a file in the user's home and in the project (the folder it was given in), deletes a file
+creates a file in the user's home and in the project (kiln's working directory), deletes a file
 from each, connects to a TCP server on 127.0.0.1 (the test's), and leaves a double-forked daemon
 (`sleep __TOKEN__`) in a session of its own. Then it is an honest ReLU.
-Today: `rejected` (static.env-or-file, static.threads), yet every side effect happens: the static
-scan does not stop execution. Stopped by never executing a rejected candidate, and by the OS
-sandbox (no writes outside its scratch, no network, everything it starts dies with it)."""
+Before main's check session: `rejected` (static.env-or-file, static.threads), yet every side effect
+happened. Now: a statically rejected candidate is never executed (and the OS sandbox would stop
+each side effect: no writes outside its scratch, no network, everything it starts dies with it)."""
 
 import os
 import socket
 
-for folder in (os.path.expanduser("~"), os.path.dirname(os.path.abspath(__file__))):
+with open(f"/proc/{os.getppid()}/stat") as stat:  # our parent is kiln's fork server, whose parent is kiln
+    KILN = int(stat.read().rsplit(")", 1)[1].split()[1])
+for folder in (os.path.expanduser("~"), os.readlink(f"/proc/{KILN}/cwd")):
     with open(os.path.join(folder, "redteam-created.txt"), "w") as f:
         f.write("written by a candidate kernel")
     if os.path.exists(os.path.join(folder, "redteam-victim.txt")):

@@ -9,7 +9,6 @@ Today: the keys leak everywhere and the run still ends `solved`. Stopped by the 
 kiln's processes, no writes outside its scratch, no network; kiln's process non-dumpable) and the
 allowlist (`torch.os`, `torch.builtins`)."""
 
-import json
 import re
 import sys
 
@@ -18,7 +17,7 @@ import torch
 open = torch.builtins.open  # noqa: A001 - the static scan only knows `builtins.open` by that name
 socket = torch.builtins.__import__("socket")
 SECRET = re.compile(rb"(?:^|\x00)([A-Z0-9_]*(?:KEY|TOKEN|SECRET)[A-Z0-9_]*=[^\x00]+)")
-KILN = json.loads(open("job.json").read()).get("parent_pid") or torch.os.getppid()
+KILN = int(open(f"/proc/{torch.os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1])  # fork server's parent
 LOOT = set()
 for entry in torch.os.listdir("/proc"):
     try:  # noqa: SIM105 - a module-level try is only a warning, contextlib.suppress a rejection
