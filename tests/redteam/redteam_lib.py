@@ -96,6 +96,16 @@ def assert_stopped(rec: CheckRecord, *prefixes: str, also: frozenset[str] = froz
     assert_rejected(rec, *prefixes)
 
 
+def assert_contained(rec: CheckRecord) -> None:
+    """The verdict for an attack on the machine rather than on the verdict (files, network, caches,
+    signals): a sandbox may leave it nothing to do (`ok`: the kernel itself is honest) or stop it
+    halfway (`compile_error`, `crashed`), the allowlist rejects it (`static.*`). Never `incorrect`,
+    `timeout` or `error`, and never kiln blaming the problem (see check_or_blame)."""
+    assert rec.status in ("ok", "rejected", "compile_error", "crashed"), (rec.status, rec.reasons)
+    if rec.status == "rejected":
+        assert_rejected(rec, "static.")
+
+
 # ----------------------------------------------------------------------------- side effects
 
 

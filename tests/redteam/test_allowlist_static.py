@@ -42,8 +42,6 @@ ROUTES = [
     ("global module hook", "torch.nn.modules.module.register_module_forward_pre_hook(lambda m, a: None)\n"),
     ("torch.library override", 'lib = torch.library.Library("aten", "IMPL")\nlib.impl("relu", lambda x: x, "CUDA")\n'),
     ("triton launch hook", "@triton.jit\ndef k(x):\n    pass\n\n\nk.add_pre_run_hook(lambda *a, **kw: None)\n"),
-    ("grid callable with torch", "@triton.jit\ndef k(y, n, B: tl.constexpr):\n    pass\n\n\ndef f(x, y):\n"
-                                 "    k[lambda m: (y.copy_(torch.relu(x)), (1,))[1]](y, 1, B=1)\n"),
     ("sys.modules write via torch", 'torch.sys.modules["kiln.tools.integrity.runtime"] = None\n'),
     ("C++ open/write", CPP.format(body='#include <fcntl.h>\n#include <unistd.h>\nvoid pwn() {\n'
                                        '  int fd = open("/root/.bashrc", O_WRONLY | O_APPEND);\n  write(fd, "x", 1);\n}')),

@@ -8,7 +8,7 @@ import hashlib
 import json
 
 import pytest
-from redteam_lib import assert_stopped, candidate, check, honest, tree_digest
+from redteam_lib import assert_contained, candidate, check, honest, tree_digest
 
 PEAKS = {"NVIDIA H200|GPU-redteam|torch2.13.0|fp32": {"device": "cuda", "gpu_name": "NVIDIA H200", "dtype": "fp32",
                                                        "gbps": 4300.0, "tflops": 495.0, "source": "measured"}}
@@ -34,4 +34,4 @@ def test_a_candidate_cannot_poison_later_checks(user):
     problems += [f"the next honest check inherited the lie: {later.reasons}"] if degenerate else []
     assert not problems, problems
     assert later.status == "ok", later.reasons
-    assert_stopped(rec, "static.", also=frozenset({"compile_error", "crashed"}))
+    assert_contained(rec)

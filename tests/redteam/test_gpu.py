@@ -19,8 +19,8 @@ import torch
 from redteam_lib import (
     MATMUL_GPU,
     RELU_GPU,
+    assert_contained,
     assert_rejected,
-    assert_stopped,
     candidate,
     check,
     tcp_sink,
@@ -101,7 +101,7 @@ def test_peaks_and_baseline_caches_cannot_be_poisoned(user):
     was, now = first.timing.baselines["eager"].median_us, later.timing.baselines["eager"].median_us
     assert _agrees(now, was), f"eager read {was:.0f} us, then {now:.0f} us after the poisoner"
     assert later.integrity.physics.peak_gbps == pytest.approx(first.integrity.physics.peak_gbps)
-    assert_stopped(rec, "static.", also=frozenset({"compile_error", "crashed"}))
+    assert_contained(rec)
 
 
 @pytest.mark.xfail(strict=True, reason="any profiled kernel named in a __global__ string counts as the candidate's own")
@@ -130,9 +130,7 @@ def test_native_host_code_is_sandboxed(user):
     created = user / "home" / "redteam-native-created.txt"
     damage = [f"created {created}"] * created.exists() + [f"connected and sent {d!r}" for d in sent]
     assert not damage, damage
-    assert rec.status in ("ok", "rejected", "compile_error", "crashed"), rec.reasons
-    if rec.status == "rejected":
-        assert_rejected(rec, "static.")
+    assert_contained(rec)
 
 
 @pytest.mark.xfail(strict=True, reason="the accounting ignores numpy and work inside launches; copy kernels count as own")

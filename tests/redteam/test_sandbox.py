@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from redteam_lib import (
     CASES,
-    assert_rejected,
+    assert_contained,
     candidate,
     check,
     check_or_blame,
@@ -41,7 +41,7 @@ def _damage(user: Path, sink, token: str) -> list[str]:
 @pytest.mark.parametrize("name", [
     pytest.param("s_plain_apis", id="plain"),  # fixed on main: a statically rejected candidate never runs
     pytest.param("s_allowed_imports", id="allowed-imports", marks=pytest.mark.xfail(
-        strict=True, reason=NO_SANDBOX + "; the allowlist does not reject torch.os / torch.distributed")),
+        strict=True, reason=NO_SANDBOX + " and the allowlist does not reject torch.os / torch.distributed")),
 ])
 def test_no_files_network_or_daemons(user, name):
     token = f"600.{secrets.randbelow(10**12):012d}"
@@ -54,16 +54,14 @@ def test_no_files_network_or_daemons(user, name):
         finally:
             kill_pids(pids_with_cmdline(token))
     assert not damage, damage
-    assert_rejected(rec, "static.")
+    assert_contained(rec)
 
 
 @pytest.mark.xfail(strict=True, reason="no PID namespace: a candidate kills its sibling reference worker and kiln "
                                         "blames the problem")
 def test_killing_the_reference_worker_does_not_blame_the_problem(user):
     rec = check_or_blame(candidate("s_kill_reference", user / "project"))
-    assert rec.status in ("ok", "rejected", "crashed"), (rec.status, rec.reasons)  # ok: the kill found no one
-    if rec.status == "rejected":
-        assert_rejected(rec, "static.")
+    assert_contained(rec)  # ok: the kill found no one to kill
     assert check(honest(user / "project")).status == "ok"
 
 
@@ -76,4 +74,4 @@ def test_a_stress_case_module_is_sandboxed_too(user):
     created = user / "home" / "redteam-case-created.txt"
     damage += [f"created {created}"] if created.exists() else []
     assert not damage, damage
-    assert rec.status == "ok", rec.reasons
+    assert rec.status == "ok", rec.reasons  # the candidate is honest; the case module's failures are hidden
