@@ -140,7 +140,7 @@ def _verdict(rec: CheckRecord, options: CheckOptions) -> CheckRecord:
 
     peaks = rec.extra.pop("peaks", None)
     if peaks is not None:
-        from kiln.tools.integrity.peaks import Peaks
+        from kiln.tools.peaks import Peaks
 
         peaks = Peaks.model_validate(peaks)
     return verdict.apply(rec, threshold=options.speedup_threshold, peaks=peaks)

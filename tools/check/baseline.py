@@ -1,4 +1,4 @@
-"""The baseline and peaks workers: processes that never import a candidate.
+"""The baseline worker: a process that never imports a candidate.
 
 `BaselineWorker` builds the problem's Model (seeds from the parent) and times it as eager, eager
 with TF32 and `torch.compile`, exactly as the candidate worker times ModelNew: same input pool
@@ -59,12 +59,3 @@ class BaselineWorker(Worker):
 
         prepared, _ = self.prepared["eager"]
         return {"peak_bytes": peak_bytes(prepared.fn, prepared.feed.for_call(0))}
-
-
-class PeaksWorker(Worker):
-    blame = "kiln"
-
-    def op_measure(self, dtype: str) -> dict[str, Any]:
-        from kiln.tools.integrity.peaks import measure_peaks
-
-        return {"peaks": measure_peaks(dtype, gpu_index=0).model_dump()}

@@ -4,7 +4,7 @@
   keyed by the problem's and cases' sources, dtype and device;
 - `baselines/`: the baselines' raw samples and their loop's wall time on one GPU, keyed by the
   problem's source, dtype, GPU (name and UUID), torch version and the harness version;
-- `peaks.json`: the GPU's measured copy bandwidth and matmul rate (`kiln.tools.integrity.peaks`);
+- `peaks.json`: the GPU's measured copy bandwidth and matmul rates (`kiln.tools.peaks`);
 - `cand/<hash>/`: a candidate's own compile cache (Triton, torch extensions, cubins), per source
   hash: the only cache a worker writes, and only its own source's.
 Workers report what they measured in their replies; this module validates and stores it.
@@ -89,23 +89,10 @@ def store_reference_facts(s: Session, facts: dict[str, Any]) -> None:
 
 
 def gpu_identity(gpu_index: int) -> str | None:
-    """'name|uuid' of this GPU from NVML (no CUDA context in kiln's own process); None without."""
-    from kiln.tools import gpuenv
+    """'name|uuid|torch version' of this GPU (`kiln.tools.peaks.identity`: NVML, no CUDA context)."""
+    from kiln.tools import peaks
 
-    nv = gpuenv._nvml()
-    if nv is None:
-        return None
-    try:
-        h = nv.nvmlDeviceGetHandleByIndex(gpuenv.nvml_index(gpu_index))
-        return f"{gpuenv._s(nv.nvmlDeviceGetName(h))}|{gpuenv._s(nv.nvmlDeviceGetUUID(h))}"
-    except Exception:  # noqa: BLE001 - no identity, no cache
-        return None
-
-
-def _torch_version() -> str:
-    import torch
-
-    return str(torch.__version__)
+    return peaks.identity(gpu_index)
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -116,7 +103,7 @@ def _baseline_path(s: Session, name: str, n_sets: int) -> Path | None:
     if gpu is None:
         return None
     problem = Path(s.cases[0].path).read_text()
-    key = hashlib.sha256(repr((problem, s.o.dtype, gpu, _torch_version(), HARNESS_VERSION, n_sets, name))
+    key = hashlib.sha256(repr((problem, s.o.dtype, gpu, HARNESS_VERSION, n_sets, name))
                          .encode()).hexdigest()[:24]
     return root() / "baselines" / f"{key}.json"
 
@@ -137,25 +124,3 @@ def store_baseline(s: Session, name: str, n_sets: int, run: dict[str, Any]) -> N
     if path is not None:
         keep = {k: run[k] for k in ("samples_us", "wall_s", "n_calls", "peak_bytes") if k in run}
         _write(path, {**keep, "measured_at": time.time()})
-
-
-# ----------------------------------------------------------------------------- peaks
-
-
-def peaks(s: Session) -> dict[str, Any] | None:
-    """This GPU's cached peaks for the check's dtype (the physics floor's denominator), or None."""
-    gpu = gpu_identity(s.o.gpu_index)
-    if gpu is None:
-        return None
-    entry = (_read(root() / "peaks.json") or {}).get(f"{gpu}|torch{_torch_version()}|{s.o.dtype}")
-    return {**entry, "source": f"cache:{root() / 'peaks.json'}"} if isinstance(entry, dict) else None
-
-
-def store_peaks(s: Session, value: dict[str, Any]) -> None:
-    gpu = gpu_identity(s.o.gpu_index)
-    if gpu is None:
-        return
-    path = root() / "peaks.json"
-    data = _read(path) or {}
-    data[f"{gpu}|torch{_torch_version()}|{s.o.dtype}"] = value
-    _write(path, data)

@@ -241,21 +241,11 @@ def load_pack_dict(path: str) -> dict:
 
 
 def _peaks(s: Session) -> dict[str, Any] | None:
-    """The physics floor's peaks: cached (written by this process), else measured now by a peaks
-    worker (kiln's code only), while the check's other workers sit idle."""
-    cached = caches.peaks(s)
-    if cached is not None:
-        return cached
-    spec = s._spec("peaks", cases=[])
-    handle = s._start(spec, caches.root() / "zygote")
-    try:
-        reply = handle.call("measure", time.monotonic() + 180.0, dtype=s.o.dtype)
-    except (WorkerGone, CommandFailed):
-        return None
-    finally:
-        handle.close()
-    peaks = reply.get("peaks")
-    if isinstance(peaks, dict):
-        caches.store_peaks(s, peaks)
-    return peaks if isinstance(peaks, dict) else None
+    """The physics floor's peaks from kiln's one cache (`kiln.tools.peaks`), else measured now in a
+    process running kiln's code only, pinned to this GPU, while the check's workers sit idle."""
+    from kiln.tools import peaks
+    from kiln.tools.check.isolation import scrubbed_env
 
+    env = scrubbed_env(device="cuda", gpu_index=s.o.gpu_index, cache_dir=caches.root() / "zygote")
+    got = peaks.get(s.o.gpu_index, measure=s.rec.device == "cuda", env=env)
+    return got.model_dump() if got else None

@@ -1,9 +1,8 @@
 """Worker processes of one check: `python -m kiln.tools.check.worker ROLE JOB.json`.
 
 Roles: `reference` (the problem's Model: inputs, reference outputs, the work count), `candidate`
-(ModelNew: compile, trials, runtime evidence, timing), `baseline` (the problem's Model timed as
-eager / eager+TF32 / torch.compile, in a process that never imported the candidate) and `peaks`
-(the GPU's copy and matmul rates, kiln's code only).
+(ModelNew: compile, trials, runtime evidence, timing) and `baseline` (the problem's Model timed as
+eager / eager+TF32 / torch.compile, in a process that never imported the candidate).
 
 The parent (kiln) writes a `JobSpec`, starts the worker in a contained subprocess and then drives
 it: one command at a time over `kiln.tools.check.channel`, one reply per command. A worker holds
@@ -26,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-Role = Literal["reference", "candidate", "baseline", "peaks"]
+Role = Literal["reference", "candidate", "baseline"]
 
 
 class CaseSpec(BaseModel):
@@ -130,8 +129,7 @@ class Worker:
 def _roles() -> dict[str, str]:
     return {"reference": "kiln.tools.check.reference:ReferenceWorker",
             "candidate": "kiln.tools.check.candidate:CandidateWorker",
-            "baseline": "kiln.tools.check.baseline:BaselineWorker",
-            "peaks": "kiln.tools.check.baseline:PeaksWorker"}
+            "baseline": "kiln.tools.check.baseline:BaselineWorker"}
 
 
 def make_worker(spec: JobSpec) -> Worker:
