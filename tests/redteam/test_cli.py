@@ -67,12 +67,13 @@ def test_kiln_run_survives_a_candidate_that_kills_the_fork_server(user):
 
 
 def _work_dirs_with(token: str) -> list[Path]:
-    """kiln-check-* folders (in /dev/shm or the temp dir) whose copy of the candidate holds `token`."""
+    """kiln's scratch folders (`kiln-*` in /dev/shm or the temp dir) holding a copy of the candidate
+    with `token` in it."""
     found = []
     for root in {Path("/dev/shm"), Path(tempfile.gettempdir())}:
-        for d in root.glob("kiln-check-*"):
+        for d in root.glob("kiln-*"):
             with contextlib.suppress(OSError):
-                if token in (d / "shared" / "candidate.py").read_text():
+                if any(token in p.read_text() for p in d.rglob("candidate.py")):
                     found.append(d)
     return found
 
@@ -81,8 +82,8 @@ def _wait_for_hanging_candidate(proc, token: str, timeout_s: float = 240) -> lis
     end = time.monotonic() + timeout_s
     while time.monotonic() < end and proc.poll() is None:
         dirs = _work_dirs_with(token)
-        if dirs and pids_with_cwd_under(dirs[0]):
-            time.sleep(1.0)  # its workers are up: the candidate is being imported, and sleeps
+        if dirs:
+            time.sleep(3.0)  # its workers start and import it, and it sleeps
             return dirs
         time.sleep(0.2)
     raise AssertionError(f"the candidate never started (kiln exited {proc.poll()})")

@@ -31,11 +31,16 @@ def test_forged_fingerprints_never_blame_the_problem(user):
 
 @pytest.mark.xfail(strict=True, reason=MISSING + " (timing samples): a sum-preserving forgery passes the parent bound")
 def test_forged_timing_samples_are_not_believed(user):
-    truth = check(honest(user / "project"), **TIMED)
+    """The oracle is kiln's own clock around the candidate's loop (the same check, the same load):
+    an honest kernel's median is about its loop's wall time per call (the Triton interpreter takes
+    milliseconds a call; on a busy machine the harness's overhead is noisy, so an honest median reads
+    0.75-0.9 of the loop's time per call); the forgery claims 0.2 of it."""
     rec = check(candidate("c3_flatter_samples", user / "project"), **TIMED)
-    assert truth.status == "ok" and truth.timing and truth.timing.measured, truth.reasons
     if rec.status != "ok":
         assert_rejected(rec, "timing.", "static.")
         return
-    ratio = rec.timing.candidate.median_us / truth.timing.candidate.median_us
-    assert ratio > 1 / 1.5, f"the same kernel's median reads {ratio:.2f}x of its honest run's"
+    ti = rec.integrity.timing
+    assert rec.timing and rec.timing.measured and ti and ti.parent_wall_s and ti.n_calls_loop, rec.reasons
+    per_call_us = (ti.parent_wall_s * 1e6 - ti.n_calls_loop * (ti.overhead_us or 0.0)) / ti.n_calls_loop
+    ratio = rec.timing.candidate.median_us / per_call_us
+    assert ratio > 0.5, f"median {rec.timing.candidate.median_us:.0f} us, kiln's clock saw {per_call_us:.0f} us a call"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from redteam_lib import assert_stopped, candidate, check
 
-MISSING = ("the reference worker's output files sit next to the candidate's folder, readable and writable (no "
-           "sandbox), and the allowlist does not reject torch.os / torch.serialization yet")
+MISSING = ("the reference worker's output files sit next to the candidate's folder, readable and writable: no "
+           "sandbox, nor an allowlist rejecting torch.os / torch.serialization (either stops it)")
 
 
 @pytest.mark.parametrize(("name", "policy"), [

@@ -49,8 +49,9 @@ for path in (ROOT + "/peaks.json", torch.os.path.expanduser("~/.cache/kiln/peaks
     if torch.os.path.exists(path):
         table = json.loads(_read(path))
         for entry in table.values():
-            entry["gbps"] = (entry.get("gbps") or 1.0) * 1000
-            entry["tflops"] = (entry.get("tflops") or 1.0) * 1000
+            for k in ("gbps", "tflops", "copy_gbps"):
+                entry[k] = (entry.get(k) or 1.0) * 1000
+            entry["matmul_tflops"] = {k: 1000 * v for k, v in (entry.get("matmul_tflops") or {}).items()}
         _write(path, json.dumps(table))
 for folder in _each(ROOT + "/cand"):
     if not folder.endswith("/" + MINE):

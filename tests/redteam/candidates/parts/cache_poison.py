@@ -18,6 +18,15 @@ def _io(path, text=None):
     return None
 
 
+def _inflate(entry, factor):
+    """Every ceiling in a peaks entry times `factor` (old and new field names alike)."""
+    for k in ("gbps", "tflops", "copy_gbps"):
+        if isinstance(entry.get(k), (int, float)):
+            entry[k] *= factor
+    for k, v in (entry.get("matmul_tflops") or {}).items():
+        entry["matmul_tflops"][k] = v * factor
+
+
 def poison_gpu_caches(peaks_factor=1000.0, baseline_factor=3.0):
     """Every GPU's peaks x`peaks_factor` (the physics floor sinks), every cached baseline's samples
     x`baseline_factor` (later speedups grow by as much)."""
@@ -25,8 +34,7 @@ def poison_gpu_caches(peaks_factor=1000.0, baseline_factor=3.0):
     if torch.os.path.exists(root + "/peaks.json"):
         table = _io(root + "/peaks.json")
         for entry in table.values():
-            entry["gbps"] = (entry.get("gbps") or 1.0) * peaks_factor
-            entry["tflops"] = (entry.get("tflops") or 1.0) * peaks_factor
+            _inflate(entry, peaks_factor)
         _io(root + "/peaks.json", json.dumps(table))
     folder = root + "/baselines"
     for name in torch.os.listdir(folder) if torch.os.path.isdir(folder) else []:
