@@ -31,7 +31,9 @@ INCLUDE = re.compile(r"^# <include (\w+)>$", re.M)
 RELU = PROBLEMS / "relu_tiny.py"
 MATMUL_GPU = PROBLEMS / "matmul_gpu.py"
 RELU_GPU = PROBLEMS / "relu_gpu.py"
-NOT_ACCEPTED = {"rejected", "incorrect", "crashed", "compile_error", "error", "timeout"}
+IN_PROCESS = ("the evidence (accounting, fingerprints, timing samples) is still measured in the candidate's process, "
+              "which can rewrite it once it runs")
+"""Why a candidate executed anyway (`run_rejected`) still fools kiln."""
 
 
 def render(src: Path, dest: Path, **subs: object) -> Path:

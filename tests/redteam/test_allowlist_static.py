@@ -51,13 +51,19 @@ ROUTES = [
     ("C++ kill parent", CPP.format(body="#include <signal.h>\n#include <unistd.h>\nvoid pwn() { kill(getppid(), 9); }")),
     ("C++ raw syscall", CPP.format(body="#include <sys/syscall.h>\n#include <unistd.h>\n"
                                         "void pwn() { syscall(SYS_unlink, \"/root/.bashrc\"); }")),
+    ("C++ Python C API by token pasting", CPP.format(body="#include <torch/extension.h>\n#define JOIN(a, b) a##b\n"
+                                                          "void pwn() { JOIN(P, yRun_SimpleString)(\"import sys\"); }")),
 ]
-CAUGHT_TODAY: frozenset[str] = frozenset()  # ids the scan rejects already: add each one as the allowlist lands
-NOT_YET = "the denylist scan does not see this route; the allowlist static policy should reject it"
+NOT_YET = frozenset({"triton launch hook", "C++ open/write", "C++ socket/connect", "C++ kill parent", "C++ raw syscall",
+                     "C++ Python C API by token pasting"})
+"""Routes main's allowlist lets through. The sandbox stops the C++ calls' side effects at run time;
+a pre-run hook runs code inside a launch, where the accounting does not count operators; the Python
+C API reaches kiln's modules from native code. A static rejection is cheap defence in depth."""
+WHY = "the allowlist does not refuse this route yet"
 
 
 def _params() -> list:
-    return [pytest.param(src, id=name, marks=() if name in CAUGHT_TODAY else pytest.mark.xfail(strict=True, reason=NOT_YET))
+    return [pytest.param(src, id=name, marks=pytest.mark.xfail(strict=True, reason=WHY) if name in NOT_YET else ())
             for name, src in ROUTES]
 
 

@@ -1,6 +1,9 @@
 """Security through the real command lines (`kiln check`, `kiln run`), as a user runs them: a
 candidate that kills kiln's fork server, SIGTERM to kiln's process group while a candidate hangs,
-and a candidate that steals the API keys of the `kiln run` process while the run goes on."""
+and a candidate that steals the API keys of the `kiln run` process while the run goes on. The
+command lines have no `run_rejected`: on main the killer and the thief are refused by the
+allowlist before they run (the sandbox held against both when executed, in the sandbox branch);
+the hanging candidate uses allowed names only, so it runs, inside the sandbox."""
 
 from __future__ import annotations
 
@@ -89,8 +92,6 @@ def _wait_for_hanging_candidate(proc, token: str, timeout_s: float = 240) -> lis
     raise AssertionError(f"the candidate never started (kiln exited {proc.poll()})")
 
 
-@pytest.mark.xfail(strict=True, reason="SIGTERM to kiln's process group leaves /dev/shm/kiln-check-* and an orphaned "
-                                        "worker behind, and nothing cleans them at the next start")
 def test_sigterm_leaves_no_work_dir_and_no_orphan(user):
     env = cli_env(user / "home")
     token = secrets.token_hex(8)
@@ -116,8 +117,6 @@ def test_sigterm_leaves_no_work_dir_and_no_orphan(user):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-@pytest.mark.xfail(strict=True, reason="no sandbox: a candidate reads kiln run's /proc/PID/environ and drops the keys "
-                                        "in HOME, TMPDIR, the project and the run dir, and sends them out")
 def test_api_keys_never_leave_kiln_run(user):
     keys = {"OPENAI_API_KEY": "sk-redteam-canary-" + secrets.token_hex(12),
             "ANTHROPIC_API_KEY": "sk-ant-redteam-canary-" + secrets.token_hex(12)}

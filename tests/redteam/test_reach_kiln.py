@@ -1,19 +1,17 @@
-"""Class 1: a candidate reaches kiln's own modules and replaces their functions, through routes
-the current static scan does not see. Each forward is plain PyTorch (no kernel of its own), so an
-honest verdict is `rejected` (the allowlist's static rules, or `runtime.no-own-kernel` computed
-where the candidate cannot reach, or a check that fails closed)."""
+"""Class 1: a candidate reaches kiln's own modules and replaces their functions. Each forward is
+plain PyTorch (no kernel of its own), so an honest verdict is `rejected`: by the allowlist (the
+routes), and, executed anyway (`run_rejected`, as if the allowlist were bypassed: the Python C API
+from C++ still is), by `runtime.no-own-kernel` judged from evidence the candidate cannot forge."""
 
 from __future__ import annotations
 
 import pytest
-from redteam_lib import assert_rejected, candidate, check, reject_rules
+from redteam_lib import IN_PROCESS, assert_rejected, candidate, check, reject_rules
 
 ROUTES = ["c1_torch_sys_modules", "c1_pkgutil_resolve", "c1_pydoc_locate", "c1_ctypes_pyrun",
           "c1_getattr_decoded"]
-MISSING = "allowlist static policy and a judge outside the candidate's process are not there yet"
 
 
-@pytest.mark.xfail(strict=True, reason=MISSING)
 @pytest.mark.parametrize("name", ROUTES)
 def test_patching_kiln_through_another_route_is_rejected(user, name):
     rec = check(candidate(name, user / "project"))
@@ -28,3 +26,9 @@ def test_unimportable_integrity_checks_fail_closed(user):
         return
     assert rec.status == "error" and not rec.correct, (rec.status, rec.reasons)
     assert "fails closed" in " ".join(rec.reasons) and not reject_rules(rec)
+
+
+@pytest.mark.xfail(strict=True, reason=IN_PROCESS)
+def test_executed_anyway_the_patch_does_not_hide_the_missing_kernel(user):
+    rec = check(candidate("c1_torch_sys_modules", user / "project"), run_rejected=True)
+    assert "runtime.no-own-kernel" in reject_rules(rec), (reject_rules(rec), rec.reasons)

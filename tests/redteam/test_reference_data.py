@@ -9,16 +9,12 @@ from __future__ import annotations
 import pytest
 from redteam_lib import assert_stopped, candidate, check
 
-MISSING = ("the reference worker's output files sit next to the candidate's folder, readable and writable: no "
-           "sandbox, nor an allowlist rejecting torch.os / torch.serialization (either stops it)")
-
 
 @pytest.mark.parametrize(("name", "policy"), [
     pytest.param("c2_seed_precompute", "strict", id="seed"),  # fixed on main: the job holds no seed
-    pytest.param("c2_read_reference_outputs", "partial", id="read", marks=pytest.mark.xfail(strict=True, reason=MISSING)),
-    pytest.param("c2_overwrite_reference_outputs", "strict", id="overwrite",
-                 marks=pytest.mark.xfail(strict=True, reason=MISSING)),
+    pytest.param("c2_read_reference_outputs", "partial", id="read"),
+    pytest.param("c2_overwrite_reference_outputs", "strict", id="overwrite"),
 ])
 def test_judges_data_is_out_of_reach(user, name, policy):
-    rec = check(candidate(name, user / "project"), policy=policy)
+    rec = check(candidate(name, user / "project"), policy=policy, run_rejected=True)
     assert_stopped(rec, "static.", also=frozenset({"incorrect", "compile_error", "crashed"}))

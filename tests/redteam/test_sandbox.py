@@ -23,8 +23,6 @@ from redteam_lib import (
     tcp_sink,
 )
 
-NO_SANDBOX = "no OS sandbox yet (files, network, processes)"
-
 
 def _damage(user: Path, sink, token: str) -> list[str]:
     """Every side effect the s_* candidates try, that happened."""
@@ -40,8 +38,7 @@ def _damage(user: Path, sink, token: str) -> list[str]:
 
 @pytest.mark.parametrize("name", [
     pytest.param("s_plain_apis", id="plain"),  # fixed on main: a statically rejected candidate never runs
-    pytest.param("s_allowed_imports", id="allowed-imports", marks=pytest.mark.xfail(
-        strict=True, reason=NO_SANDBOX + " or allowlist rejection of torch.os / torch.distributed: either stops it")),
+    pytest.param("s_allowed_imports", id="allowed-imports"),
 ])
 def test_no_files_network_or_daemons(user, name):
     token = f"600.{secrets.randbelow(10**12):012d}"
@@ -49,7 +46,7 @@ def test_no_files_network_or_daemons(user, name):
         (user / folder / "redteam-victim.txt").write_text("the user's file")
     with tcp_sink() as sink:
         try:
-            rec = check(candidate(name, user / "project", port=sink.port, token=token))
+            rec = check(candidate(name, user / "project", port=sink.port, token=token), run_rejected=True)
             damage = _damage(user, sink, token)
         finally:
             kill_pids(pids_with_cmdline(token))
@@ -57,15 +54,12 @@ def test_no_files_network_or_daemons(user, name):
     assert_contained(rec)
 
 
-@pytest.mark.xfail(strict=True, reason="no PID namespace: a candidate kills its sibling reference worker and kiln "
-                                        "blames the problem")
 def test_killing_the_reference_worker_does_not_blame_the_problem(user):
-    rec = check_or_blame(candidate("s_kill_reference", user / "project"))
+    rec = check_or_blame(candidate("s_kill_reference", user / "project"), run_rejected=True)
     assert_contained(rec)  # ok: the kill found no one to kill
     assert check(honest(user / "project")).status == "ok"
 
 
-@pytest.mark.xfail(strict=True, reason="the Proposer's stress-case modules run unsandboxed in kiln's workers")
 def test_a_stress_case_module_is_sandboxed_too(user):
     with tcp_sink() as sink:
         case = render(CASES / "evil_case.py", user / "project" / "cases", port=sink.port)
