@@ -116,13 +116,35 @@ def outer_args(bwrap: str, *, env: dict[str, str], read: list[str] = (), write: 
             "--gid", str(confine.NOBODY), "--hostname", "kiln-sandbox", "--cap-drop", "ALL",
             "--cap-add", "CAP_SYS_ADMIN", *_cached_system_args()]
     args += ["--proc", "/proc", "--ro-bind", "/sys", "/sys", *_dev_args(), "--tmpfs", "/tmp"]
+    bound: set[str] = set()
     for p in confine.code_paths(env) + [str(p) for p in read]:
-        if os.path.exists(p):
-            args += ["--ro-bind", p, p]
+        args += _read_bind(p, bound)
     for p in write:
         Path(p).mkdir(parents=True, exist_ok=True) if not os.path.exists(p) else None
         args += ["--bind", str(p), str(p)]
     return args + ["--remount-ro", "/", "--chdir", chdir, "--"]
+
+
+def _under(path: str, tops: object) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)  # type: ignore[attr-defined]
+
+
+def _read_bind(p: str, bound: set[str]) -> list[str]:
+    """Read-only binds for `p`: nothing when a system dir bound whole already holds it; its real
+    path (bubblewrap can't bind onto a symlink: /usr/local/cuda -> cuda-13.0 on the H200), plus the
+    link itself where no bound dir provides it."""
+    if not os.path.exists(p):
+        return []
+    real = os.path.realpath(p)
+    system = [d for d in confine.SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    args: list[str] = []
+    if not _under(real, system) and not _under(real, bound):
+        args += ["--ro-bind", real, real]
+        bound.add(real)
+    if real != os.path.abspath(p) and not _under(os.path.abspath(p), system) and not _under(p, bound):
+        args += ["--symlink", real, os.path.abspath(p)]
+        bound.add(os.path.abspath(p))
+    return args
 
 
 @functools.lru_cache(maxsize=1)
@@ -197,6 +219,18 @@ def _record(level: str, bwrap: str | None, version: str | None, bwrap_why: str, 
                            bwrap_version=version, landlock_abi=int(probe.get("landlock_abi", 0)))
 
 
+CUDA_NEEDS_BWRAP = ("CUDA fails to start (error 304) in a PID or user namespace made without bubblewrap's "
+                    "outer layer (measured on the H200, 2026-12-01): left out on this GPU machine")
+
+
+def _without_namespaces(probe: dict) -> dict:
+    """On a GPU machine without bubblewrap: the per-worker namespaces would break CUDA, so the
+    inner layer keeps Landlock and the rest, and the record says what is missing and why."""
+    plan = {**probe.get("plan", {}), "pidns": False, "userns": False}
+    missing = {**probe.get("missing", {}), "pid-namespace": CUDA_NEEDS_BWRAP, "user-namespace": CUDA_NEEDS_BWRAP}
+    return {**probe, "plan": plan, "missing": missing}
+
+
 def _probe_env() -> dict[str, str]:
     from kiln.tools.check.isolation import scrubbed_env
 
@@ -215,6 +249,8 @@ def _resolve(level: str, configured: str | None) -> Sandbox:
     if probe is None:
         probe, err = _probe(None, env)
     probe = probe or {"plan": {}, "missing": {"pid-namespace": err, "user-namespace": err, "landlock": err}}
+    if bwrap is None and os.path.exists("/dev/nvidiactl"):
+        probe = _without_namespaces(probe)
     rec = _record(level, bwrap, version, why, probe)
     return Sandbox(level=level, bwrap=bwrap, plan=Plan(**probe["plan"]), record=rec)
 
