@@ -85,7 +85,8 @@ def correctness_record(cmp: Comparison, atol: float, rtol: float) -> Correctness
     n_passed = sum(t.passed for t in cmp.trials)
     return CorrectnessRecord(passed=cmp.passed, atol=atol, rtol=rtol, n_trials=len(cmp.trials), n_passed=n_passed,
                              trials=cmp.trials, first_failure=cmp.first_failure, input_mutated=cmp.input_mutated,
-                             n_planned=cmp.n_planned)
+                             n_planned=cmp.n_planned, rule=cmp.rule, legacy_atol_rtol_passed=cmp.legacy_passed,
+                             dropped_distributions=cmp.dropped)  # tolerance (issue 16): the last three
 
 
 def stage_times(rnd: Round) -> dict[str, float]:
@@ -118,6 +119,9 @@ def integrity_record(rnd: Round, policy: str, static: list[Finding], cmp: Compar
         integ.physics = PhysicsRecord.model_validate(rd["physics"])
     if rd.get("degenerate"):
         integ.degenerate = DegenerateRecord.model_validate(rd["degenerate"])
+    if cmp is not None and cmp.degenerate is not None:  # tolerance (issue 16): judged across input draws
+        reasons = cmp.degenerate.reasons + (integ.degenerate.reasons if integ.degenerate else [])
+        integ.degenerate = DegenerateRecord(degenerate=bool(reasons), reasons=reasons)
     return integ
 
 

@@ -20,7 +20,8 @@ from kiln.tools.errors import KilnInputError
 from kiln.tools.problem import CandidateInfo, ProblemInfo
 from kiln.tools.records import CheckOptions, CheckRecord, Finding
 
-KILN_REF_VERSION = 1  # bump when the cached reference-side integrity facts change meaning
+KILN_REF_VERSION = 2  # bump when the cached reference-side integrity facts change meaning (2: degenerate
+# holds weight independence only; the rest is judged in the parent across trials, issue 16)
 
 
 def case_specs(prob: ProblemInfo, cases: list[ProblemInfo]) -> list[CaseSpec]:
@@ -44,6 +45,7 @@ def job_specs(work: Path, rec: CheckRecord, cases: list[CaseSpec], cand: Candida
     timing_budget = stage_timeouts(options)["timing"]
     common = dict(parent_pid=os.getpid(), cases=cases, dtype=options.dtype, device=rec.device, secret=seed, trials=trials,
                   cache_root=str(cache_root(options)), policy=options.policy, atol=atol, rtol=rtol, time=time,
+                  numerics=options.atol is None and options.rtol is None,  # tolerance (issue 16)
                   baselines=list(options.baselines), timing_max_s=0.6 * timing_budget,
                   speedup_threshold=options.speedup_threshold, gpu_index=options.gpu_index,
                   profile_dir=os.environ.get("KILN_PROFILE_WORKERS") or None)

@@ -11,9 +11,11 @@ from typing import Any
 
 import torch
 
+from kiln.tools import numerics
 from kiln.tools.check.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
 from kiln.tools.correctness import pack
 from kiln.tools.inputs import (
+    DISTRIBUTIONS,
     DTYPES,
     InputsError,
     clone,
@@ -23,6 +25,7 @@ from kiln.tools.inputs import (
     prepare,
     same,
     seed_all,
+    trial_count,
     validate,
 )
 
@@ -46,8 +49,9 @@ def run_case(case: CaseSpec, spec: JobSpec, res: Results) -> tuple[Any, torch.nn
     res.stage("reference", f"{case.name}: building Model")
     mod, _model_mod, model = build_reference(case, spec)
     res.data.setdefault("weights_fp", {})[case.name] = weights_fingerprint(model)
+    num = numerics.build(model, spec.dtype) if spec.numerics else None  # tolerance (issue 16)
     for dist in spec.distributions:
-        for trial in range(spec.trials):
+        for trial in range(trial_count(dist, spec.trials)):
             res.stage("reference", f"{case.name}/{dist}/trial {trial}")
             inputs = make_inputs(mod.get_inputs, secret=spec.secret, case=case.name, dist=dist, trial=trial,
                                  dtype=spec.dtype, device=spec.device)
@@ -55,7 +59,18 @@ def run_case(case: CaseSpec, spec: JobSpec, res: Results) -> tuple[Any, torch.nn
             with torch.no_grad():
                 out = model(*inputs)
             sync(spec.device)
-            save_output(spec.output_path(case.name, dist, trial), pack(out, spec.secret))
+            packed = pack(out, spec.secret)
+            del out  # multi-GB outputs: the numerics' float64 run needs the room
+            # tolerance (issue 16): a wide distribution (x1000, ...) on which the reference is not
+            # finite is dropped for this problem, and the record says so; the parent plans without it
+            why = numerics.nonfinite(packed) if DISTRIBUTIONS[dist].wide and trial == 0 else None
+            if why is not None:
+                res.data.setdefault("dropped", {}).setdefault(case.name, {})[dist] = why
+                break
+            if num is not None:  # tolerance (issue 16): high-precision error and magnitude per element
+                packed["numerics"] = (numerics.numerics_pack(num, pristine, packed, seed=spec.secret)
+                                      if isinstance(num, numerics.Numerics) else {"status": f"unavailable: {num}"})
+            save_output(spec.output_path(case.name, dist, trial), packed)
             res.data["trials"].append({"case": case.name, "distribution": dist, "trial": trial,
                                        "input_fp": fingerprint(pristine), "mutated": not same(inputs, pristine)})
             res.save()  # the parent compares each trial as soon as both sides have it

@@ -39,12 +39,15 @@ class JobSpec(BaseModel):
     device: str = "cpu"
     secret: int
     trials: int = 5
-    distributions: list[str] = Field(default_factory=lambda: ["x1", "x3", "x0.01", "neg"])
+    # tolerance (issue 16): kiln.tools.inputs.DISTRIBUTIONS's names (not imported: it imports torch)
+    distributions: list[str] = Field(default_factory=lambda: ["x1", "x3", "x0.01", "neg", "x1000", "x0.001", "heavy"])
     work_dir: str
     cache_root: str
     policy: str = "partial"
     atol: float = 1e-4
     rtol: float = 1e-4
+    numerics: bool = Field(True, description="judge by the numerics rule (kiln.tools.tolerance); False when "
+                                             "--atol/--rtol were given: atol/rtol decide")
     time: bool = True
     baselines: list[str] = Field(default_factory=list)
     timing_max_s: float = 60.0
