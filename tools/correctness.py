@@ -235,7 +235,8 @@ def compare_tensors(e: torch.Tensor, a: torch.Tensor, *, atol: float, rtol: floa
     else:
         work = _work_dtype(e, a)
         ew, aw = e.to(work), a.to(work)
-        ok = (aw - ew).abs_() <= ew.abs().mul_(rtol).add_(atol)
+        # an infinite reference allows no tolerance (inf <= inf would pass any finite value): only itself
+        ok = (aw - ew).abs_() <= ew.abs().mul_(rtol).add_(atol).nan_to_num_(posinf=0.0)
         if not bool(ok.all()):
             ok |= (aw == ew) | (torch.isnan(aw) & torch.isnan(ew))
     n_bad = ok.numel() - int(ok.sum())

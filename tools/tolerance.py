@@ -228,7 +228,7 @@ def _chunk(lo: torch.Tensor, av: torch.Tensor, d: torch.Tensor, m: torch.Tensor,
     tol.add_(U_ACC * G_OUT * mean_a)
     ok = valid & (err <= tol)
     outside = ~valid  # the reference or its numerics are not finite here: judged as before
-    ok |= outside & ((av - lo).abs() <= atol + rtol * lo.abs())
+    ok |= outside & torch.isfinite(lo) & ((av - lo).abs() <= atol + rtol * lo.abs())
     ok |= (av == lo) | (torch.isnan(av) & torch.isnan(lo))
     ratios = torch.where(valid, err / tol, torch.zeros_like(err)).nan_to_num_(nan=0.0, posinf=math.inf)
     worst = float(ratios.max()) if ratios.numel() else 0.0
