@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from kiln.tools import sketch
-from kiln.tools.correctness import leaves
+from kiln.tools.correctness import leaves, pack
 from kiln.tools.inputs import derive_seed
 
 HIGH = {"fp32": torch.float64, "bf16": torch.float32, "fp16": torch.float32}
@@ -128,6 +128,29 @@ def _element_data(native: torch.Tensor, high: torch.Tensor, mag: torch.Tensor | 
     habs = high.abs()
     m = habs if mag is None else torch.where(torch.isfinite(mag), mag.double().abs().maximum(habs), habs)
     return {"err": err.to(STORE), "mag": m.to(STORE)}
+
+
+def reference_trial(model: torch.nn.Module, num: Numerics | str | None, inputs: tuple, pristine: tuple, *,
+                    seed: int, drop_nonfinite: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+    """One trial on the reference side: run the native reference on `inputs`, pack its output
+    (`correctness.pack`) and add the numerics computed from `pristine` (an untouched copy of the
+    inputs; `num` is the case's `build(...)` result, None: --atol/--rtol given). Returns
+    (packed, None), or (None, why) when `drop_nonfinite` (a wide distribution's first trial) and
+    the reference's output is not finite there: the distribution is dropped for the problem."""
+    with torch.no_grad():
+        out = model(*inputs)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    packed = pack(out, seed)
+    del out  # multi-GB outputs: the float64 run needs the room
+    why = nonfinite(packed) if drop_nonfinite else None
+    if why is not None:
+        return None, why
+    if isinstance(num, Numerics):
+        packed["numerics"] = numerics_pack(num, pristine, packed, seed=seed)
+    elif num is not None:
+        packed["numerics"] = {"status": f"unavailable: {num}"}
+    return packed, None
 
 
 def nonfinite(packed: dict[str, Any]) -> str | None:

@@ -149,11 +149,9 @@ class RoundComparer:
         spec, case = self.ref_spec, self.ref_spec.cases[0].name
         fps = {(t["distribution"], t["trial"]): t["input_fp"] for t in self.ref_data.get("trials", [])
                if t["case"] == case}
-        draws = [(d, 0) for d in spec.distributions] + [("x1", 1)]
-        draws = [k for k in dict.fromkeys(draws) if k in fps]
-        draws = [k for i, k in enumerate(draws) if i == 0 or fps[k] != fps[draws[0]]]
         try:
-            digests = [(d, degenerate.digest(_load(spec.output_path(case, d, t)))) for d, t in draws]
+            digests = [(d, degenerate.digest(_load(spec.output_path(case, d, t))))
+                       for d, t in degenerate.draws(spec.distributions, fps)]
             return degenerate.assess_packs(digests, dtype=spec.dtype, atol=spec.atol, rtol=spec.rtol,
                                            numerics=spec.numerics) if digests else None
         except Exception:  # noqa: BLE001 - a fact for reports: never sinks the check

@@ -12,8 +12,7 @@ from typing import Any
 import torch
 
 from kiln.tools import numerics
-from kiln.tools.check.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
-from kiln.tools.correctness import pack
+from kiln.tools.check.worker import CaseSpec, JobSpec, Results, load_module, save_output
 from kiln.tools.inputs import (
     DISTRIBUTIONS,
     DTYPES,
@@ -56,20 +55,14 @@ def run_case(case: CaseSpec, spec: JobSpec, res: Results) -> tuple[Any, torch.nn
             inputs = make_inputs(mod.get_inputs, secret=spec.secret, case=case.name, dist=dist, trial=trial,
                                  dtype=spec.dtype, device=spec.device)
             pristine = clone(inputs)
-            with torch.no_grad():
-                out = model(*inputs)
-            sync(spec.device)
-            packed = pack(out, spec.secret)
-            del out  # multi-GB outputs: the numerics' float64 run needs the room
-            # tolerance (issue 16): a wide distribution (x1000, ...) on which the reference is not
-            # finite is dropped for this problem, and the record says so; the parent plans without it
-            why = numerics.nonfinite(packed) if DISTRIBUTIONS[dist].wide and trial == 0 else None
-            if why is not None:
+            # tolerance (issue 16): the packed output plus its numerics (high-precision error and magnitude
+            # per element); a wide distribution (x1000, ...) on which the reference is not finite is
+            # dropped for this problem, and the record says so (the parent plans without it)
+            packed, why = numerics.reference_trial(model, num, inputs, pristine, seed=spec.secret,
+                                                   drop_nonfinite=DISTRIBUTIONS[dist].wide and trial == 0)
+            if packed is None:
                 res.data.setdefault("dropped", {}).setdefault(case.name, {})[dist] = why
                 break
-            if num is not None:  # tolerance (issue 16): high-precision error and magnitude per element
-                packed["numerics"] = (numerics.numerics_pack(num, pristine, packed, seed=spec.secret)
-                                      if isinstance(num, numerics.Numerics) else {"status": f"unavailable: {num}"})
             save_output(spec.output_path(case.name, dist, trial), packed)
             res.data["trials"].append({"case": case.name, "distribution": dist, "trial": trial,
                                        "input_fp": fingerprint(pristine), "mutated": not same(inputs, pristine)})

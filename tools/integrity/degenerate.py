@@ -35,6 +35,14 @@ DIGEST_N = 1 << 16  # elements kept per output
 # ----------------------------------------------------------------------------- parent side
 
 
+def draws(distributions: list[str], fingerprints: dict[tuple[str, int], Any]) -> list[tuple[str, int]]:
+    """The (distribution, trial) draws to compare: the first trial of every distribution the
+    reference ran and a second one of x1, those whose inputs differ from the first draw's
+    (`fingerprints`: each draw's input fingerprint, only for draws the reference made)."""
+    keys = [k for k in dict.fromkeys([(d, 0) for d in distributions] + [("x1", 1)]) if k in fingerprints]
+    return [k for i, k in enumerate(keys) if i == 0 or fingerprints[k] != fingerprints[keys[0]]]
+
+
 def digest(packed: dict[str, Any], n: int = DIGEST_N) -> dict[str, Any]:
     """A small stand-in for one packed reference output (`correctness.pack`, with numerics): per
     output, the same `n` (or fewer) positions of its values and numerics, and the max |value|."""
