@@ -86,7 +86,7 @@ def _compared(t: torch.Tensor, name: str, seed: int) -> torch.Tensor:
     if t.numel() >= sketch.SKETCH_MIN_NUMEL:
         pos = sketch.positions_on(str(t.device), tuple(t.shape), derive_seed(seed, name))
         return t.detach().reshape(-1)[pos].cpu()
-    return t.detach().to("cpu", copy=True).contiguous()
+    return t.detach().cpu()  # a fresh output of our own model copy: no defensive copy needed
 
 
 def _native_values(packed: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -111,8 +111,8 @@ def numerics_pack(num: Numerics, inputs: tuple, packed: dict[str, Any], *, seed:
     native = _native_values(packed)
     shapes = {m["name"]: m for m in packed["meta"] if m["name"] in native}
     try:
-        high = {k: _compared(v, k, seed).double() for k, v in _forward(num.high, inputs, HIGH[num.dtype],
-                                                                       absolute=False).items()
+        high = {k: _compared(v, k, seed) for k, v in _forward(num.high, inputs, HIGH[num.dtype],
+                                                              absolute=False).items()
                 if k in shapes and _shape_ok(v, shapes[k])}
         mag = {k: _compared(v, k, seed) for k, v in _forward(num.mag, inputs, MAG_DTYPE, absolute=True).items()
                if k in high and _shape_ok(v, shapes[k])}
@@ -123,10 +123,12 @@ def numerics_pack(num: Numerics, inputs: tuple, packed: dict[str, Any], *, seed:
 
 
 def _element_data(native: torch.Tensor, high: torch.Tensor, mag: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """err = native - high and mag = max(|abs run|, |high|), NaN where they are not finite."""
-    err = native.double() - high
-    habs = high.abs()
-    m = habs if mag is None else torch.where(torch.isfinite(mag), mag.double().abs().maximum(habs), habs)
+    """err = native - high (in high precision: the two agree to the native dtype's last bits) and
+    mag = max(|abs run|, |high|), the abs run's non-finite values replaced by |high|."""
+    err = torch.sub(native, high.to(torch.float64) if high.dtype != torch.float64 else high)
+    m = high.to(MAG_DTYPE).abs_()
+    if mag is not None:
+        m = torch.maximum(m, torch.nan_to_num(mag.to(MAG_DTYPE), nan=0.0, posinf=0.0, neginf=0.0).abs_())
     return {"err": err.to(STORE), "mag": m.to(STORE)}
 
 

@@ -66,29 +66,30 @@ def _softmax(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
         tl.store(y_ptr + row * n + cols, tl.exp(x - m) / s, mask=cols < n)
 
 
-def _block(n: int) -> int:
-    return min(16384, triton.next_power_of_2(n))
+def _block(x: torch.Tensor) -> int:
+    """Wide blocks under the interpreter (few Python-level steps), register-sized ones on a GPU."""
+    return min(16384 if x.device.type == "cpu" else 2048, triton.next_power_of_2(x.shape[1]))
 
 
 def row_sum(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
-    _row_sum[(x.shape[0],)](x, y, x.shape[1], 1.0, BLOCK=_block(x.shape[1]))
+    _row_sum[(x.shape[0],)](x, y, x.shape[1], 1.0, BLOCK=_block(x))
     return y
 
 
 def row_mean(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
-    _row_sum[(x.shape[0],)](x, y, x.shape[1], 1.0 / x.shape[1], BLOCK=_block(x.shape[1]))
+    _row_sum[(x.shape[0],)](x, y, x.shape[1], 1.0 / x.shape[1], BLOCK=_block(x))
     return y
 
 
 def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     y = torch.empty_like(x)
-    _layer_norm[(x.shape[0],)](x, w, b, y, x.shape[1], eps, BLOCK=_block(x.shape[1]))
+    _layer_norm[(x.shape[0],)](x, w, b, y, x.shape[1], eps, BLOCK=_block(x))
     return y
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x)
-    _softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=_block(x.shape[1]))
+    _softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=_block(x))
     return y
