@@ -17,7 +17,8 @@ $(BIN)/kiln: pyproject.toml setup.py
 
 setup: $(BIN)/kiln
 
-# The HTML report is tested in a real headless Chromium (Debian's package).
+# The HTML report and `kiln ui` are tested in a real headless Chromium (Debian's package); the UI's tests
+# drive it through Playwright (pip, in the dev extra), never through Playwright's own browser download.
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 

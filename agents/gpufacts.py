@@ -1,7 +1,7 @@
 """GpuFacts for the prompts, read from the machine (never hard-coded).
 
 One short subprocess reads the device properties and kiln's measured peaks
-(`kiln.tools.integrity.peaks.get_peaks`: copy bandwidth and matmul rates, measured once per GPU and
+(`kiln.tools.peaks`: copy bandwidth and matmul rates, measured once per GPU and
 cached on disk), so the graph's own process never creates a CUDA context. A fact that cannot be
 read is left unknown and the prompts say "not measured".
 """
@@ -26,12 +26,12 @@ p = torch.cuda.get_device_properties(i)
 get = lambda *names: next((getattr(p, n) for n in names if getattr(p, n, None)), None)
 def peaks():
     try:
-        from kiln.tools.integrity.peaks import get_peaks
-        pk = get_peaks("cuda", "fp32", gpu_index=i)
+        from kiln.tools import peaks as kp
+        pk = kp.cached(i) or kp.known(p.name)
     except Exception:
         return {}
-    rates = {d: round(float(r), 1) for d, r in (pk.tflops_by_dtype or {}).items() if r}
-    return {"copy_gbps": round(pk.gbps, 1) if pk.gbps else None, "tflops": rates}
+    rates = {d: round(float(r), 1) for d, r in (pk.matmul_tflops or {}).items() if r}
+    return {"copy_gbps": round(pk.copy_gbps, 1) if pk.copy_gbps else None, "tflops": rates}
 print(json.dumps({
     "name": p.name,
     "sm_count": p.multi_processor_count,

@@ -141,7 +141,7 @@ def _in_process_repeat() -> dict:
 
     sets, flush = [make(i) for i in range(4)], L2Flusher(0)
     fn = torch.nn.Softmax(dim=-1)
-    meds = [time_callable(fn, sets, max_time_s=5.0, flush=flush)[0].median_us for _ in range(3)]
+    meds = [time_callable(fn, sets, max_time_s=5.0, flush=flush).stat.median_us for _ in range(3)]
     return {"eager_softmax_medians_us": meds, "max_over_min": _ratio(meds)}
 
 

@@ -26,6 +26,7 @@ COMMANDS = {
     "run": "kiln.graphs.cli:run",
     "eval": "kiln.evals.cli_eval:eval_",
     "report": "kiln.evals.cli_report:report",
+    "ui": "kiln.evals.ui.cli:ui",
 }
 
 

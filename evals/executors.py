@@ -49,7 +49,7 @@ class SlottedEvaluator:
         if not options.fork_server:
             return []
         from kiln.tools.check.pipeline import cache_root
-        from kiln.tools.check.rounds import warm_fork_servers
+        from kiln.tools.check.servers import warm_fork_servers
 
         device, indices = ("cuda", self._gpus) if self.on_gpu else ("cpu", [options.gpu_index])
         return warm_fork_servers(device, indices, cache_root(options))

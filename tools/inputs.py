@@ -119,7 +119,14 @@ def heavy_tailed(v: torch.Tensor, seed: int) -> torch.Tensor:
 
 def make_inputs(get_inputs: Callable[[], Any], *, secret: int, case: str, dist: str, trial: int,
                 dtype: str, device: str) -> tuple[Any, ...]:
-    seed = derive_seed(secret, case, dist, trial)
+    return inputs_from_seed(get_inputs, seed=derive_seed(secret, case, dist, trial), dist=dist, dtype=dtype,
+                            device=device)
+
+
+def inputs_from_seed(get_inputs: Callable[[], Any], *, seed: int, dist: str, dtype: str, device: str
+                     ) -> tuple[Any, ...]:
+    """One trial's inputs from that trial's own seed (what the candidate's worker is given, never the
+    secret the seed was derived from)."""
     seed_all(seed)
     values = validate(_draw_on(device, get_inputs, seed), "get_inputs()")
     d = DISTRIBUTIONS[dist]

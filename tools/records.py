@@ -58,6 +58,10 @@ class CheckOptions(Record):
     gpu_index: int = 0
     speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
     fork_server: bool = Field(True, description="fork workers from a pre-imported server (saves ~2 s/check)")
+    time_on_cpu: bool = Field(False, description="run the timing stage on the CPU with host clocks: only to test "
+                                                 "the timing protocol, the numbers mean nothing there")
+    run_rejected: bool = Field(False, description="execute a candidate the static scan rejected anyway (to test "
+                                                  "the sandbox and the later layers); its verdict stays rejected")
 
 
 # ----------------------------------------------------------------------------- stages
@@ -119,18 +123,31 @@ class TrialRecord(Record):
     case: str = Field(description="'problem' or the case file's stem")
     distribution: str = Field(description="x1 | x3 | x0.01 | neg | x1000 | x0.001 | heavy")
     trial: int
-    phase: Literal["before_reference", "after_reference"] = "before_reference"
+    phase: Literal["first_call", "second_call", "before_reference", "after_reference"] = Field(
+        "first_call", description="which of the trial's two calls on the same inputs (older records: "
+                                  "before/after an in-process reference call)")
     passed: bool
     mismatch: Mismatch | None = None
     error: str | None = None
     input_mutated: bool = False
     rel_l2_err: float | None = Field(None, description="||actual - expected|| / ||expected|| over the output "
                                                         "(worst output) when the trial passed")
+    candidate_s: float | None = Field(None, description="wall time of this call in the candidate's worker")
     rule: str = Field("atol_rtol", description="numerics when every float output was judged by the numerics "
                                                "rule, else the rule of the first output that was not")
     legacy_atol_rtol_passed: bool | None = Field(None, description="the verdict of the fixed atol/rtol rule "
                                                                    "against the native-dtype reference")
     outputs: list[OutputVerdict] = Field(default_factory=list, description="per output: the rule that decided")
+
+
+class CaseSummary(Record):
+    """One case's trials, for a Proposer or a loop deciding whether a case is worth its time."""
+
+    n_trials: int = 0
+    n_passed: int = 0
+    candidate_s: float | None = Field(None, description="candidate worker time over this case's trials")
+    reference_s: float | None = Field(None, description="reference worker time over this case's trials")
+    timed_out: bool = False
 
 
 class CorrectnessRecord(Record):
@@ -144,6 +161,11 @@ class CorrectnessRecord(Record):
     input_mutated: bool = False
     n_planned: int = Field(0, description="trial calls planned: cases x distributions x trials x 2 phases "
                                           "(comparison stops after a few failing trials)")
+    score: float | None = Field(None, description="fraction of the planned (case, distribution) groups that "
+                                                  "passed; every group is tried once before any is tried again, so "
+                                                  "the score does not depend on the order of cases")
+    cases: dict[str, CaseSummary] = Field(default_factory=dict)
+    not_attempted: list[str] = Field(default_factory=list, description="groups the check's time ran out on")
     rule: str = Field("atol_rtol", description="numerics (the default: kiln.tools.tolerance) or atol_rtol "
                                                "(--atol/--rtol given)")
     legacy_atol_rtol_passed: bool | None = Field(None, description="what the fixed atol/rtol rule (before issue "
@@ -264,6 +286,14 @@ class TimingIntegrity(Record):
     wall_us: float | None = Field(None, description="host wall time of the same calls, incl. final device sync")
     event_us: float | None = Field(None, description="CUDA-event time of those calls on the timed stream")
     n_calls: int | None = Field(None, description="how many calls wall_us / event_us cover")
+    parent_wall_s: float | None = Field(None, description="the timed loop as kiln's own clock saw it (outside "
+                                                          "the candidate's process)")
+    parent_event_s: float | None = Field(None, description="the sum of the loop's per-call event times")
+    overhead_us: float | None = Field(None, description="harness time per call outside the events, measured on "
+                                                        "the eager baseline's loop (a process without the candidate)")
+    hidden_us_per_call: float | None = Field(None, description="loop wall - events - overhead, per call: time the "
+                                                               "candidate's events did not show")
+    n_calls_loop: int | None = Field(None, description="timed calls in the loop kiln's clock bracketed")
 
 
 class IntegrityRecord(Record):

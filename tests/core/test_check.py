@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kiln.tools.check import LocalEvaluator, check
-from kiln.tools.check.pipeline import case_specs, extra_round
+from kiln.tools.check.pipeline import extra_round
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.problem import load_candidate, load_problem
 from kiln.tools.records import CheckOptions, CheckRecord, Speedup, TimingRecord
@@ -16,6 +16,7 @@ from kiln.tools.records import CheckOptions, CheckRecord, Speedup, TimingRecord
 DATA = Path(__file__).parent / "data"
 PROBLEM = DATA / "add_problem.py"
 FAST = CheckOptions(device="cpu", trials=1, timeout_s=120)
+RUN_ANYWAY = FAST.model_copy(update={"run_rejected": True})  # fixtures the static scan refuses, run to test containment
 
 
 def run(candidate: str, **kw) -> CheckRecord:
@@ -31,11 +32,12 @@ def test_correct_triton_candidate_passes_every_trial() -> None:
     rec = run("add_triton.py", trials=2)
     assert rec.status == "ok" and rec.correct, rec.reasons
     c = rec.correctness
-    # (2 trials x 4 basic distributions + 1 trial x 3 wide ones) x before/after the reference
+    # (2 trials x 4 basic distributions + 1 trial x 3 wide ones) x first/second call
     assert c is not None and c.passed and c.n_trials == c.n_passed == (2 * 4 + 3) * 2
     assert {t.distribution for t in c.trials} == {"x1", "x3", "x0.01", "neg", "x1000", "x0.001", "heavy"}
     assert c.rule == "numerics" and c.legacy_atol_rtol_passed is True
-    assert {t.phase for t in c.trials} == {"before_reference", "after_reference"}
+    assert {t.phase for t in c.trials} == {"first_call", "second_call"}
+    assert c.score == 1.0 and c.cases["problem"].n_trials == 11 and c.cases["problem"].candidate_s
     assert rec.compile and rec.compile.ok and rec.compile.backend == "triton-interpreter"
     assert rec.timing and not rec.timing.measured and rec.timing.reason == "not measured (no GPU)"
     assert {"spawn", "compile", "correctness", "total"} <= set(rec.stages_s)
@@ -73,7 +75,7 @@ CRASHERS = [
 def crash_run() -> dict[str, CheckRecord]:
     """Every crasher through one evaluator, then a correct candidate: it must still run normally."""
     ev: Evaluator = LocalEvaluator(FAST)
-    opts = FAST.model_copy(update={"timeout_s": 20, "compile_timeout_s": 6})
+    opts = RUN_ANYWAY.model_copy(update={"timeout_s": 20, "compile_timeout_s": 6})
     out = {name: ev.check(PROBLEM, DATA / name, opts) for name, _, _ in CRASHERS}
     out["after"] = ev.check(PROBLEM, DATA / "add_triton.py", FAST)
     return out
@@ -95,17 +97,11 @@ def test_the_next_candidate_runs_normally_after_crashes(crash_run: dict[str, Che
     assert crash_run["after"].status == "ok", crash_run["after"].reasons
 
 
-def test_no_secret_reaches_the_worker(tmp_path: Path, monkeypatch) -> None:
-    cand = tmp_path / "env_dump.py"
-    cand.write_text((DATA / "env_dump.py").read_text())
+def test_no_secret_reaches_the_worker(monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-in-the-parent")
     monkeypatch.setenv("KILN_TEST_TOKEN", "planted-token")
-    check(PROBLEM, cand, FAST)
-    seen = json.loads(cand.with_suffix(".env.json").read_text())
-    assert "OPENAI_API_KEY" not in seen and "KILN_TEST_TOKEN" not in seen
-    assert "sk-planted-in-the-parent" not in json.dumps(seen)
-    assert seen["TRITON_INTERPRET"] == "1" and seen["CUDA_VISIBLE_DEVICES"] == ""
-    assert seen["_inductor_compile_threads"] == "1", "inductor would start compile workers beside the timing"
+    rec = check(PROBLEM, DATA / "env_dump.py", RUN_ANYWAY)  # it reads os.environ: statically rejected
+    assert rec.correctness and rec.correctness.passed, rec.reasons  # computed right: its environment was clean
 
 
 def test_extra_case_is_checked_too() -> None:
@@ -147,9 +143,8 @@ def _fake_speedup(rec: CheckRecord, value: float) -> CheckRecord:
 def test_extra_round_after_a_big_speedup(name: str, status: str) -> None:
     first = run(name)
     assert first.status == "ok", first.reasons  # 1 trial: the flaky one is still right
-    specs = case_specs(load_problem(PROBLEM), [])
-    out = extra_round(_fake_speedup(first, 20.0), specs, load_candidate(DATA / name, load_problem(PROBLEM)), FAST,
-                      static=[])
+    prob = load_problem(PROBLEM)
+    out = extra_round(_fake_speedup(first, 20.0), prob, [], load_candidate(DATA / name, prob), FAST, static=[])
     assert out.integrity and out.integrity.extra_round and out.extra["extra_round"]["trials"] == 10
     assert out.status == status, out.reasons
     if status != "ok":
@@ -158,7 +153,7 @@ def test_extra_round_after_a_big_speedup(name: str, status: str) -> None:
 
 def test_plain_spawn_path_without_fork_server() -> None:
     rec = run("wrong_scale.py", fork_server=False)
-    assert rec.status == "incorrect" and rec.stages_s["spawn"] > 0.2  # a fresh interpreter pays imports
+    assert rec.status == "incorrect" and rec.stages_s["spawn"] > 0.2, rec.stages_s  # a fresh interpreter pays imports
 
 
 def test_matching_weights_are_copied_into_modelnew() -> None:
@@ -198,9 +193,9 @@ def test_a_dead_fork_server_is_replaced() -> None:
     assert rec.status == "incorrect" and all(s.alive() for s in zygote._POOL.values())
 
 
-def test_a_garbage_result_file_is_a_record_not_an_exception() -> None:
-    rec = run("forged_result.py")
-    assert not rec.correct and any("results kiln cannot read" in r for r in rec.reasons), rec.reasons
+def test_a_forged_reply_is_a_record_not_an_exception() -> None:
+    rec = run("forged_result.py", run_rejected=True)
+    assert not rec.correct and any("broke the worker protocol" in r for r in rec.reasons), rec.reasons
 
 
 def test_init_inputs_may_hold_a_shape_tuple() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -70,7 +71,6 @@ def test_cli_bad_inputs_exit_2_with_one_line(tmp_path: Path, run_cli) -> None:
                                       "    def forward(self, x):\n        return x\n")
     cases = [
         ([str(tmp_path / "missing.py"), str(cand)], "problem file not found"),
-        ([str(PROBLEM), str(cand)], "does not match Model.forward"),
         ([str(PROBLEM), str(DATA / "add_triton.py"), "--dtype", "fp64"], "--dtype must be one of"),
         ([str(DATA / "bad_inputs_problem.py"), str(DATA / "add_triton.py"), "--device", "cpu"],
          "get_inputs()[1] is a str; inputs must be tensors, numbers or tuples of numbers"),
@@ -81,6 +81,17 @@ def test_cli_bad_inputs_exit_2_with_one_line(tmp_path: Path, run_cli) -> None:
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and expected in lines[0], res.stderr
         assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_a_broken_candidate_is_a_compile_error_verdict_with_a_record(tmp_path: Path, run_cli) -> None:
+    """A candidate kiln can't load is the candidate's failure (exit 1, JSON written), not bad input."""
+    cand = write(tmp_path, "cand.py", "import torch.nn as nn\nclass ModelNew(nn.Module):\n"
+                                      "    def forward(self, x):\n        return x\n")
+    out = tmp_path / "rec.json"
+    res = run_cli("check", str(PROBLEM), str(cand), "--json", str(out))
+    assert res.returncode == 1 and "Traceback" not in res.stderr + res.stdout
+    rec = json.loads(out.read_text())
+    assert rec["status"] == "compile_error" and "does not match Model.forward" in rec["reasons"][0]
 
 
 def test_inputs_may_be_tuples_of_numbers_but_nothing_else() -> None:

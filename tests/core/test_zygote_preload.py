@@ -41,7 +41,7 @@ def test_clean_preloads_are_all_kept(tmp_path: Path) -> None:
 
 def test_the_server_may_cache_bytecode_but_its_workers_do_not(tmp_path: Path) -> None:
     from kiln.tools.check import zygote
-    from kiln.tools.check.rounds import zygote_env
+    from kiln.tools.check.servers import zygote_env
 
     env = zygote_env("cpu", 0, tmp_path)
     assert "PYTHONDONTWRITEBYTECODE" not in env and env["CUDA_VISIBLE_DEVICES"] == ""

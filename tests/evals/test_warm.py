@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from kiln.evals.executors import SlottedEvaluator
-from kiln.tools.check import zygote
-from kiln.tools.check import LocalEvaluator
+from kiln.tools.check import LocalEvaluator, zygote
 from kiln.tools.records import CheckOptions
 
 

@@ -13,9 +13,8 @@ import torch
 from torch import nn
 
 from kiln.tools import numerics
-from kiln.tools.check.reference import build_reference
-from kiln.tools.check.worker import CaseSpec, JobSpec
-from kiln.tools.inputs import DISTRIBUTIONS, clone, fingerprint, make_inputs, trial_count
+from kiln.tools.check.reference import Case
+from kiln.tools.inputs import DISTRIBUTIONS, clone, derive_seed, fingerprint, make_inputs, trial_count
 from kiln.tools.integrity.degenerate import assess, assess_packs, digest, draws
 
 DATA = Path(__file__).parent / "data" / "degenerate"
@@ -24,42 +23,41 @@ LOSSES = ["mse_loss", "hinge_loss", "kl_div_loss", "cross_entropy_loss", "froben
           "cosine_similarity_loss", "triplet_margin_loss", "smooth_l1_loss"]
 
 
-def reference_digests(name: str, tmp: Path, *, trials: int = 2) -> list[tuple[str, dict]]:
-    """The reference's outputs for the draws the parent compares, digested as the parent digests them."""
+def reference_digests(name: str, *, trials: int = 2) -> list[tuple[str, dict]]:
+    """The reference's outputs for the draws the parent compares, made as the reference worker makes
+    them (`Case`, `numerics.reference_trial`) and digested as the parent digests them."""
     path = str(DATA / f"{name}.py")
-    case = CaseSpec(name="problem", path=path, model_path=path)
-    spec = JobSpec(role="reference", cases=[case], secret=SECRET, trials=trials, work_dir=str(tmp),
-                   cache_root=str(tmp))
-    mod, _, model = build_reference(case, spec)
-    num = numerics.build(model, spec.dtype)
+    c = Case(path, path, init_seed=derive_seed(SECRET, "init"), model_seed=derive_seed(SECRET, "model"),
+             dtype="fp32", device="cpu")
+    num = numerics.build(c.model, "fp32")
     packs, fps = {}, {}
-    for dist in spec.distributions:
+    for dist in DISTRIBUTIONS:
         for trial in range(trial_count(dist, trials)):
-            x = make_inputs(mod.get_inputs, secret=SECRET, case="problem", dist=dist, trial=trial, dtype="fp32",
+            x = make_inputs(c.mod.get_inputs, secret=SECRET, case="problem", dist=dist, trial=trial, dtype="fp32",
                             device="cpu")
-            packed, _why = numerics.reference_trial(model, num, clone(x), x, seed=SECRET,
+            packed, _why = numerics.reference_trial(c.model, num, clone(x), x, seed=derive_seed(SECRET, dist, trial),
                                                     drop_nonfinite=DISTRIBUTIONS[dist].wide and trial == 0)
             if packed is None:
                 break
             packs[(dist, trial)], fps[(dist, trial)] = packed, fingerprint(x)
-    return [(d, digest(packs[(d, t)])) for d, t in draws(spec.distributions, fps)]
+    return [(d, digest(packs[(d, t)])) for d, t in draws(list(DISTRIBUTIONS), fps)]
 
 
-def reasons(name: str, tmp: Path, *, numerics_rule: bool = True) -> list[str]:
-    rec = assess_packs(reference_digests(name, tmp), dtype="fp32", atol=1e-4, rtol=1e-4, numerics=numerics_rule)
+def reasons(name: str, *, numerics_rule: bool = True) -> list[str]:
+    rec = assess_packs(reference_digests(name), dtype="fp32", atol=1e-4, rtol=1e-4, numerics=numerics_rule)
     assert rec.degenerate == bool(rec.reasons)
     return [r.split(":")[0] for r in rec.reasons]
 
 
 @pytest.mark.parametrize("name", LOSSES)
-def test_a_loss_or_norm_that_moves_with_its_inputs_is_not_degenerate(name: str, tmp_path: Path) -> None:
-    assert reasons(name, tmp_path) == []
+def test_a_loss_or_norm_that_moves_with_its_inputs_is_not_degenerate(name: str) -> None:
+    assert reasons(name) == []
 
 
 @pytest.mark.parametrize("numerics_rule", [True, False])
-def test_mse_loss_is_not_degenerate_under_either_rule(numerics_rule: bool, tmp_path: Path) -> None:
+def test_mse_loss_is_not_degenerate_under_either_rule(numerics_rule: bool) -> None:
     """KernelBench's 94_MSELoss was flagged `degenerate.constant` by the within-output test."""
-    assert reasons("mse_loss", tmp_path, numerics_rule=numerics_rule) == []
+    assert reasons("mse_loss", numerics_rule=numerics_rule) == []
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -69,8 +67,8 @@ def test_mse_loss_is_not_degenerate_under_either_rule(numerics_rule: bool, tmp_p
     ("relu_of_negated", ["degenerate.near-zero"]),
     ("long_softmax", ["degenerate.near-zero"]),
 ])
-def test_degenerate_problems_are_flagged(name: str, expected: list[str], tmp_path: Path) -> None:
-    assert reasons(name, tmp_path) == expected
+def test_degenerate_problems_are_flagged(name: str, expected: list[str]) -> None:
+    assert reasons(name) == expected
 
 
 def test_draws_skip_repeats_of_the_first_input_and_what_the_reference_never_made() -> None:

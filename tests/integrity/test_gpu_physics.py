@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kiln.tools import peaks as kp
 from kiln.tools.integrity import physics, verdict
-from kiln.tools.integrity.peaks import get_peaks
 from kiln.tools.records import CheckRecord, IntegrityRecord, PhysicsRecord, TimingRecord, TimingStat
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -55,7 +55,7 @@ def _median_us(fn, reps: int = 30) -> float:  # noqa: ANN001
 
 def _judge(ref: torch.nn.Module, x: torch.Tensor, measured_us: float, tmp_path) -> CheckRecord:  # noqa: ANN001
     nbytes, flops = physics.count_work(ref, (x,))
-    peaks = get_peaks("cuda", "fp32", cache_file=tmp_path / "peaks.json")
+    peaks = kp.measure()
     stat = TimingStat(median_us=measured_us, ci_low_us=measured_us, ci_high_us=measured_us, half_width_pct=0.0, n_samples=30)
     rec = CheckRecord(problem="p", candidate="c", device="cuda", status="ok", correct=True,
                       timing=TimingRecord(measured=True, candidate=stat),
@@ -63,7 +63,7 @@ def _judge(ref: torch.nn.Module, x: torch.Tensor, measured_us: float, tmp_path) 
     out = verdict.apply(rec, peaks=peaks)
     ph = out.integrity.physics  # type: ignore[union-attr]
     print(f"\n{type(ref).__name__}: {measured_us:.1f} us, floor {ph.floor_us:.1f} us, {ph.pct_of_floor:.0f}% of floor, "
-          f"{nbytes / measured_us / 1e3:.0f} GB/s vs measured copy peak {peaks.gbps:.0f} GB/s")
+          f"{nbytes / measured_us / 1e3:.0f} GB/s vs measured copy peak {peaks.copy_gbps:.0f} GB/s")
     return out
 
 

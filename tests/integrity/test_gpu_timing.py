@@ -16,8 +16,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 def _measure(fn, inputs: tuple) -> tuple[TimingIntegrity, list[str]]:  # noqa: ANN001
     from kiln.tools.timing import wall_over_event
 
-    ti = TimingIntegrity()
-    ti.wall_over_event = wall_over_event(fn, inputs, ti)
+    ti = TimingIntegrity(**wall_over_event(fn, inputs))
     rules = [f.rule for f in judge_timing(ti)]
     print(f"\nwall/event {ti.wall_over_event:.2f}, wall {ti.wall_us:.0f} us, event {ti.event_us:.0f} us "
           f"over {ti.n_calls} calls -> {rules or 'clean'}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kiln.tools.integrity import verdict
-from kiln.tools.integrity.peaks import Peaks
+from kiln.tools.peaks import Peaks
 from kiln.tools.records import (
     CheckRecord,
     DegenerateRecord,
@@ -102,7 +102,7 @@ def test_ratio_only_fallback_and_threads_and_rechecks() -> None:
 
 
 def test_faster_than_the_hardware_is_rejected() -> None:
-    peaks = Peaks(device="cuda", gbps=4000.0, tflops=700.0)
+    peaks = Peaks(copy_gbps=4000.0, matmul_tflops={"bf16": 700.0})
     phys = PhysicsRecord(bytes_moved=800_000_000)  # floor = 800e6 / (4000e9 * 1.25) s = 160 us
     out = verdict.apply(timed(record(physics=phys), 80.0), peaks=peaks)
     assert out.status == "rejected"
@@ -111,7 +111,7 @@ def test_faster_than_the_hardware_is_rejected() -> None:
 
 
 def test_a_kernel_at_90_percent_of_bandwidth_is_not_rejected() -> None:
-    peaks = Peaks(device="cuda", gbps=4000.0, tflops=700.0)
+    peaks = Peaks(copy_gbps=4000.0, matmul_tflops={"bf16": 700.0})
     phys = PhysicsRecord(bytes_moved=800_000_000)  # 200 us at 100% of the measured copy rate
     out = verdict.apply(timed(record(physics=phys), 200.0 / 0.9), peaks=peaks)
     assert out.status == "ok"
@@ -148,7 +148,7 @@ def test_record_round_trips_through_json() -> None:
 
 
 def test_apply_is_idempotent() -> None:
-    peaks = Peaks(device="cuda", gbps=4000.0, tflops=700.0)
+    peaks = Peaks(copy_gbps=4000.0, matmul_tflops={"bf16": 700.0})
     rec = timed(record(physics=PhysicsRecord(bytes_moved=800_000_000),
                        timing=TimingIntegrity(threads_before=1, threads_after=3)), 80.0, {"eager": (20.0, 19.0, 21.0)})
     once = verdict.apply(rec, peaks=peaks)

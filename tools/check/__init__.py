@@ -1,11 +1,22 @@
 """The check pipeline: one candidate against one problem, judged outside the candidate's process.
 
-`check()` and `LocalEvaluator` are the public entry points (`api`); the rest are its stages and
-processes: `pipeline` (rounds and the extra round), `rounds` (workers side by side), `compare` and
-`merge` (the parent's verdict), `worker`, `reference`, `candidate`, `after`, `poison` (what runs in
-the workers), `isolation` and `zygote` (process containment and the fork server), `cli`.
+`check()` and `LocalEvaluator` are the public entry points (`api`); `session` drives one check's
+workers (`reference`, `candidate`, `baseline` in `worker` processes, over `channel`), `compare`,
+`merge` and `timing` judge what they report in kiln's own process, `caches` is the only code that
+reads or writes kiln's caches, `isolation`, `zygote` and `servers` contain and start the processes.
+Submodules import without this package pulling in the whole pipeline (workers import them).
 """
 
-from kiln.tools.check.api import LocalEvaluator, check, resolve_device
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["LocalEvaluator", "check", "resolve_device"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from kiln.tools.check import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'kiln.tools.check' has no attribute {name!r}")

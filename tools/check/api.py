@@ -1,9 +1,10 @@
 """`kiln check`: compile, verify, (on a GPU) time and integrity-check one candidate against a problem.
 
 1. Parent, no candidate code runs: validate the files by AST, static integrity scan, secret seed.
-2. Reference and candidate workers, side by side in contained subprocesses (see rounds).
-3. Parent: merge the stage records, integrity verdict, an extra verification round after any
-   speedup above 10x. Failures of the candidate are records; only a broken problem raises.
+2. A session (`session`): reference, candidate and baseline workers in contained subprocesses,
+   driven by commands; every comparison and measurement bound computed in this process.
+3. Parent: the integrity verdict, an extra verification round after any speedup above 10x.
+   Failures of the candidate are records; only a broken problem raises.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kiln.tools.errors import KilnInputError
 from kiln.tools.records import (
     CheckOptions,
     CheckRecord,
@@ -24,7 +26,6 @@ from kiln.tools.records import (
 )
 
 STAGE_SHARES = {"compile": 0.5, "correctness": 0.3, "integrity": 0.3, "timing": 0.3}
-SPAWN_SLACK_S = 30.0
 EXTRA_ROUND_MIN_TRIALS = 10
 
 
@@ -92,7 +93,9 @@ def _unsupported(rec: CheckRecord, lang: str, dtype: str, candidate: Path) -> Ch
 
 
 def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -> CheckRecord:
-    """The full verdict for one candidate. Raises KilnInputError only for bad input files."""
+    """The full verdict for one candidate. Raises KilnInputError only for a broken problem (or
+    case); a broken candidate (syntax error, no ModelNew, wrong signature) is a `compile_error`
+    record, and a statically rejected one is never executed."""
     from kiln.tools.compile import detect_lang
     from kiln.tools.problem import load_candidate, load_problem
 
@@ -100,18 +103,34 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     t0 = time.monotonic()
     prob = load_problem(Path(problem))
     cases = [load_problem(Path(c), what="case", model_optional=True) for c in options.cases]
-    cand = load_candidate(Path(candidate), prob)
-    rec = CheckRecord(problem=prob.path, candidate=cand.path, device=resolve_device(options.device),
-                      dtype=options.dtype, status="error")
+    rec = CheckRecord(problem=prob.path, candidate=str(Path(candidate).resolve()),
+                      device=resolve_device(options.device), dtype=options.dtype, status="error")
+    try:
+        cand = load_candidate(Path(candidate), prob)
+    except KilnInputError as exc:
+        return _broken_candidate(rec, str(exc), t0)
     static = _static_scan(cand.source, Path(candidate).name, options.dtype)
     rec.integrity = IntegrityRecord(policy=options.policy, findings=static)
     lang = detect_lang(cand.source)
     rec.extra["lang"] = lang
-    if _unsupported(rec, lang, options.dtype, Path(candidate)) is None:
+    if any(f.severity == "reject" for f in static) and not options.run_rejected:
+        rec.reasons.append("not executed: the static scan rejected the source")
+        rec.timing = TimingRecord(measured=False, reason="not measured (rejected before running)")
+    elif _unsupported(rec, lang, options.dtype, Path(candidate)) is None:
         from kiln.tools.check.pipeline import run_check
 
         rec = run_check(rec, prob, cases, cand, options, static=static, seed=options.seed or secrets.randbits(63))
     rec = _verdict(rec, options)
+    rec.stages_s["total"] = round(time.monotonic() - t0, 3)
+    return rec
+
+
+def _broken_candidate(rec: CheckRecord, message: str, t0: float) -> CheckRecord:
+    """A candidate file kiln cannot even load: a compile error, recorded like any other verdict."""
+    rec.status = "compile_error"
+    rec.reasons = [message]
+    rec.compile = CompileRecord(ok=False, errors=[message])
+    rec.timing = TimingRecord(measured=False, reason="not measured (the candidate did not load)")
     rec.stages_s["total"] = round(time.monotonic() - t0, 3)
     return rec
 
@@ -121,7 +140,7 @@ def _verdict(rec: CheckRecord, options: CheckOptions) -> CheckRecord:
 
     peaks = rec.extra.pop("peaks", None)
     if peaks is not None:
-        from kiln.tools.integrity.peaks import Peaks
+        from kiln.tools.peaks import Peaks
 
         peaks = Peaks.model_validate(peaks)
     return verdict.apply(rec, threshold=options.speedup_threshold, peaks=peaks)

@@ -1,62 +1,47 @@
-"""The candidate worker: compile (import + first call), correctness trials, then, once the parent has
-compared the outputs with the reference worker's and said go: runtime integrity checks and (GPU)
-timing. Each trial: identical fresh inputs; the candidate runs on its own clone before and after an
-in-process reference call on another clone; fresh allocations are poisoned with NaN; mutated inputs
-are noted. Outputs are saved for the parent to compare; this process never sees the reference's."""
+"""The candidate worker: the only process that runs the candidate's code. It holds no secret and no
+reference: it compiles ModelNew, builds it with the reference's weights, runs each trial on the
+inputs the parent hands it, packs its outputs with a key it learns only after producing them,
+collects runtime evidence (operator and kernel accounting, output hygiene) and times itself on a
+GPU. Everything it reports is evidence for the parent, never a verdict.
+
+Each trial: fresh clones of the inputs, fresh allocations poisoned with NaN, the candidate called
+twice (a call-order or state trick shows as a difference between the calls), mutated inputs noted.
+"""
 
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from kiln.tools.check.isolation import pid_alive
 from kiln.tools.check.poison import poisoned_allocations, prime_cuda_cache, tensor_sizes
-from kiln.tools.check.worker import CaseSpec, JobSpec, Results, load_module, save_output, sync
+from kiln.tools.check.worker import JobSpec, Worker, WorkerError, load_module, save_output, sync
 from kiln.tools.correctness import compare, pack
-from kiln.tools.inputs import (
-    DTYPES,
-    clone,
-    derive_seed,
-    fingerprint,
-    make_inputs,
-    prepare,
-    same,
-    seed_all,
-    trial_count,
-    validate,
-)
+from kiln.tools.inputs import DTYPES, clone, fingerprint, inputs_from_seed, prepare, same, seed_all, validate
 
 
 class Built:
-    """One case's modules and models in this process."""
+    """One case's module and ModelNew in this process."""
 
-    def __init__(self, case: CaseSpec, spec: JobSpec, candidate: Any) -> None:
-        self.case, self.mod = case, load_module(case.path, "case")
-        model_mod = self.mod if case.model_path == case.path else load_module(case.model_path, "problem")
-        seed_all(derive_seed(spec.secret, case.name, "init"))
+    def __init__(self, path: str, candidate: Any, spec: JobSpec, seeds: dict[str, int], weights: str) -> None:
+        self.mod = load_module(path, "case")
+        seed_all(seeds["init"])
         init = prepare(validate(self.mod.get_init_inputs(), "get_init_inputs()"), dtype=spec.dtype, device="cpu")
-        seed_all(derive_seed(spec.secret, case.name, "model"))
-        ref = model_mod.Model(*init)
-        seed_all(derive_seed(spec.secret, case.name, "model"))
+        seed_all(seeds["model"])
         new = candidate.ModelNew(*init)
-        self.n_copied = copy_matching(ref, new)
-        self.ref = ref.to(device=spec.device, dtype=DTYPES[spec.dtype])
+        self.n_copied = copy_matching(torch.load(weights, map_location="cpu", weights_only=True), new)
         self.new = new.to(device=spec.device, dtype=DTYPES[spec.dtype])
         self.out_sizes: list[int] = []
 
-    def inputs(self, spec: JobSpec, dist: str, trial: int, tag: str | None = None) -> tuple:
-        return make_inputs(self.mod.get_inputs, secret=spec.secret, case=tag or self.case.name, dist=dist,
-                           trial=trial, dtype=spec.dtype, device=spec.device)
+    def inputs(self, seed: int, dist: str, spec: JobSpec) -> tuple:
+        return inputs_from_seed(self.mod.get_inputs, seed=seed, dist=dist, dtype=spec.dtype, device=spec.device)
 
 
-def copy_matching(ref: torch.nn.Module, new: torch.nn.Module) -> int:
+def copy_matching(src: dict[str, torch.Tensor], new: torch.nn.Module) -> int:
     """Copy every reference parameter/buffer whose name and shape match into ModelNew."""
-    src = ref.state_dict()
     n = 0
     with torch.no_grad():
         for name, t in itertools.chain(new.named_parameters(), new.named_buffers()):
@@ -66,146 +51,133 @@ def copy_matching(ref: torch.nn.Module, new: torch.nn.Module) -> int:
     return n
 
 
-def call_candidate(b: Built, inputs: tuple, spec: JobSpec) -> tuple[Any, bool]:
-    """One candidate call on its own clone, with poisoned fresh memory; (output, mutated its inputs)."""
+def call_candidate(b: Built, inputs: tuple, spec: JobSpec) -> tuple[Any, bool, float]:
+    """One call on its own clone, with poisoned fresh memory: (output, mutated its inputs, seconds)."""
     mine = clone(inputs)
     prime_cuda_cache(tensor_sizes(inputs) + b.out_sizes, spec.device)
+    t0 = time.perf_counter()
     with torch.no_grad(), poisoned_allocations():
         out = b.new(*mine)
     sync(spec.device)
-    return out, not same(mine, inputs)
+    return out, not same(mine, inputs), time.perf_counter() - t0
 
 
-def _storages(o: Any) -> set[int]:
-    if isinstance(o, torch.Tensor):
-        return {o.untyped_storage().data_ptr()} if o.numel() else set()
-    if isinstance(o, (tuple, list)):
-        return set().union(*(_storages(x) for x in o)) if o else set()
-    return set()
+class CandidateWorker(Worker):
+    blame = "candidate"
 
+    def __init__(self, spec: JobSpec) -> None:
+        super().__init__(spec)
+        self.module: Any = None
+        self.built: dict[str, Built] = {}
+        self.held: dict[str, Any] | None = None  # the last trial's outputs, until the parent's key comes
+        self.timing: Any = None
 
-def same_output(o1: Any, o2: Any) -> bool:
-    """Bitwise-identical forward() results (NaN equals NaN), compared where they live (on the GPU,
-    no copy); anything but tensors, sequences and numbers is never called the same."""
-    if isinstance(o1, torch.Tensor) or isinstance(o2, torch.Tensor):
-        return isinstance(o1, torch.Tensor) and isinstance(o2, torch.Tensor) and same((o1,), (o2,))
-    if isinstance(o1, (tuple, list)) or isinstance(o2, (tuple, list)):
-        return (type(o1) is type(o2) and len(o1) == len(o2)
-                and all(same_output(x, y) for x, y in zip(o1, o2, strict=True)))
-    if isinstance(o1, (int, float, bool, type(None))) and type(o1) is type(o2):
-        return o1 == o2 or (o1 != o1 and o2 != o2)
-    return False
+    def op_compile(self) -> dict[str, Any]:
+        from kiln.tools.compile import import_candidate
 
+        module, rec = import_candidate(Path(self.spec.candidate or ""), device=self.spec.device,
+                                       cache_root=Path(self.spec.cache_root))
+        self.module = module if rec.ok else None
+        return {"compile": rec.model_dump()}
 
-def run_trial(b: Built, spec: JobSpec, res: Results, dist: str, trial: int) -> None:
-    where = f"{b.case.name}/{dist}/trial {trial}"
-    res.stage("correctness", where)
-    pristine = b.inputs(spec, dist, trial)
-    out1, mut1 = call_candidate(b, pristine, spec)
-    p1 = pack(out1, spec.secret)
-    save_output(spec.output_path(b.case.name, dist, trial, "before"), p1)
-    res.stage("correctness", where + " (after the reference)")
-    ref_in = clone(pristine)
-    with torch.no_grad():
-        ref_out = b.ref(*ref_in)
-    sync(spec.device)
-    b.out_sizes = tensor_sizes(ref_out)
-    out2, mut2 = call_candidate(b, pristine, spec)
-    if _storages(out1) & _storages(out2):  # the same buffer returned twice: out1 now holds call 2's values
-        p2 = pack(out2, spec.secret)
-        after_same = compare(p1, p2, atol=0.0, rtol=0.0) is None
-    else:
-        after_same = same_output(out1, out2)
-        p2 = None if after_same else pack(out2, spec.secret)
-    if p2 is not None and not after_same:
-        save_output(spec.output_path(b.case.name, dist, trial, "after"), p2)
-    res.data["trials"].append({"case": b.case.name, "distribution": dist, "trial": trial,
-                               "input_fp": fingerprint(pristine), "mutated": mut1 or mut2,
-                               "ref_mutated": not same(ref_in, pristine), "after_same": after_same})
-    res.save()
+    def op_build(self, cases: dict[str, dict[str, Any]], warmup_seed: int) -> dict[str, Any]:
+        """ModelNew per case (weights from the reference's files), then one first call (Triton JIT)."""
+        if self.module is None:
+            raise WorkerError("protocol", "build before a successful compile")
+        try:
+            for c in self.spec.cases:
+                info = cases[c.name]
+                self.built[c.name] = Built(c.path, self.module, self.spec, info["seeds"], info["weights"])
+        except Exception as exc:  # noqa: BLE001 - the candidate's constructor failing is a result
+            raise WorkerError("candidate", f"building ModelNew: {type(exc).__name__}: {exc}") from exc
+        first = self.built[self.spec.cases[0].name]
+        try:
+            _, _, first_s = call_candidate(first, first.inputs(warmup_seed, "x1", self.spec), self.spec)
+        except Exception as exc:  # noqa: BLE001
+            return self._first_call_failed(exc)
+        return {"n_weights_copied": first.n_copied, "first_call_s": first_s}
 
+    def _first_call_failed(self, exc: BaseException) -> dict[str, Any]:
+        from kiln.tools.compile import classify_first_call_error
 
-def compile_stage(spec: JobSpec, res: Results) -> list[Built] | None:
-    from kiln.tools.compile import classify_first_call_error, import_candidate
-
-    res.stage("compile")
-    module, crec = import_candidate(Path(spec.candidate or ""), device=spec.device, cache_root=Path(spec.cache_root))
-    res.data["compile"] = crec.model_dump()
-    res.save()
-    if module is None or not crec.ok:
-        return None
-    res.stage("compile", "building Model and ModelNew")
-    try:
-        built = [Built(case, spec, module) for case in spec.cases]
-        res.data["weights_fp"] = {b.case.name: fingerprint([t for _, t in sorted(b.ref.state_dict().items())])
-                                  for b in built}
-        res.data["n_weights_copied"] = built[0].n_copied
-    except Exception as exc:  # noqa: BLE001 - the candidate's constructor failing is a result
-        res.fail("candidate", exc, "building ModelNew")
-        return None
-    t0 = time.time()
-    res.stage("compile", "first call of ModelNew.forward")
-    try:
-        call_candidate(built[0], built[0].inputs(spec, "x1", 0, tag="warmup"), spec)
-    except Exception as exc:  # noqa: BLE001
         rec = classify_first_call_error(exc)
         if rec is None:
-            res.fail("candidate", exc, "the first call")
-            return None
-        res.data["compile"] = rec.model_dump()
-        res.save()
-        return None
-    res.data["compile"]["first_call_s"] = time.time() - t0
-    res.end_stage("compile")
-    return built
+            raise exc
+        return {"compile": rec.model_dump()}
 
+    def op_trial(self, case: str, seed: int | None = None, dist: str = "x1", inputs_file: str | None = None
+                 ) -> dict[str, Any]:
+        """The trial's first call; its output is held until `pack` brings the key."""
+        b = self.built[case]
+        pristine = self._trial_inputs(b, seed, dist, inputs_file)
+        out, mutated, t = call_candidate(b, pristine, self.spec)
+        self.held = {"case": case, "inputs": pristine, "first": out}
+        b.out_sizes = tensor_sizes(out)
+        return {"input_fp": fingerprint(pristine), "mutated": mutated, "call_s": round(t, 6)}
 
-def stopped_by_parent(spec: JobSpec) -> bool:
-    """The parent found a failing trial already and said no go: the remaining trials are moot."""
-    if not spec.decision_path.exists():
-        return False
-    try:
-        return not json.loads(spec.decision_path.read_text()).get("go")
-    except (OSError, ValueError):
-        return False
+    def _trial_inputs(self, b: Built, seed: int | None, dist: str, inputs_file: str | None) -> tuple:
+        if inputs_file is not None:
+            values = torch.load(inputs_file, map_location="cpu", weights_only=True)
+            return prepare(list(values), dtype=self.spec.dtype, device=self.spec.device)
+        if seed is None:
+            raise WorkerError("protocol", "a trial needs a seed or an inputs file")
+        return b.inputs(seed, dist, self.spec)
 
+    def op_pack(self, key: int, tag: str) -> dict[str, Any]:
+        """Pack the first call's output with the key the parent sent now (after it was produced),
+        then call again on the same inputs and pack that too (saved only when it differs)."""
+        if self.held is None:
+            raise WorkerError("protocol", "pack without a trial")
+        held, self.held = self.held, None
+        first = pack(held["first"], key)
+        files = {"first": str(self.spec.output_path(f"{tag}.first"))}
+        save_output(Path(files["first"]), first)
+        b = self.built[held["case"]]
+        out, mutated, t = call_candidate(b, held["inputs"], self.spec)
+        second = pack(out, key)
+        after_same = compare(first, second, atol=0.0, rtol=0.0) is None
+        if not after_same:
+            files["second"] = str(self.spec.output_path(f"{tag}.second"))
+            save_output(Path(files["second"]), second)
+        return {"files": files, "after_same": after_same, "mutated": mutated, "call_s": round(t, 6)}
 
-def correctness_stage(built: list[Built], spec: JobSpec, res: Results) -> bool:
-    for b in built:
-        for dist in spec.distributions:
-            for trial in range(trial_count(dist, spec.trials)):  # tolerance (issue 16): fewer for wide ones
-                if stopped_by_parent(spec):
-                    res.data["stopped_by_parent"] = True
-                    res.save()
-                    return False
-                try:
-                    run_trial(b, spec, res, dist, trial)
-                except Exception as exc:  # noqa: BLE001
-                    res.fail("candidate", exc, f"{b.case.name}/{dist}/trial {trial}")
-                    return False
-    res.data["correctness_done"] = True
-    res.end_stage("correctness")
-    return True
+    def op_integrity(self, policy: str, seeds: list[int]) -> dict[str, Any]:
+        """Runtime evidence: operator and kernel accounting, decoys, output hygiene."""
+        try:
+            from kiln.tools.integrity import runtime
+        except ImportError as exc:  # kiln's own checks missing: the parent fails closed, never `ok`
+            raise WorkerError("kiln", f"kiln's runtime integrity checks failed to import: {exc}") from exc
 
+        b = self.built[self.spec.cases[0].name]
+        accounting, findings = runtime.inspect_forward(b.new, b.inputs(seeds[0], "x1", self.spec), policy=policy,
+                                                       device=self.spec.device)
+        sets = (b.inputs(s, "x1", self.spec) for s in seeds[1:])  # one at a time: GBs each at KernelBench sizes
+        findings = [*findings, *runtime.check_outputs(b.new, None, sets)]
+        return {"accounting": accounting.model_dump(), "findings": [f.model_dump() for f in findings]}
 
-def await_decision(spec: JobSpec, res: Results) -> bool:
-    """The parent compares outputs with the reference worker's, then writes go / stop."""
-    res.stage("await")
-    while not spec.decision_path.exists():
-        if spec.parent_pid and not pid_alive(spec.parent_pid):
-            return False  # the parent died: nobody will read what we would measure
-        time.sleep(0.005)
-    return bool(json.loads(spec.decision_path.read_text()).get("go"))
+    def op_time_setup(self, timing: dict[str, Any]) -> dict[str, Any]:
+        from kiln.tools.timing.bench import TimedInputs
+        from kiln.tools.timing.stage import Prepared
 
+        b = self.built[self.spec.cases[0].name]
+        feed = TimedInputs.from_spec(timing, b.mod.get_inputs, dtype=self.spec.dtype, device=self.spec.device)
+        self.timing = (Prepared(b.new, feed, self.spec.device), timing)
+        return {}
 
-def run(spec: JobSpec) -> None:
-    from kiln.tools.check.after import after_correctness
+    def op_time_loop(self, max_time_s: float) -> dict[str, Any]:
+        """The timed loop, every output sketched; the parent's clock brackets this command."""
+        from kiln.tools.timing.stage import run_loop
 
-    res = Results(spec)
-    built = compile_stage(spec, res)
-    if built is None or not correctness_stage(built, spec, res):
-        return
-    if await_decision(spec, res):
-        after_correctness(built[0], spec, res)
-    res.data["done"] = True
-    res.save()
+        prepared, timing = self.timing
+        run, facts = run_loop(prepared, max_time_s=max_time_s, sketch_key=int(timing["key"]))
+        path = self.spec.output_path("timed-sketches")
+        torch.save(run.sketches, path)
+        return {"samples_us": run.samples, "sketches": str(path), **facts}
+
+    def op_time_after(self) -> dict[str, Any]:
+        """After the loop: the in-process wall-vs-event probe and this module's peak memory."""
+        from kiln.tools.timing.stage import peak_bytes, wall_over_event
+
+        prepared, _ = self.timing
+        inputs = prepared.feed.for_call(0)
+        return {"wall": wall_over_event(prepared.fn, inputs), "peak_bytes": peak_bytes(prepared.fn, inputs)}

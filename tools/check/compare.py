@@ -1,22 +1,22 @@
-"""Parent side of correctness: load each trial's saved outputs (reference worker vs candidate worker),
-compare them, detect input mutation and nondeterministic problems, and summarise for the Coder."""
+"""Parent side of correctness: load each trial's packed outputs (reference worker vs candidate
+worker), compare them, detect input mutation and nondeterministic problems, score the groups, and
+summarise for the Coder. Everything here runs in kiln's own process."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from kiln.tools.check.worker import JobSpec
 from kiln.tools.correctness import first_failure, relative_l2
-from kiln.tools.inputs import DISTRIBUTIONS, trial_count
+from kiln.tools.inputs import DISTRIBUTIONS
 from kiln.tools.integrity import degenerate
-from kiln.tools.records import DegenerateRecord, Finding, Mismatch, TrialRecord
+from kiln.tools.records import CaseSummary, DegenerateRecord, Finding, Mismatch, TrialRecord
 from kiln.tools.tolerance import judge
 
 DIST_WORDS = {name: d.words for name, d in DISTRIBUTIONS.items()}
-PHASE_WORDS = {"before_reference": "candidate called before the reference",
-               "after_reference": "candidate called again after the reference"}
-MAX_FAILURES = 3  # stop loading outputs after this many failing trials
+PHASE_WORDS = {"first_call": "first call", "second_call": "second call on the same inputs"}
+MAX_PACK_BYTES = 1 << 34  # a candidate's output file above 16 GiB is refused unread
 
 
 @dataclass
@@ -29,140 +29,165 @@ class Comparison:
     findings: list[Finding] = field(default_factory=list)
     problem_error: str | None = None  # the problem itself is nondeterministic: not the candidate's fault
     n_planned: int = 0
+    groups_planned: list[str] = field(default_factory=list)
+    not_attempted: list[str] = field(default_factory=list)
+    cases: dict[str, CaseSummary] = field(default_factory=dict)
     # tolerance (issue 16): the rule in force, the fixed atol/rtol rule's verdict over the same trials
-    # (None: not every trial was compared), distributions the reference dropped, the problem's degeneracy
+    # (None: not every trial ran), groups the reference dropped (not finite), the problem's degeneracy
     rule: str = "numerics"
     legacy_passed: bool | None = None
     dropped: dict[str, str] = field(default_factory=dict)
     degenerate: DegenerateRecord | None = None
 
+    @property
+    def score(self) -> float | None:
+        """Passed groups / planned groups: a group passes when every trial of it that ran passed."""
+        if not self.groups_planned:
+            return None
+        failed = {_group(t) for t in self.trials if not t.passed}
+        ran = {_group(t) for t in self.trials}
+        return sum(g in ran and g not in failed for g in self.groups_planned) / len(self.groups_planned)
 
-def _load(path: Any) -> dict:
+
+def _group(t: TrialRecord) -> str:
+    return f"{t.case}/{t.distribution}"
+
+
+def load_pack(path: str | Path) -> dict:
     import torch
 
-    # weights_only: the candidate wrote this file; never unpickle arbitrary objects from it
-    return torch.load(path, map_location="cpu", weights_only=True)
+    # weights_only: a worker wrote this file; never unpickle arbitrary objects from it
+    if Path(path).stat().st_size > MAX_PACK_BYTES:
+        raise ValueError(f"{Path(path).name} is larger than {MAX_PACK_BYTES >> 30} GiB")
+    packed = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(packed, dict) or not isinstance(packed.get("meta"), list) or not isinstance(
+            packed.get("tensors"), dict):
+        raise ValueError("not a packed output")
+    return packed
 
 
-def _describe(t: TrialRecord) -> str:
+def describe(t: TrialRecord) -> str:
     return (f"case '{t.case}', {DIST_WORDS.get(t.distribution, t.distribution)}, trial {t.trial} "
-            f"({PHASE_WORDS[t.phase]})")
+            f"({PHASE_WORDS.get(t.phase, t.phase)})")
 
 
-def _phase_records(ref_spec: JobSpec, cand_spec: JobSpec, ct: dict) -> list[TrialRecord]:
-    case, dist, trial = ct["case"], ct["distribution"], ct["trial"]
-    expected = _load(ref_spec.output_path(case, dist, trial))
-    try:  # the candidate's process wrote these: anything unreadable is its failure, not ours
-        before = _load(cand_spec.output_path(case, dist, trial, "before"))
-        after = before if ct.get("after_same") else _load(cand_spec.output_path(case, dist, trial, "after"))
-    except Exception as exc:  # noqa: BLE001
-        msg = f"its output could not be read back as plain tensors ({type(exc).__name__}: {str(exc)[:200]})"
-        return [TrialRecord(case=case, distribution=dist, trial=trial, phase=phase, passed=False,
-                            mismatch=Mismatch(output="out", reason="type", message=msg), error=msg)
-                for phase in ("before_reference", "after_reference")]
-    out: list[TrialRecord] = []
-    for phase, actual in (("before_reference", before), ("after_reference", after)):
-        if out and actual is before:  # bitwise-identical output: same verdict, no second comparison
-            out.append(out[0].model_copy(update={"phase": phase}, deep=True))
-            continue
-        # tolerance (issue 16): the numerics rule (or atol/rtol when given), and the fixed rule's verdict
-        j = judge(expected, actual, dtype=cand_spec.dtype, atol=cand_spec.atol, rtol=cand_spec.rtol,
-                  numerics=cand_spec.numerics)
-        rel = relative_l2(expected, actual) if j.mismatch is None or j.legacy_passed else None
-        out.append(TrialRecord(case=case, distribution=dist, trial=trial, phase=phase, passed=j.mismatch is None,
-                               mismatch=j.mismatch, input_mutated=bool(ct.get("mutated")), rel_l2_err=rel,
-                               rule=j.rule, legacy_atol_rtol_passed=j.legacy_passed, outputs=j.outputs))
-    return out
+@dataclass
+class TrialData:
+    """One trial as both workers reported it (the parent's view; candidate fields untrusted)."""
+
+    case: str
+    dist: str
+    trial: int
+    ref: dict[str, Any]
+    cand: dict[str, Any]
+    packed: dict[str, Any]
 
 
-class RoundComparer:
-    """Compares trials as both workers finish them (the parent's share of the work overlaps the
-    candidate's remaining trials), and says when the candidate has already failed."""
+class TrialComparer:
+    """Compares trials as the session hands them over, and keeps the running verdict. `numerics`:
+    the numerics rule decides (kiln.tools.tolerance); False when --atol/--rtol were given."""
 
-    def __init__(self, ref_spec: JobSpec, cand_spec: JobSpec) -> None:
-        self.ref_spec, self.cand_spec = ref_spec, cand_spec
-        self.cmp = Comparison(rule="numerics" if cand_spec.numerics else "atol_rtol")
-        self.seen: set[tuple] = set()
-        self.failures = 0
-        self.legacy_failures = 0  # tolerance (issue 16): trials the fixed atol/rtol rule fails
-        self.weights_checked: set[str] = set()
-        self.ref_data: dict = {}
-
-    def _legacy_known(self) -> bool:
-        """The fixed rule's verdict is settled too (or it is the rule in force): a candidate that
-        fails only the numerics rule runs every trial, so both verdicts are on record."""
-        return self.legacy_failures > 0 or not self.cand_spec.numerics
-
-    @property
-    def settled(self) -> bool:
-        """Nothing more to compare: the problem is broken or enough trials failed."""
-        return self.cmp.problem_error is not None or (self.failures >= MAX_FAILURES and self._legacy_known())
+    def __init__(self, atol: float, rtol: float, *, dtype: str = "fp32", numerics: bool = False) -> None:
+        self.atol, self.rtol, self.dtype, self.numerics = atol, rtol, dtype, numerics
+        self.cmp = Comparison(rule="numerics" if numerics else "atol_rtol")
+        self.digests: dict[tuple[str, int], tuple[Any, dict]] = {}  # (dist, trial) -> (input_fp, digest)
 
     @property
     def failed(self) -> bool:
-        """The candidate has failed and its remaining trials would tell nothing new: stop it."""
-        return self.cmp.problem_error is not None or (self.failures > 0 and self._legacy_known())
+        """The candidate failed, and its remaining trials would tell nothing new: a candidate that
+        fails only one of the two rules runs on, so both verdicts are on record (issue 16)."""
+        if self.cmp.problem_error is not None:
+            return True
+        new = any(not t.passed for t in self.cmp.trials)
+        return new and (not self.numerics or any(not t.legacy_atol_rtol_passed for t in self.cmp.trials))
 
-    def feed(self, ref_data: dict, cand_data: dict) -> None:
-        """Compare every trial both sides have finished and this comparer has not seen yet."""
-        if self.settled:
-            return
-        cmp = self.cmp
-        ref_w, cand_w = ref_data.get("weights_fp") or {}, cand_data.get("weights_fp") or {}
-        for case in set(ref_w) & set(cand_w) - self.weights_checked:  # each case once both sides built it
-            self.weights_checked.add(case)
-            if ref_w[case] != cand_w[case]:
-                cmp.problem_error = ("building Model twice under the same seed gave different weights: the problem's "
-                                     "constructor is not deterministic, so kiln cannot align weights")
-                return
-        self.ref_data = ref_data
-        refs = {(t["case"], t["distribution"], t["trial"]): t for t in ref_data.get("trials", [])}
-        for ct in cand_data.get("trials", []):
-            key = (ct["case"], ct["distribution"], ct["trial"])
-            rt = refs.get(key)
-            if rt is None or key in self.seen or ct["case"] not in self.weights_checked:
+    def drop(self, group: str, why: str) -> None:
+        """The reference is not finite on this (case, wide distribution): no trials of it."""
+        self.cmp.dropped[group] = why
+
+    def add(self, d: TrialData) -> list[TrialRecord]:
+        if d.ref["input_fp"] != d.cand["input_fp"]:
+            self.cmp.problem_error = ("get_inputs() gave different tensors under the same seed in two processes: it "
+                                      "uses a random source kiln does not seed, so inputs cannot be reproduced")
+            return []
+        records = self._records(d)
+        mutated = bool(d.cand.get("mutated") or d.packed.get("mutated"))
+        if mutated and not d.ref.get("mutated"):
+            _mutation(self.cmp, records)
+        self.cmp.trials += records
+        return records
+
+    def _records(self, d: TrialData) -> list[TrialRecord]:
+        expected = load_pack(d.ref["output"])
+        self._digest(d, expected)
+        files = d.packed.get("files") if isinstance(d.packed.get("files"), dict) else {}
+        try:  # the candidate's process wrote these: anything unreadable is its failure, not ours
+            first = load_pack(files["first"])
+            second = first if d.packed.get("after_same") or "second" not in files else load_pack(files["second"])
+        except Exception as exc:  # noqa: BLE001
+            msg = f"its output could not be read back as plain tensors ({type(exc).__name__}: {str(exc)[:200]})"
+            return [TrialRecord(case=d.case, distribution=d.dist, trial=d.trial, phase=phase, passed=False,
+                                mismatch=Mismatch(output="out", reason="type", message=msg), error=msg)
+                    for phase in ("first_call", "second_call")]
+        out: list[TrialRecord] = []
+        times = (d.cand.get("call_s"), d.packed.get("call_s"))
+        for (phase, actual), secs in zip((("first_call", first), ("second_call", second)), times, strict=True):
+            if out and actual is first:  # bitwise-identical output: same verdict, no second comparison
+                out.append(out[0].model_copy(update={"phase": phase, "candidate_s": _secs(secs)}, deep=True))
                 continue
-            if rt["input_fp"] != ct["input_fp"]:
-                cmp.problem_error = ("get_inputs() gave different tensors under the same seed in two processes: it "
-                                     "uses a random source kiln does not seed, so inputs cannot be reproduced")
-                return
-            records = _phase_records(self.ref_spec, self.cand_spec, ct)
-            self.seen.add(key)
-            if ct.get("mutated") and not rt.get("mutated") and not ct.get("ref_mutated"):
-                _mutation(cmp, records)
-            cmp.trials += records
-            self.failures += not all(r.passed for r in records)
-            self.legacy_failures += not all(r.legacy_atol_rtol_passed for r in records)
-            if self.settled:
-                return
+            # tolerance (issue 16): the numerics rule (or atol/rtol when given), and the fixed rule's verdict
+            j = judge(expected, actual, dtype=self.dtype, atol=self.atol, rtol=self.rtol, numerics=self.numerics)
+            rel = relative_l2(expected, actual) if j.mismatch is None or j.legacy_passed else None
+            out.append(TrialRecord(case=d.case, distribution=d.dist, trial=d.trial, phase=phase,
+                                   passed=j.mismatch is None, mismatch=j.mismatch,
+                                   input_mutated=bool(d.cand.get("mutated")), rel_l2_err=rel, candidate_s=_secs(secs),
+                                   rule=j.rule, legacy_atol_rtol_passed=j.legacy_passed, outputs=j.outputs))
+        return out
 
-    def finish(self, cand_data: dict) -> Comparison:
-        if self.cmp.problem_error is None:
-            self.cmp.dropped = _dropped(self.ref_data)
-            _summarise(self.cmp, self.cand_spec, cand_data)
-            self.cmp.degenerate = self._degenerate()
-        return self.cmp
+    def _digest(self, d: TrialData, expected: dict) -> None:
+        """Keep a small digest of the problem's reference outputs for the degenerate check (the
+        first trial of each distribution and a second x1 draw), before the session deletes them."""
+        if d.case == "problem" and (d.trial == 0 or (d.dist, d.trial) == ("x1", 1)):
+            self.digests[(d.dist, d.trial)] = (d.ref.get("input_fp"), degenerate.digest(expected))
 
     def _degenerate(self) -> DegenerateRecord | None:
-        """tolerance (issue 16): the problem's degeneracy across the input draws the reference made
-        (kiln.tools.integrity.degenerate.assess_packs), from its saved outputs; None if unknown."""
-        spec, case = self.ref_spec, self.ref_spec.cases[0].name
-        fps = {(t["distribution"], t["trial"]): t["input_fp"] for t in self.ref_data.get("trials", [])
-               if t["case"] == case}
-        try:
-            digests = [(d, degenerate.digest(_load(spec.output_path(case, d, t))))
-                       for d, t in degenerate.draws(spec.distributions, fps)]
-            return degenerate.assess_packs(digests, dtype=spec.dtype, atol=spec.atol, rtol=spec.rtol,
-                                           numerics=spec.numerics) if digests else None
-        except Exception:  # noqa: BLE001 - a fact for reports: never sinks the check
+        fps = {k: fp for k, (fp, _) in self.digests.items()}
+        keys = degenerate.draws(list(DISTRIBUTIONS), fps)
+        if not keys:
             return None
+        return degenerate.assess_packs([(dist, self.digests[(dist, t)][1]) for dist, t in keys], dtype=self.dtype,
+                                       atol=self.atol, rtol=self.rtol, numerics=self.numerics)
+
+    def finish(self, *, complete: bool) -> Comparison:
+        """`complete`: every planned trial ran (no early stop, no time-out)."""
+        cmp = self.cmp
+        bad = next((t for t in cmp.trials if not t.passed), None)
+        cmp.passed = complete and bad is None and cmp.problem_error is None and bool(cmp.trials)
+        cmp.legacy_passed = _legacy_verdict(cmp, complete)
+        cmp.degenerate = self._degenerate()
+        if cmp.passed:
+            hidden_error(cmp, self.rtol)
+        if bad is not None:
+            if bad.mismatch is None:  # failed by mutation only
+                cmp.first_failure = (f"ModelNew.forward wrote into its input tensors on {describe(bad)}. Inputs are "
+                                     "read-only: allocate the output (and any scratch) separately.")
+            else:
+                cmp.first_failure = first_failure(describe(bad), bad.mismatch)
+            cmp.short_reason = _short(bad)
+        return cmp
 
 
-def compare_round(ref_spec: JobSpec, ref_data: dict, cand_spec: JobSpec, cand_data: dict) -> Comparison:
-    """Compare every trial the candidate finished against the reference worker's outputs."""
-    c = RoundComparer(ref_spec, cand_spec)
-    c.feed(ref_data, cand_data)
-    return c.finish(cand_data)
+def _secs(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _legacy_verdict(cmp: Comparison, complete: bool) -> bool | None:
+    """What the fixed atol/rtol rule (its hidden-error rejection included) says over the same trials."""
+    if any(not t.legacy_atol_rtol_passed for t in cmp.trials):
+        return False
+    if not complete or cmp.problem_error is not None or not cmp.trials:
+        return None
+    return not any((t.rel_l2_err or 0.0) >= GROSS_REL_L2 for t in cmp.trials)
 
 
 def _mutation(cmp: Comparison, records: list[TrialRecord]) -> None:
@@ -173,7 +198,7 @@ def _mutation(cmp: Comparison, records: list[TrialRecord]) -> None:
         t = records[0]
         cmp.findings.append(Finding(
             rule="correctness.input-mutation", severity="reject",
-            evidence=f"ModelNew.forward changed its input tensors on {_describe(t)}; the reference does not"))
+            evidence=f"ModelNew.forward changed its input tensors on {describe(t)}; the reference does not"))
 
 
 # a passing output whose relative L2 error exceeds rtol gets a warning: honest fp32 kernels (another
@@ -198,51 +223,13 @@ def hidden_error(cmp: Comparison, rtol: float) -> None:
     cmp.findings.append(Finding(
         rule="correctness.hidden-error", severity="reject" if gross else "warn",
         evidence=f"every element is within tolerance, but the output's relative L2 error reaches "
-                 f"{worst.rel_l2_err:.3g} ({(worst.rel_l2_err or 0.0) / rtol:.0f}x rtol) on {_describe(worst)}: "
+                 f"{worst.rel_l2_err:.3g} ({(worst.rel_l2_err or 0.0) / rtol:.0f}x rtol) on {describe(worst)}: "
                  "an error small against atol but large against the output's own scale (for example a wrong "
                  "normalisation of small outputs), which the elementwise test cannot see"))
 
 
-def _dropped(ref_data: dict) -> dict[str, str]:
-    """{'case/distribution': why} for the distributions the reference dropped (not finite)."""
-    return {f"{case}/{dist}": why for case, dists in (ref_data.get("dropped") or {}).items()
-            for dist, why in dists.items()}
-
-
-def planned(cand_spec: JobSpec, dropped: dict[str, str]) -> int:
-    """Trial calls planned: per case, the trials of every distribution the reference kept, x 2 phases."""
-    return 2 * sum(trial_count(d, cand_spec.trials) for c in cand_spec.cases for d in cand_spec.distributions
-                   if f"{c.name}/{d}" not in dropped)
-
-
-def _legacy_verdict(cmp: Comparison, complete: bool) -> bool | None:
-    """What the fixed atol/rtol rule (hidden-error rejection included) says over the same trials."""
-    if any(not t.legacy_atol_rtol_passed for t in cmp.trials):
-        return False
-    if not complete:
-        return None
-    return not any((t.rel_l2_err or 0.0) >= GROSS_REL_L2 for t in cmp.trials)
-
-
-def _summarise(cmp: Comparison, cand_spec: JobSpec, cand_data: dict) -> None:
-    expected = cmp.n_planned = planned(cand_spec, cmp.dropped)
-    bad = next((t for t in cmp.trials if not t.passed), None)
-    complete = bool(cand_data.get("correctness_done")) and len(cmp.trials) == expected
-    cmp.passed = complete and bad is None
-    cmp.legacy_passed = _legacy_verdict(cmp, complete)
-    if cmp.passed:
-        hidden_error(cmp, cand_spec.rtol)
-    if bad is not None:
-        if bad.mismatch is None:  # failed by mutation only
-            cmp.first_failure = (f"ModelNew.forward wrote into its input tensors on {_describe(bad)}. Inputs are "
-                                 "read-only: allocate the output (and any scratch) separately.")
-        else:
-            cmp.first_failure = first_failure(_describe(bad), bad.mismatch)
-        cmp.short_reason = _short(bad)
-
-
 def _short(t: TrialRecord) -> str:
-    where = f"case '{t.case}', {t.distribution}, trial {t.trial}, {t.phase.replace('_', ' ')}"
+    where = f"case '{t.case}', {t.distribution}, trial {t.trial}, {PHASE_WORDS.get(t.phase, t.phase)}"
     mm = t.mismatch
     if mm is None:
         return f"correctness.input-mutation: the candidate changed its inputs ({where})"

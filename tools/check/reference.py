@@ -1,161 +1,181 @@
-"""The reference worker: builds each case's `Model` after seeding, runs every trial's inputs, saves
-the outputs (the candidate process is never told where), fingerprints inputs and weights, and runs
-the reference-side integrity hooks (physics work count, degenerate-problem assessment)."""
+"""The reference worker: the problem's (and each case's) `Model`, built from seeds the parent sends.
+
+It never imports the candidate. For each trial it draws the inputs from that trial's seed, runs the
+reference, packs the output with the key the parent sends and saves it where only it and the parent
+can read; inputs small enough to pass as a file are saved too, for the parent to hand to the
+candidate (larger ones the candidate draws from the same per-trial seed: see docs/integrity.md). It
+also counts the problem's work for the physics floor and recomputes the outputs of timed calls the
+parent picks, so timed outputs are re-checked outside the candidate's process.
+"""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from kiln.tools import numerics
-from kiln.tools.check.worker import CaseSpec, JobSpec, Results, load_module, save_output
+from kiln.tools.check.worker import JobSpec, Worker, WorkerError, load_module, save_output
 from kiln.tools.inputs import (
-    DISTRIBUTIONS,
     DTYPES,
     InputsError,
     clone,
-    derive_seed,
     fingerprint,
-    make_inputs,
+    inputs_from_seed,
     prepare,
-    same,
     seed_all,
-    trial_count,
     validate,
 )
 
-
-def build_reference(case: CaseSpec, spec: JobSpec) -> tuple[Any, Any, torch.nn.Module]:
-    """(case module, model module, Model instance) built exactly as the candidate worker builds it."""
-    mod = load_module(case.path, "case")
-    model_mod = mod if case.model_path == case.path else load_module(case.model_path, "problem")
-    seed_all(derive_seed(spec.secret, case.name, "init"))
-    init = prepare(validate(mod.get_init_inputs(), "get_init_inputs()"), dtype=spec.dtype, device="cpu")
-    seed_all(derive_seed(spec.secret, case.name, "model"))
-    model = model_mod.Model(*init).to(device=spec.device, dtype=DTYPES[spec.dtype])
-    return mod, model_mod, model
+INPUT_FILE_MAX_BYTES = 64 << 20
+"""Trial inputs up to this size (all tensors together) are made here and handed to the candidate as
+a file; above it, the candidate draws them itself from the trial's seed when the trial starts."""
 
 
-def weights_fingerprint(model: torch.nn.Module) -> list[float]:
-    return fingerprint([t for _, t in sorted(model.state_dict().items())])
+def input_bytes(inputs: tuple) -> int:
+    return sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
 
 
-def run_case(case: CaseSpec, spec: JobSpec, res: Results) -> tuple[Any, torch.nn.Module]:
-    res.stage("reference", f"{case.name}: building Model")
-    mod, _model_mod, model = build_reference(case, spec)
-    res.data.setdefault("weights_fp", {})[case.name] = weights_fingerprint(model)
-    num = numerics.build(model, spec.dtype) if spec.numerics else None  # tolerance (issue 16)
-    for dist in spec.distributions:
-        for trial in range(trial_count(dist, spec.trials)):
-            res.stage("reference", f"{case.name}/{dist}/trial {trial}")
-            inputs = make_inputs(mod.get_inputs, secret=spec.secret, case=case.name, dist=dist, trial=trial,
-                                 dtype=spec.dtype, device=spec.device)
-            pristine = clone(inputs)
-            # tolerance (issue 16): the packed output plus its numerics (high-precision error and magnitude
-            # per element); a wide distribution (x1000, ...) on which the reference is not finite is
-            # dropped for this problem, and the record says so (the parent plans without it)
-            packed, why = numerics.reference_trial(model, num, inputs, pristine, seed=spec.secret,
-                                                   drop_nonfinite=DISTRIBUTIONS[dist].wide and trial == 0)
-            if packed is None:
-                res.data.setdefault("dropped", {}).setdefault(case.name, {})[dist] = why
-                break
-            save_output(spec.output_path(case.name, dist, trial), packed)
-            res.data["trials"].append({"case": case.name, "distribution": dist, "trial": trial,
-                                       "input_fp": fingerprint(pristine), "mutated": not same(inputs, pristine)})
-            res.save()  # the parent compares each trial as soon as both sides have it
-    return mod, model
+class Case:
+    """One case's modules and Model in this process."""
+
+    def __init__(self, path: str, model_path: str, *, init_seed: int, model_seed: int, dtype: str,
+                 device: str) -> None:
+        self.mod = load_module(path, "case")
+        self.model_mod = self.mod if model_path == path else load_module(model_path, "problem")
+        seed_all(init_seed)
+        self.init = prepare(validate(self.mod.get_init_inputs(), "get_init_inputs()"), dtype=dtype, device="cpu")
+        seed_all(model_seed)
+        self.model = self.model_mod.Model(*self.init).to(device=device, dtype=DTYPES[dtype])
+        self.numerics: numerics.Numerics | str | None = None  # tolerance (issue 16): set up by op_setup
+
+    def inputs(self, seed: int, dist: str, dtype: str, device: str) -> tuple:
+        return inputs_from_seed(self.mod.get_inputs, seed=seed, dist=dist, dtype=dtype, device=device)
 
 
-def run_integrity(mod: Any, model: torch.nn.Module, case: CaseSpec, spec: JobSpec, res: Results) -> None:
-    """Physics work count and degenerate-problem assessment: facts about the problem alone, cached
-    per (problem and case sources, dtype, device) so later candidates for it don't pay again."""
-    res.stage("integrity")
-    cache = Path(spec.reference_cache) if spec.reference_cache else None
-    if cache is not None and cache.exists():
-        res.data.update(json.loads(cache.read_text()))
-        res.data["reference_cache_hit"] = True
-        return res.end_stage("integrity")
-    _compute_integrity(mod, model, case, spec, res)
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({k: res.data[k] for k in ("physics", "degenerate")}))
-        os.replace(tmp, cache)
-    res.end_stage("integrity")
+class ReferenceWorker(Worker):
+    blame = "reference"
 
+    def __init__(self, spec: JobSpec) -> None:
+        super().__init__(spec)
+        self.cases: dict[str, Case] = {}
+        self.dropped: dict[tuple[str, str], str] = {}  # tolerance (issue 16): (case, dist) -> why
 
-def _compute_integrity(mod: Any, model: torch.nn.Module, case: CaseSpec, spec: JobSpec, res: Results) -> None:
-    from kiln.tools.integrity import degenerate, physics
+    def op_setup(self, seeds: dict[str, dict[str, int]], numerics_rule: bool = False) -> dict[str, Any]:
+        """Build every case's Model (and, for the numerics rule, its high-precision and |.| copies:
+        `kiln.tools.numerics`); save its weights for the candidate to copy."""
+        out: dict[str, Any] = {}
+        for c in self.spec.cases:
+            try:
+                case = Case(c.path, c.model_path, init_seed=seeds[c.name]["init"], model_seed=seeds[c.name]["model"],
+                            dtype=self.spec.dtype, device=self.spec.device)
+            except InputsError as exc:
+                raise WorkerError("input", f"case {c.name}: {exc}") from exc
+            self.cases[c.name] = case
+            case.numerics = numerics.build(case.model, self.spec.dtype) if numerics_rule else None
+            weights = self.spec.output_path(f"weights-{c.name}")
+            torch.save({k: v.detach().cpu() for k, v in case.model.state_dict().items()}, weights)
+            out[c.name] = {"weights": str(weights), "weights_fp": fingerprint(
+                [t for _, t in sorted(case.model.state_dict().items())])}
+        return {"cases": out}
 
-    def make(seed: int) -> tuple:
-        return make_inputs(mod.get_inputs, secret=seed, case=case.name, dist="x1", trial=0,
-                           dtype=spec.dtype, device=spec.device)
-
-    def build(seed: int) -> torch.nn.Module:
-        seed_all(seed)
-        init = prepare(validate(mod.get_init_inputs(), "get_init_inputs()"), dtype=spec.dtype, device="cpu")
-        seed_all(seed)
-        return model.__class__(*init).to(device=spec.device, dtype=DTYPES[spec.dtype])
-
-    inputs = make(spec.secret)
-    nbytes, flops = physics.count_work(model, inputs)
-    res.data["physics"] = {"bytes_moved": nbytes, "flops": flops}
-    res.data["degenerate"] = degenerate.assess(build, make).model_dump()
-
-
-def run(spec: JobSpec) -> None:
-    res = Results(spec)
-    first: tuple[Any, torch.nn.Module] | None = None
-    for case in spec.cases:
+    def op_trial(self, case: str, dist: str, trial: int, seed: int, key: int, tag: str,
+                 file_max_bytes: int = INPUT_FILE_MAX_BYTES, drop_nonfinite: bool = False) -> dict[str, Any]:
+        """One trial's reference output, packed with `key` (and its numerics). `drop_nonfinite`
+        (a wide distribution, issue 16): when the first trial's output is not finite, the
+        distribution is dropped for this case, and every trial of it answers {'dropped': why}."""
+        if (case, dist) in self.dropped:
+            return {"dropped": self.dropped[(case, dist)]}
+        c = self.cases[case]
         try:
-            got = run_case(case, spec, res)
+            inputs = c.inputs(seed, dist, self.spec.dtype, self.spec.device)
         except InputsError as exc:
-            return res.fail("input", exc, f"case {case.name}")
-        except Exception as exc:  # noqa: BLE001 - a broken problem is reported, not raised
-            return res.fail("reference", exc, f"case {case.name}")
-        first = first or got
-    res.data["trials_done"] = True
-    if spec.device == "cuda":  # give the cached blocks back: the candidate, still in its trials, needs room
-        torch.cuda.empty_cache()
-    res.end_stage("reference")
-    if spec.integrity and first is not None:
-        try:
-            run_integrity(*first, spec.cases[0], spec, res)
-        except Exception as exc:  # noqa: BLE001 - integrity hooks must not sink the reference
-            res.data["integrity_error"] = f"{type(exc).__name__}: {exc}"
-    if spec.device == "cuda" and spec.time:
-        _cached_peaks(spec, res)
-    res.data["done"] = True
-    res.save()
+            raise WorkerError("input", f"case {case}: {exc}") from exc
+        pristine = clone(inputs)
+        inputs_file = None
+        if input_bytes(inputs) <= file_max_bytes:
+            inputs_file = str(self.spec.output_path(f"in-{tag}"))
+            torch.save([v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in pristine], inputs_file)
+        # tolerance (issue 16): the packed output plus its numerics (numerics.reference_trial)
+        packed, why = numerics.reference_trial(c.model, c.numerics, inputs, pristine, seed=key,
+                                               drop_nonfinite=drop_nonfinite and trial == 0)
+        if packed is None:
+            self.dropped[(case, dist)] = why or "not finite"
+            if inputs_file:
+                Path(inputs_file).unlink(missing_ok=True)
+            return {"dropped": self.dropped[(case, dist)]}
+        save_output(self.spec.output_path(f"ref-{tag}"), packed)
+        return {"input_fp": fingerprint(pristine), "mutated": not _same(inputs, pristine),
+                "inputs_file": inputs_file, "input_bytes": input_bytes(pristine), "output": str(self.spec.output_path(f"ref-{tag}")),
+                "finite": _finite(packed)}
+
+    def op_work(self, seed: int) -> dict[str, Any]:
+        """Bytes and FLOPs of one forward of the problem (the physics floor's numerator)."""
+        from kiln.tools.integrity import physics
+
+        c = self.cases[self.spec.cases[0].name]
+        nbytes, flops = physics.count_work(c.model, c.inputs(seed, "x1", self.spec.dtype, self.spec.device))
+        return {"bytes_moved": nbytes, "flops": flops}
+
+    def op_degenerate(self, seed_a: int, seed_b: int) -> dict[str, Any]:
+        """Is the problem's output independent of its weights? (Constant, near-zero and input-independent
+        outputs are judged in the parent across the trials' draws: compare.TrialComparer, issue 16.)"""
+        from kiln.tools.integrity import degenerate
+
+        first = self.spec.cases[0]
+        c = self.cases[first.name]
+        dtype, device = self.spec.dtype, self.spec.device
+
+        seeds = (seed_a, seed_b)  # assess() asks for draws 0 and 1
+
+        def make(i: int) -> tuple:
+            return c.inputs(seeds[i], "x1", dtype, device)
+
+        def build(i: int) -> torch.nn.Module:
+            seed_all(seeds[i])
+            init = prepare(validate(c.mod.get_init_inputs(), "get_init_inputs()"), dtype=dtype, device="cpu")
+            seed_all(seeds[i])
+            return c.model.__class__(*init).to(device=device, dtype=DTYPES[dtype])
+
+        return {"degenerate": degenerate.assess(build, make).model_dump()}
+
+    def op_timed_refs(self, timing: dict[str, Any], calls: list[int], key: int) -> dict[str, Any]:
+        """Reference sketches of the timed calls the parent picked (their inputs drawn again)."""
+        from kiln.tools.timing.bench import TimedInputs, timing_sketch
+
+        c = self.cases[self.spec.cases[0].name]
+        feed = TimedInputs.from_spec(timing, c.mod.get_inputs, dtype=self.spec.dtype, device=self.spec.device)
+        out: dict[str, Any] = {}
+        for i in calls:
+            with torch.no_grad():
+                y = c.model(*feed.for_call(i))
+            out[str(i)] = timing_sketch(y, key)
+        path = self.spec.output_path("timed-refs")
+        torch.save(out, path)
+        return {"file": str(path)}
+
+    def op_release(self) -> dict[str, Any]:
+        """Give cached GPU blocks back (the candidate is about to be timed on this GPU)."""
+        if self.spec.device == "cuda":
+            torch.cuda.empty_cache()
+        return {}
 
 
-def _cached_peaks(spec: JobSpec, res: Results) -> None:
-    """The GPU's measured peaks for the physics floor, from this trusted process (never from the
-    candidate's, whose result file it controls). Not measured here: the candidate's trials share the
-    GPU now, so the parent has them measured later, on an idle GPU, when the cache lacks them."""
-    from kiln.tools.integrity.peaks import cached_peaks
+def _same(a: tuple, b: tuple) -> bool:
+    from kiln.tools.inputs import same
 
-    try:
-        peaks = cached_peaks(spec.dtype, gpu_index=0)
-    except Exception as exc:  # noqa: BLE001 - no floor is reported as such by the verdict
-        res.data["peaks_error"] = f"{type(exc).__name__}: {exc}"
-        return
-    res.data["peaks"] = peaks.model_dump() if peaks else None
-    res.data["peaks_missing"] = peaks is None
+    return same(a, b)
 
 
-def run_peaks(spec: JobSpec) -> None:
-    """The `peaks` role: measure (or read) this GPU's peaks and cache them; run by the parent only
-    when no other worker is on the GPU."""
-    from kiln.tools.integrity.peaks import get_peaks
+def _finite(packed: dict[str, Any]) -> bool:
+    """Every packed tensor (or sketch) holds only finite values."""
+    from kiln.tools import sketch
 
-    res = Results(spec)
-    res.stage("peaks")
-    res.data["peaks"] = get_peaks(spec.device, spec.dtype, gpu_index=0).model_dump()
-    res.end_stage("peaks")
-    res.data["done"] = True
-    res.save()
+    for t in packed["tensors"].values():
+        if sketch.is_sketch(t):
+            if t["nan"] or t["posinf"] or t["neginf"]:
+                return False
+        elif t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return False
+    return True

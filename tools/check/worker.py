@@ -1,15 +1,20 @@
-"""Worker processes of one check: `python -m kiln.tools.check.worker {reference|candidate} JOB.json`.
+"""Worker processes of one check: `python -m kiln.tools.check.worker ROLE JOB.json`.
 
-The parent (kiln.tools.check) writes a `JobSpec`, starts the worker in a contained subprocess
-(kiln.tools.check.isolation) and reads back only files: the result JSON (rewritten atomically after every
-step, so a later crash keeps what came before), `torch.save`d outputs, and the heartbeat naming the
-stage the parent's deadlines apply to. Nothing is ever read from stdout.
+Roles: `reference` (the problem's Model: inputs, reference outputs, the work count), `candidate`
+(ModelNew: compile, trials, runtime evidence, timing) and `baseline` (the problem's Model timed as
+eager / eager+TF32 / torch.compile, in a process that never imported the candidate).
+
+The parent (kiln) writes a `JobSpec`, starts the worker in a contained subprocess and then drives
+it: one command at a time over `kiln.tools.check.channel`, one reply per command. A worker holds
+no verdict: it runs what it is told and reports; the parent compares, bounds and decides. The
+candidate's job carries no secret: it gets each trial's inputs (or that trial's seed) when the
+trial starts, and the key that picks the compared positions of its outputs only after it produced
+them. Bulky data (packed outputs, weights) goes through files in the worker's own directory.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 import time
@@ -20,97 +25,47 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kiln.tools.check.isolation import beat
+Role = Literal["reference", "candidate", "baseline"]
 
 
 class CaseSpec(BaseModel):
     name: str = Field(description="'problem' or the case file's stem")
-    path: str = Field(description="file with get_inputs / get_init_inputs")
+    path: str = Field(description="file with get_inputs / get_init_inputs (a copy in the check's shared dir)")
     model_path: str = Field(description="file with the reference Model (the case's own, or the problem's)")
 
 
 class JobSpec(BaseModel):
-    """Everything a worker needs, written by the parent as JSON."""
+    """What a worker is started with (written by the parent as JSON). No secret seed: seeds and keys
+    arrive with the commands that need them."""
 
-    role: Literal["reference", "candidate", "peaks"]
-    candidate: str | None = None
-    cases: list[CaseSpec]
+    role: Role
+    candidate: str | None = Field(None, description="the candidate file (a copy in the check's shared dir)")
+    cases: list[CaseSpec] = Field(default_factory=list)
     dtype: str = "fp32"
     device: str = "cpu"
-    secret: int
-    trials: int = 5
-    # tolerance (issue 16): kiln.tools.inputs.DISTRIBUTIONS's names (not imported: it imports torch)
-    distributions: list[str] = Field(default_factory=lambda: ["x1", "x3", "x0.01", "neg", "x1000", "x0.001", "heavy"])
     work_dir: str
-    cache_root: str
-    policy: str = "partial"
-    atol: float = 1e-4
-    rtol: float = 1e-4
-    numerics: bool = Field(True, description="judge by the numerics rule (kiln.tools.tolerance); False when "
-                                             "--atol/--rtol were given: atol/rtol decide")
-    time: bool = True
-    baselines: list[str] = Field(default_factory=list)
-    timing_max_s: float = 60.0
-    speedup_threshold: float = 1.0
-    integrity: bool = True
+    cache_root: str = Field("", description="the candidate's own compile-cache dir (per source hash)")
     gpu_index: int = 0
-    reference_cache: str | None = Field(None, description="JSON file caching the problem-only integrity facts")
-    parent_pid: int | None = Field(None, description="workers waiting on the parent give up if it dies")
     profile_dir: str | None = Field(None, description="dump a cProfile of the worker here (KILN_PROFILE_WORKERS)")
 
     @property
-    def result_path(self) -> Path:
-        return Path(self.work_dir) / "result.json"
+    def out_dir(self) -> Path:
+        return Path(self.work_dir) / "out"
 
-    @property
-    def heartbeat(self) -> Path:
-        return Path(self.work_dir) / "heartbeat.json"
-
-    @property
-    def decision_path(self) -> Path:
-        return Path(self.work_dir) / "decision.json"
-
-    def output_path(self, case: str, dist: str, trial: int, phase: str = "") -> Path:
-        return Path(self.work_dir) / "out" / f"{case}.{dist}.{trial}{'.' + phase if phase else ''}.pt"
+    def output_path(self, tag: str) -> Path:
+        return self.out_dir / f"{tag}.pt"
 
 
-TRACE_MAX = 400
+class WorkerError(Exception):
+    """A command failed in a way the worker can describe: `kind` says whose fault it is."""
 
-
-class Results:
-    """The worker's result file: a dict rewritten atomically after each step."""
-
-    def __init__(self, spec: JobSpec) -> None:
-        self.spec = spec
-        self.data: dict[str, Any] = {"role": spec.role, "stages": {}, "trials": [], "trace": []}
-
-    def stage(self, name: str, detail: str = "") -> None:
-        beat(self.spec.heartbeat, name, detail)
-        now = time.time()
-        self.data["stages"].setdefault(name, [now, None])
-        if len(self.data["trace"]) < TRACE_MAX:  # where the worker spent its time, step by step
-            self.data["trace"].append([round(now, 4), name, detail])
-
-    def end_stage(self, name: str) -> None:
-        if name in self.data["stages"]:
-            self.data["stages"][name][1] = time.time()
-        self.save()
-
-    def save(self) -> None:
-        tmp = self.spec.result_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, default=str))
-        os.replace(tmp, self.spec.result_path)
-
-    def fail(self, kind: str, exc: BaseException, where: str) -> None:
-        """Record an exception: `kind` is 'input' (the problem's fault) or 'candidate' / 'reference'."""
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-        self.data["error"] = {"kind": kind, "where": where, "message": f"{type(exc).__name__}: {exc}",
-                              "traceback": tb[-3000:]}
-        self.save()
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def load_module(path: str, tag: str) -> ModuleType:
-    """Import a problem or case file from its real path under a unique name."""
+    """Import a problem, case or candidate file from its path under a unique module name."""
     name = f"kiln_{tag}_{abs(hash(path)) % 10**8}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
@@ -134,42 +89,102 @@ def save_output(path: Path, packed: dict[str, Any]) -> None:
     torch.save(packed, path)
 
 
+def error_reply(exc: BaseException, kind: str, where: str) -> dict[str, Any]:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    return {"ok": False, "error": {"kind": kind, "where": where, "message": f"{type(exc).__name__}: {exc}",
+                                   "traceback": tb[-3000:]}}
+
+
+class Worker:
+    """Base of the roles: `op_<name>(**args)` handles command `name` and returns the reply's fields."""
+
+    blame = "worker"  # whose fault an unexpected exception is: 'candidate', 'reference', ...
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        spec.out_dir.mkdir(parents=True, exist_ok=True)
+
+    def handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        nonce = cmd.pop("id", None)
+        return {**self._handle(cmd), "id": nonce}
+
+    def _handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        op = str(cmd.pop("op", ""))
+        fn = getattr(self, f"op_{op}", None)
+        if fn is None:
+            return {"ok": False, "error": {"kind": "protocol", "where": op, "message": f"unknown command {op!r}"}}
+        t0 = time.perf_counter()
+        try:
+            out = fn(**cmd) or {}
+        except WorkerError as exc:
+            return {"ok": False, "error": {"kind": exc.kind, "where": op, "message": str(exc), "traceback": ""}}
+        except Exception as exc:  # noqa: BLE001 - every failure is a reply for the parent to judge
+            return error_reply(exc, self.blame, op)
+        return {"ok": True, "worker_s": round(time.perf_counter() - t0, 6), **out}
+
+    def op_exit(self) -> dict[str, Any]:
+        return {}
+
+
+def _roles() -> dict[str, str]:
+    return {"reference": "kiln.tools.check.reference:ReferenceWorker",
+            "candidate": "kiln.tools.check.candidate:CandidateWorker",
+            "baseline": "kiln.tools.check.baseline:BaselineWorker"}
+
+
+def make_worker(spec: JobSpec) -> Worker:
+    module, cls = _roles()[spec.role].split(":")
+    return getattr(importlib.import_module(module), cls)(spec)
+
+
+def serve(spec: JobSpec) -> None:
+    """Answer the parent's commands until `exit`, or until the process that started us is gone."""
+    from kiln.tools.check.channel import WorkerChannel
+
+    worker = make_worker(spec)
+    chan = WorkerChannel(Path(spec.work_dir))
+    parent = os.getppid()
+    while True:
+        try:
+            cmd = chan.next_command(1.0)
+        except EOFError:
+            return
+        if cmd is None:
+            if os.getppid() != parent:  # the fork server (or kiln) died: nobody will read a reply
+                return
+            continue
+        op = cmd.get("op")
+        chan.reply(worker.handle(cmd))
+        if op == "exit":
+            return
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     spec = JobSpec.model_validate_json(Path(argv[1]).read_text())
-    beat(spec.heartbeat, "start")
-    if argv[0] == "reference":
-        from kiln.tools.check.reference import run
-    elif argv[0] == "peaks":
-        from kiln.tools.check.reference import run_peaks as run
-    else:
-        from kiln.tools.check.candidate import run
     if spec.profile_dir:
-        _profiled(run, spec)
+        _profiled(spec)
     else:
-        run(spec)
+        serve(spec)
     return 0
 
 
-def _profiled(run: Any, spec: JobSpec) -> None:
-    """Run the worker under cProfile and dump the stats as DIR/ROLE-PID.pstats (a developer's tool)."""
+def _profiled(spec: JobSpec) -> None:
+    """Serve under cProfile and dump the stats as DIR/ROLE-PID.pstats (a developer's tool)."""
     import cProfile
-    import shutil
 
     prof = cProfile.Profile()
     out = Path(spec.profile_dir or ".")
     try:
-        prof.runcall(run, spec)
+        prof.runcall(serve, spec)
     finally:
         out.mkdir(parents=True, exist_ok=True)
         prof.dump_stats(str(out / f"{spec.role}-{os.getpid()}.pstats"))
-        if spec.result_path.exists():  # its step-by-step trace, kept after the work dir is gone
-            shutil.copy(spec.result_path, out / f"{spec.role}-{os.getpid()}.result.json")
 
 
 def _exit_now(code: int) -> None:
     """Leave without interpreter teardown: after a CUDA error the context is poisoned and torch's
-    exit handlers can hang; every result is already on disk."""
+    exit handlers can hang; every reply is already sent."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(code)

@@ -23,9 +23,9 @@ import threading
 from pathlib import Path
 
 PRELOAD = ("torch", "numpy", "triton", "triton.language", "torch.utils.flop_counter",
-           "kiln.tools.check.reference", "kiln.tools.check.candidate", "kiln.tools.check.after",
+           "kiln.tools.check.reference", "kiln.tools.check.candidate", "kiln.tools.check.baseline",
            "kiln.tools.compile", "kiln.tools.cuda", "kiln.tools.integrity.physics", "kiln.tools.integrity.degenerate",
-           "kiln.tools.integrity.runtime", "kiln.tools.integrity.peaks", "kiln.tools.timing", "kiln.tools.gpuenv")
+           "kiln.tools.integrity.runtime", "kiln.tools.timing", "kiln.tools.gpuenv")
 # What every checked candidate reaches later, measured at 4-8 s of imports per worker on the H200
 # machine (torch's integrity-stage dispatch machinery, the profiler, and dynamo/inductor for the
 # torch.compile baseline). Some may ask the CUDA runtime for the device count at import, which

@@ -6,7 +6,7 @@ faster than the tensor cores.
   parts read through views, so `x[:, :10]` counts a tenth of `x`), once, plus every output once;
 - FLOPs, where `torch.utils.flop_counter` can count them (matmul, conv, attention), else None.
 
-`floor` turns those into the fastest possible time on a GPU with the measured `Peaks`, with a
+`floor` turns those into the fastest possible time on a GPU with its measured peaks, with a
 safety margin (`BW_MARGIN`, `COMPUTE_MARGIN`) because a read-only kernel can beat the copy
 benchmark's bandwidth a little and clocks vary.
 """
@@ -21,7 +21,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from kiln.tools.integrity.ops import METADATA, VIEW, base_name
-from kiln.tools.integrity.peaks import Peaks
 from kiln.tools.records import PhysicsRecord
 
 BW_MARGIN = 1.25
@@ -66,13 +65,14 @@ def count_work(model: nn.Module, inputs: tuple) -> tuple[int, int | None]:
     return read + written, (flops or None)
 
 
-def floor(bytes_moved: int | None, flops: int | None, peaks: Peaks,
-          measured_us: float | None = None) -> PhysicsRecord:
-    """The fastest time this GPU allows for the work, against the measured time."""
-    rec = PhysicsRecord(bytes_moved=bytes_moved, flops=flops, peak_gbps=peaks.gbps,
-                        peak_tflops=peaks.tflops, measured_us=measured_us, peak_source=peaks.source)
-    mem_us = bytes_moved / (peaks.gbps * BW_MARGIN * 1e3) if bytes_moved and peaks.gbps else None
-    cmp_us = flops / (peaks.tflops * COMPUTE_MARGIN * 1e6) if flops and peaks.tflops else None
+def floor(bytes_moved: int | None, flops: int | None, *, gbps: float | None, tflops: float | None,
+          source: str | None = None, measured_us: float | None = None) -> PhysicsRecord:
+    """The fastest time this GPU allows for the work (at `gbps` copy bandwidth and `tflops`, the
+    fastest rate usable for the problem's dtype: `Peaks.floor_tflops`), against the measured time."""
+    rec = PhysicsRecord(bytes_moved=bytes_moved, flops=flops, peak_gbps=gbps, peak_tflops=tflops,
+                        measured_us=measured_us, peak_source=source)
+    mem_us = bytes_moved / (gbps * BW_MARGIN * 1e3) if bytes_moved and gbps else None
+    cmp_us = flops / (tflops * COMPUTE_MARGIN * 1e6) if flops and tflops else None
     terms = {k: v for k, v in {"memory": mem_us, "compute": cmp_us}.items() if v is not None}
     if not terms:
         return rec

@@ -9,7 +9,7 @@ returns a `CheckRecord`, so a record can be re-judged offline.
 from __future__ import annotations
 
 from kiln.tools.integrity import physics
-from kiln.tools.integrity.peaks import Peaks
+from kiln.tools.peaks import Peaks
 from kiln.tools.records import CheckRecord, Finding, IntegrityRecord, Speedup, TimingIntegrity
 from kiln.tools.timing.stats import RUN_TO_RUN
 
@@ -67,11 +67,46 @@ def judge_timing(ti: TimingIntegrity | None) -> list[Finding]:
     if ti.threads_before is not None and ti.threads_after is not None and ti.threads_after > ti.threads_before:
         out.append(Finding(rule="timing.threads", severity="reject",
                            evidence=f"threads grew from {ti.threads_before} to {ti.threads_after} during timed calls"))
+    bound = _parent_bound(ti)
+    if bound:
+        out.append(Finding(rule="timing.parent-bound", severity="reject", evidence=bound))
     if ti.timed_outputs_failed:
         out.append(Finding(rule="timing.recheck-failed", severity="reject",
                            evidence=f"{ti.timed_outputs_failed} of {ti.timed_outputs_checked} outputs produced "
                                     "during timed runs did not match the reference"))
     return out
+
+
+PARENT_HIDDEN_SHARE = 0.5
+"""Time kiln's clock saw in the candidate's timed loop beyond its events and the harness overhead,
+as a share of the event time, before it counts as work the events did not show..."""
+PARENT_SLACK_US = 20.0
+PARENT_SLACK_OVERHEAD = 0.25
+"""...and it must also exceed this per call (plus this share of the measured per-call overhead,
+whose run-to-run noise it covers): the overhead is measured on another process's loop."""
+
+
+def _parent_bound(ti: TimingIntegrity) -> str | None:
+    """The candidate's timed loop against kiln's own clock (outside the candidate's process): the
+    loop can't end sooner than the events it reports, and can't take much longer than they say plus
+    the harness overhead measured on the eager baseline's loop."""
+    if ti.parent_wall_s is None or ti.parent_event_s is None:
+        return None
+    if ti.parent_wall_s < 0.95 * ti.parent_event_s:
+        return (f"the candidate reported {ti.parent_event_s * 1e3:.1f} ms of timed calls, but kiln's clock saw the "
+                f"whole loop take {ti.parent_wall_s * 1e3:.1f} ms: the reported times are forged")
+    if ti.hidden_us_per_call is None or ti.overhead_us is None or not ti.n_calls_loop:
+        return None
+    per_call = ti.parent_event_s * 1e6 / ti.n_calls_loop
+    slack = PARENT_SLACK_US + PARENT_SLACK_OVERHEAD * ti.overhead_us
+    if ti.hidden_us_per_call > PARENT_HIDDEN_SHARE * per_call and ti.hidden_us_per_call > slack:
+        return (f"kiln's clock saw {ti.hidden_us_per_call:.1f} us per timed call beyond the candidate's event time "
+                f"({per_call:.1f} us) and the harness overhead ({ti.overhead_us:.1f} us, measured on the eager "
+                "baseline's loop): work ran where the candidate's events did not show it, or its times are forged")
+    if ti.hidden_us_per_call < -max(0.5 * ti.overhead_us, slack):
+        return (f"the candidate's timed loop ended {-ti.hidden_us_per_call:.1f} us per call sooner than its event "
+                f"times plus the harness overhead ({ti.overhead_us:.1f} us) allow: the reported times are forged")
+    return None
 
 
 def _escaped(ti: TimingIntegrity) -> bool:
@@ -110,8 +145,10 @@ def _judge_physics(rec: CheckRecord, peaks: Peaks | None) -> list[Finding]:
     if ph is None or measured is None:
         return []
     if peaks is not None or ph.floor_us is None:
-        p = peaks or Peaks(gbps=ph.peak_gbps, tflops=ph.peak_tflops, source=ph.peak_source or "record")
-        ph = physics.floor(ph.bytes_moved, ph.flops, p, measured_us=measured)
+        gbps = peaks.copy_gbps if peaks else ph.peak_gbps
+        tflops = peaks.floor_tflops(rec.dtype) if peaks else ph.peak_tflops
+        source = peaks.source if peaks else (ph.peak_source or "record")
+        ph = physics.floor(ph.bytes_moved, ph.flops, gbps=gbps, tflops=tflops, source=source, measured_us=measured)
     else:
         ph = ph.model_copy(update={"measured_us": measured, "pct_of_floor": 100.0 * ph.floor_us / measured})
     integ.physics = ph

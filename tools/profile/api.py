@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kiln.tools import peaks
 from kiln.tools.errors import KilnInputError
-from kiln.tools.profile import collect, enrich, from_ncu, parse_ncu, parse_torch, peaks, rung
+from kiln.tools.profile import collect, enrich, from_ncu, parse_ncu, parse_torch, rung
 from kiln.tools.profile.analyze import roofline
 from kiln.tools.profile.findings import kernel_findings, report_findings
 from kiln.tools.profile.records import KernelProfile, Peaks, ProfileReport
@@ -135,12 +136,13 @@ def profile_candidate(problem: Path, candidate: Path, *, level: str = "quick", d
 
 
 def _peaks(cache_dir: Path, gpu: str, measure: bool) -> tuple[Peaks, float]:
-    """Cached measured peaks; measured now (once per GPU) when none are cached, with the seconds spent."""
-    pk = peaks.cached_peaks(cache_dir, gpu)
-    if pk.source == "measured" or not measure or not gpu:
-        return pk, 0.0
+    """kiln's one peaks cache (`kiln.tools.peaks`); measured now (once per GPU, in a process of its
+    own) when none are cached, with the seconds spent; else recorded or datasheet leads."""
+    hit = peaks.cached(0)
+    if hit is not None or not measure or not gpu:
+        return hit or peaks.known(gpu), 0.0
     t = time.monotonic()
-    return peaks.measure_in_subprocess(cache_dir, gpu), time.monotonic() - t
+    return peaks.get(0) or peaks.known(gpu), time.monotonic() - t
 
 
 def static_report(problem: Path, candidate: Path, *, dtype: str, level: str, wall_t0: float) -> ProfileReport:
@@ -189,7 +191,7 @@ def import_report(path: Path, *, dtype: str = "fp32", cache_dir: Path | None = N
         raise KilnInputError(f"no kernels in {path}")
     kernels = dedupe_launches([from_ncu.kernel_profile(d) for d in data])
     gpu = gpu_name or _device_name(data)
-    pk = peaks.cached_peaks(cache_dir or rung.default_cache_dir(), gpu)
+    pk = peaks.cached(0) or peaks.known(gpu)
     report = ProfileReport(source="ncu", source_detail=f"imported {path.name}", problem="", candidate=str(path),
                            dtype=dtype, gpu_name=gpu, peaks=pk, kernels=kernels)
     return analyze(report)

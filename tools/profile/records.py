@@ -10,7 +10,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from kiln.tools.peaks import Peaks
 from kiln.tools.records import Record
+
+__all__ = ["Peaks"]  # kiln's one record of a GPU's ceilings, shared with the physics floor
 
 Rung = Literal["ncu", "torch_profiler", "static", "none"]
 """Where a report's numbers came from: Nsight Compute counters, the torch profiler (CUPTI activity)
@@ -18,26 +21,6 @@ plus compiled metadata, compiled metadata only (no GPU run), or nothing usable."
 
 Bound = Literal["launch", "memory", "compute", "unknown"]
 Unit = Literal["dram", "l2", "l1", "fma", "tensor", "launch", "unknown"]
-
-
-class Peaks(Record):
-    """Ceilings of one GPU. Measured once per GPU and cached; `source` says how they were obtained."""
-
-    gpu_name: str = ""
-    source: Literal["measured", "recorded", "datasheet", "none"] = "none"
-    copy_gbps: float | None = Field(None, description="device-to-device copy, bytes read + written")
-    matmul_tflops: dict[str, float] = Field(default_factory=dict, description="fp32, tf32, bf16, fp16")
-    launch_overhead_us: float | None = Field(
-        None, description="GPU time per tiny torch op launched back to back from Python (host launch cost)")
-    sm_count: int | None = None
-    measured_at: str | None = None
-
-    def ridge_flop_per_byte(self, dtype: str) -> float | None:
-        """Arithmetic intensity where the memory roof meets the compute roof."""
-        tflops = self.matmul_tflops.get(dtype)
-        if not tflops or not self.copy_gbps:
-            return None
-        return tflops * 1e12 / (self.copy_gbps * 1e9)
 
 
 class RungInfo(Record):

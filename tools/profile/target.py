@@ -47,19 +47,12 @@ def build(problem: ModuleType, candidate: ModuleType, dtype: str, device: str) -
 
 
 def count_work(ref: Any, inputs: tuple) -> dict[str, int | None]:
-    """Bytes that must move (inputs, parameters, outputs once) and FLOPs (torch's flop counter)."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
+    """Bytes that must move and FLOPs: kiln's one work counter (`kiln.tools.integrity.physics`), the
+    same numbers the physics floor of a check uses, so the roofline and the floor agree."""
+    from kiln.tools.integrity.physics import count_work as physics_work
 
-    nbytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
-    nbytes += sum(p.numel() * p.element_size() for p in ref.parameters())
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        out = ref(*inputs)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    nbytes += sum(o.numel() * o.element_size() for o in outs if torch.is_tensor(o))
-    flops = counter.get_total_flops()
-    return {"bytes": int(nbytes), "flops": int(flops) if flops else None}
+    nbytes, flops = physics_work(ref, inputs)
+    return {"bytes": int(nbytes), "flops": flops}
 
 
 def _unwrap_jit(obj: Any) -> Any:

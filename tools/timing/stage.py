@@ -1,9 +1,10 @@
-"""The timing stage of a check: the candidate and its baselines, timed the same way in one process.
+"""Timing inside one worker: the same procedure for the candidate (in its worker) and for each
+baseline (in the baseline worker, which never imports the candidate). The parent turns the raw
+samples of both into statistics and speedups, and checks each run against its own clock.
 
 Baselines: `eager` (the reference with PyTorch's defaults, as KernelBench times it), `eager_tf32`
 (TF32 allowed for matmul and cuDNN, KernelBench-Verified's fairer baseline), `compile`
-(`torch.compile` default mode, its compile time excluded by the warm-up). Only correct candidates
-are timed (the caller's job).
+(`torch.compile` default mode, its compile time excluded by the warm-up).
 """
 
 from __future__ import annotations
@@ -16,14 +17,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kiln.tools import gpuenv
-from kiln.tools.records import MemoryRecord, TimingIntegrity, TimingRecord, TimingStat
-from kiln.tools.timing.bench import L2Flusher, time_callable
-from kiln.tools.timing.stats import speedup
+from kiln.tools.timing.bench import L2Flusher, Timed, TimedInputs, new_event, time_callable
 
-N_INPUT_SETS = 4
-METHOD = ("cuda-events per call; L2 flushed (2x L2 size) before each call; {n} rotating input sets "
-          "refreshed in place between calls; warm-up; >=30 samples then adaptive until the 95% bootstrap "
-          "CI half-width of the median <= 1% or the time cap; baselines in the same process, same inputs")
+METHOD = ("cuda-events per call; L2 flushed (2x L2 size) before each call; {n} input sets, every call's inputs "
+          "refreshed in place with fresh noise; warm-up; >=30 samples then adaptive until the 95% bootstrap CI "
+          "half-width of the median <= 1% or the time cap; baselines timed the same way in a separate process "
+          "that never imported the candidate; every timed output sketched and a secret subset re-checked "
+          "against the reference outside the candidate's process")
+POOL_BUDGET_BYTES = 12 << 30
+"""GPU memory the pool of timing input sets may take (each set once; two working slots and a noise
+buffer come on top): KernelBench's multi-GB inputs get fewer sets, small problems the maximum."""
+MAX_SETS = 4
+
+
+def n_input_sets(input_bytes: int) -> int:
+    """How many distinct input sets the timing pool holds (the parent decides, both sides follow)."""
+    return max(1, min(MAX_SETS, POOL_BUDGET_BYTES // max(input_bytes, 1)))
 
 
 @contextlib.contextmanager
@@ -48,76 +57,35 @@ def os_threads() -> int:
         return threading.active_count()
 
 
-def input_sets(make_inputs: Callable[[int], tuple], n_max: int = N_INPUT_SETS) -> list[tuple]:
-    """Up to n_max input sets, fewer when they would take more than a quarter of free GPU memory
-    (each set is held once in the pool; InputRotation adds two working slots)."""
+class Prepared:
+    """What a timing run needs, made before the parent starts its clock on the timed loop. On the
+    CPU (a test of the protocol only) there is no L2 to flush and no NVML."""
+
+    def __init__(self, fn: Callable[..., Any], feed: TimedInputs, device: str) -> None:
+        import torch
+
+        self.fn, self.feed = fn, feed
+        cuda = device == "cuda"
+        index = torch.cuda.current_device() if cuda else 0
+        self.env = gpuenv.env_record(device, index)
+        self.throttle = _ThrottleSampler(self.env.gpu_index if cuda else None)
+        self.flush: Callable[[], None] | None = L2Flusher(index) if cuda else None
+
+
+def run_loop(p: Prepared, *, max_time_s: float, sketch_key: int | None) -> tuple[Timed, dict[str, Any]]:
+    """The timed loop (what the parent's clock brackets), then the facts around it."""
     import torch
 
-    first = make_inputs(0)
-    nbytes = sum(t.untyped_storage().nbytes() for t in first if isinstance(t, torch.Tensor))
-    free, _ = torch.cuda.mem_get_info()
-    n = max(1, min(n_max, int(free * 0.25 // max(nbytes, 1)) - 2))
-    return [first] + [make_inputs(i) for i in range(1, n)]
-
-
-def run_timing_stage(candidate: Any, reference: Any, make_inputs: Callable[[int], tuple], *,
-                     baselines: list[str], recheck: Callable[[tuple, Any], bool] | None,
-                     max_time_s: float, threshold: float = 1.0,
-                     step: Callable[[str], None] | None = None) -> tuple[TimingRecord, TimingIntegrity]:
-    """Time the candidate and each baseline; speedups with CIs; memory; env; timing integrity.
-    `step(what)` is told as each part starts (the worker's heartbeat and trace)."""
-    import torch
-
-    step = step or (lambda _what: None)
-    step("environment")
-    env = gpuenv.env_record("cuda", torch.cuda.current_device())
-    throttle = _ThrottleSampler(env.gpu_index)
-    step("input sets")
-    sets = input_sets(make_inputs)
-    flush = L2Flusher(torch.cuda.current_device())
-    share = max_time_s / (1 + len(baselines))
-    integ = TimingIntegrity(threads_before=os_threads(), distinct_inputs=True)
-    step("candidate")
-    cand_stat, cand_us = _time_candidate(candidate, sets, flush, share, recheck, integ, throttle)
-    integ.threads_after = os_threads()
-    step("wall vs event time")
-    integ.wall_over_event = wall_over_event(candidate, sets[0], integ)
-    rec = TimingRecord(measured=True, method=METHOD.format(n=N_INPUT_SETS), candidate=cand_stat)
-    for name in baselines:
-        step(f"baseline {name}")
-        try:
-            fn = _baseline_fn(name, reference)
-            with tf32(True if name == "eager_tf32" else None), torch.no_grad():
-                if name == "compile":
-                    settle_compiled(fn, sets[0])
-                stat, us = time_callable(fn, sets, max_time_s=share, flush=flush, on_batch=throttle)
-        except Exception as exc:  # noqa: BLE001 - a baseline that fails (e.g. compile) is reported, not fatal
-            rec.baseline_errors[name] = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-            continue
-        rec.baselines[name] = stat
-        rec.speedups[name] = speedup(us, cand_us, name=name, threshold=threshold)
-    step("peak memory")
-    rec.memory = peak_memory(candidate, reference, sets[0])
-    rec.env = gpuenv.env_after(env, throttle.reasons)
-    return rec, integ
-
-
-def _time_candidate(candidate: Any, sets: list[tuple], flush: L2Flusher, max_s: float,
-                    recheck: Callable[[tuple, Any], bool] | None, integ: TimingIntegrity,
-                    throttle: _ThrottleSampler) -> tuple[TimingStat, list[float]]:
-    import torch
-
-    def on_output(_i: int, inputs: tuple, out: Any) -> None:
-        integ.timed_outputs_checked += 1
-        if recheck is not None and not recheck(inputs, out):
-            integ.timed_outputs_failed += 1
-
+    threads = os_threads()
     with torch.no_grad():
-        return time_callable(candidate, sets, max_time_s=max_s, flush=flush,
-                             on_output=on_output if recheck is not None else None, on_batch=throttle)
+        run = time_callable(p.fn, p.feed, max_time_s=max_time_s, flush=p.flush, sketch_key=sketch_key,
+                            on_batch=p.throttle)
+    facts = {"threads_before": threads, "threads_after": os_threads(), "n_calls": len(run.samples),
+             "first_call": run.first_call, "env": gpuenv.env_after(p.env, p.throttle.reasons).model_dump()}
+    return run, facts
 
 
-def _baseline_fn(name: str, reference: Any) -> Callable[..., Any]:
+def baseline_fn(name: str, reference: Any) -> Callable[..., Any]:
     import torch
 
     if name in ("eager", "eager_tf32"):
@@ -158,26 +126,25 @@ class _ThrottleSampler:
             self.reasons.update(gpuenv.throttle_reasons(self.index))
 
 
-def wall_over_event(fn: Callable[..., Any], inputs: tuple, integ: TimingIntegrity | None = None,
-                    n: int = 20) -> float | None:
+def wall_over_event(fn: Callable[..., Any], inputs: tuple, n: int = 20) -> dict[str, float | None]:
     """Host wall time around a device-wide sync vs event time on the current stream, same calls.
 
     Work on a side stream escapes the events but not the device-wide sync, so the ratio rises well
     above 1. The ratio compares medians per call, after subtracting the fixed cost of an empty
-    sync+events region from the wall time; `integ` also gets the raw totals (wall_us, event_us,
-    n_calls) of the same calls.
-    """
+    sync+events region from the wall time; also the raw totals (wall_us, event_us, n_calls)."""
     import torch
 
+    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
+
     def one(call: bool) -> tuple[float, float]:
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
+        s, e = new_event(), new_event()
+        sync()
         t0 = time.perf_counter()
         s.record()
         if call:
             fn(*inputs)
         e.record()
-        torch.cuda.synchronize()
+        sync()
         return (time.perf_counter() - t0) * 1e6, s.elapsed_time(e) * 1e3
 
     with torch.no_grad():
@@ -185,23 +152,19 @@ def wall_over_event(fn: Callable[..., Any], inputs: tuple, integ: TimingIntegrit
             one(True)
         empty = sorted(one(False)[0] for _ in range(n))[n // 2]
         runs = [one(True) for _ in range(n)]
-    if integ is not None:
-        integ.wall_us, integ.event_us, integ.n_calls = sum(w for w, _ in runs), sum(e for _, e in runs), n
     wall = sorted(w for w, _ in runs)[n // 2]
     event = sorted(e for _, e in runs)[n // 2]
-    return max(wall - empty, 0.0) / event if event > 0 else None
+    return {"wall_over_event": max(wall - empty, 0.0) / event if event > 0 else None,
+            "wall_us": sum(w for w, _ in runs), "event_us": sum(e for _, e in runs), "n_calls": n}
 
 
-def peak_memory(candidate: Any, reference: Any, inputs: tuple) -> MemoryRecord:
+def peak_bytes(module: Any, inputs: tuple) -> int:
     """Peak GPU memory of one call: bytes held by the module's tensors + the call's own peak
     (outputs and workspace above what was allocated before the call)."""
-    c, r = _peak(candidate, inputs), _peak(reference, inputs)
-    return MemoryRecord(candidate_peak_bytes=c, reference_peak_bytes=r, ratio=c / r if r else None)
-
-
-def _peak(module: Any, inputs: tuple) -> int:
     import torch
 
+    if not torch.cuda.is_initialized():
+        return 0  # CPU (a test of the protocol): no allocator statistics to read
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()

@@ -1,23 +1,18 @@
-"""Makes its worker write a malformed result file (by hooking os.replace, which the worker uses to
-publish results): the parent must still return a record, never raise, and never pass it."""
+"""Forges a reply: writes into every pipe its worker process holds open (the reply pipe among them),
+as native code in the candidate's process could. The parent must still return a record, never
+raise, and never pass the candidate: the forged line lacks the command's secret id."""
 
 import os
+import stat
 
 import torch.nn as nn
 
-GARBAGE = '{"compile": {"ok": "not-a-bool", "bogus": 1}, "trials": [{"case": 3}], "correctness_done": true}'
-_replace = os.replace
-
-
-def _forge(src, dst):
-    if str(dst).endswith("result.json"):
-        with open(dst, "w") as f:
-            f.write(GARBAGE)
-    else:
-        _replace(src, dst)
-
-
-os.replace = _forge
+for fd in range(3, 64):
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b'{"ok": true, "id": "forged", "compile": {"ok": true}}\n')
+    except OSError:
+        pass
 
 
 class ModelNew(nn.Module):

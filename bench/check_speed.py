@@ -1,0 +1,103 @@
+"""Issue 11's check-time figures on the H200: `kiln check` of a Triton candidate (softmax 16384x4096
+fp32, bench/eval_core_cases/), each row a fresh `kiln check` process unless it says otherwise.
+
+  cold_empty     empty kiln cache: peaks measured, baselines timed (torch.compile compiled), Triton cold
+  cold_new_src   caches warm, a candidate source never seen (its Triton compile is cold)
+  again          the same problem and candidate again (everything cached)
+  no_bwrap       as `again`, with the bwrap outer layer unavailable (best-effort: what the sandbox costs)
+  in_process     two checks in one process through LocalEvaluator (fork server warm), the second timed
+
+    . bench/device_env.sh && python3 bench/check_speed.py --out $OUT [--bwrap PATH]
+
+Targets: cold <= 8 s, again <= 3 s. Writes check_speed.json and check_speed.md under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CASES = Path(__file__).resolve().parent / "eval_core_cases"
+PROBLEM = CASES / "softmax_problem.py"
+CANDIDATE = CASES / "softmax_triton.py"
+
+
+def variant(tmp: Path, tag: str) -> Path:
+    """The candidate with a comment that changes its source hash (a source kiln has never seen)."""
+    path = tmp / f"softmax_triton_{tag}.py"
+    path.write_text(CANDIDATE.read_text() + f"\n# variant {tag}\n")
+    return path
+
+
+def kiln_check(cand: Path, cache: Path, extra: list[str]) -> dict:
+    out = cand.with_suffix(f".{time.monotonic_ns()}.json")
+    env = {**os.environ, "KILN_CACHE_DIR": str(cache)}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "kiln.evals.cli", "check", str(PROBLEM), str(cand), "--device", "cuda",
+                           "--json", str(out), *extra], capture_output=True, text=True, env=env, timeout=900)
+    wall = time.monotonic() - t0
+    rec = json.loads(out.read_text()) if out.exists() else {}
+    return {"wall_s": round(wall, 2), "rc": proc.returncode, "status": rec.get("status"),
+            "stages_s": rec.get("stages_s"), "isolation": (rec.get("isolation") or {}),
+            "speedups": {k: round(v["value"], 3) for k, v in ((rec.get("timing") or {}).get("speedups") or {}).items()},
+            "baselines_cached": (rec.get("extra") or {}).get("baselines_cached"),
+            "reasons": rec.get("reasons", [])[:3], "stderr": proc.stderr[-500:]}
+
+
+def in_process(tmp: Path, cache: Path) -> dict:
+    os.environ["KILN_CACHE_DIR"] = str(cache)
+    from kiln.tools.check import LocalEvaluator
+    from kiln.tools.records import CheckOptions
+
+    ev = LocalEvaluator(CheckOptions(device="cuda"))
+    ev.check(PROBLEM, variant(tmp, "inproc1"))
+    t0 = time.monotonic()
+    rec = ev.check(PROBLEM, variant(tmp, "inproc2"))
+    t1 = time.monotonic()
+    again = ev.check(PROBLEM, variant(tmp, "inproc2"))
+    return {"new_source_s": round(t1 - t0, 2), "same_source_s": round(time.monotonic() - t1, 2),
+            "status": rec.status, "stages_s": rec.stages_s, "again_stages_s": again.stages_s}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--bwrap", default=None, help="bubblewrap binary (the GPU image has none installed)")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="kiln-speed-"))
+    cache = tmp / "cache"
+    extra = ["--bwrap", a.bwrap] if a.bwrap else []
+    res: dict = {}
+    res["cold_empty"] = kiln_check(variant(tmp, "a"), cache, extra)
+    res["cold_new_src"] = kiln_check(variant(tmp, "b"), cache, extra)
+    res["again"] = kiln_check(variant(tmp, "b"), cache, extra)
+    res["again_2"] = kiln_check(variant(tmp, "b"), cache, extra)
+    res["no_bwrap"] = kiln_check(variant(tmp, "b"), cache, ["--bwrap", str(tmp / "no-bwrap-here")])
+    res["in_process"] = in_process(tmp, cache)
+    (a.out / "check_speed.json").write_text(json.dumps(res, indent=1))
+    lines = ["| run | wall s | status | spawn | compile | correctness | integrity | timing | isolation |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in res.items():
+        if name == "in_process":
+            continue
+        st = r.get("stages_s") or {}
+        lines.append(f"| {name} | {r['wall_s']} | {r['status']} | " + " | ".join(
+            str(st.get(k, "")) for k in ("spawn", "compile", "correctness", "integrity", "timing"))
+            + f" | {r['isolation'].get('level', r['isolation'].get('in_force', ''))} |")
+    ip = res["in_process"]
+    lines.append(f"\nin one process (LocalEvaluator, fork server warm): new source {ip['new_source_s']} s, "
+                 f"same source again {ip['same_source_s']} s")
+    (a.out / "check_speed.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The process-wide fork servers of a kiln process: one per (device, GPU), started on first use
+(or warmed in the background by a batch), each forking the check workers for that device."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from kiln.tools import pyparse
+from kiln.tools.check.isolation import scrubbed_env
+
+
+def fork_server_for(device: str, gpu_index: int, cache_root: Path) -> Any:
+    """The fork server for this device (None: workers start as fresh interpreters)."""
+    from kiln.tools.check.zygote import get_zygote
+
+    _preimport_parent()
+    return get_zygote((device, gpu_index, sys.executable), zygote_env(device, gpu_index, cache_root))
+
+
+def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path) -> list[threading.Thread]:
+    """Start the fork servers of these GPUs now, side by side, in background threads: a batch's
+    first checks then find them running instead of each waiting seconds for its own."""
+    threads = [threading.Thread(target=fork_server_for, args=(device, g, cache_root), daemon=True)
+               for g in gpu_indices]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def zygote_env(device: str, gpu_index: int, cache_root: Path) -> dict[str, str]:
+    """The fork server's environment: a worker's, except that the server (kiln's and torch's code
+    only) may write the bytecode cache, so its next start does not compile torch's Python again
+    where an install shipped none; the workers it forks write none (`zygote._child`)."""
+    env = scrubbed_env(device=device, gpu_index=gpu_index, cache_dir=cache_root / "zygote")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+PARENT_MODULES = ("torch", "kiln.tools.integrity.verdict", "kiln.tools.integrity.runtime")
+
+
+def _preimport_parent() -> None:
+    """The parent compares outputs and judges evidence with torch: import what it needs in a thread
+    while the workers start, not after."""
+    if not all(m in sys.modules for m in PARENT_MODULES):
+        threading.Thread(target=_import_parent_modules, daemon=True).start()
+
+
+def _import_parent_modules() -> None:
+    with pyparse.LOCK:  # torch's import parses source: never beside another thread's parse
+        for name in PARENT_MODULES:
+            importlib.import_module(name)
