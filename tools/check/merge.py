@@ -48,12 +48,12 @@ def _cases(cmp: Comparison, ref_replies: dict[str, dict[str, Any]]) -> dict[str,
     return out
 
 
-def integrity_record(rec: CheckRecord, static: list[Finding], policy: str, cmp_findings: list[Finding],
-                     degenerate: DegenerateRecord | None = None) -> IntegrityRecord:
+def integrity_record(rec: CheckRecord, static: list[Finding], policy: str, cmp_findings: list[Finding], *,
+                     static_mode: str = "allowlist", degenerate: DegenerateRecord | None = None) -> IntegrityRecord:
     """Static findings, correctness-side findings, and what `rec.extra` holds from the workers;
     `degenerate`: the parent's judgement across the trials' input draws (issue 16)."""
     x = rec.extra
-    integ = IntegrityRecord(policy=policy, findings=[*static, *cmp_findings])
+    integ = IntegrityRecord(policy=policy, static=static_mode, findings=[*static, *cmp_findings])
     if "accounting" in x:  # the runtime stage ran: judge its evidence here, never trust its verdict
         integ.accounting = _validated(OpAccounting, x.pop("accounting"))
         integ.findings += _runtime_findings(integ.accounting, x.pop("runtime_findings", None), policy)
