@@ -75,20 +75,21 @@ class ModuleVerdict(BaseModel):
     stress_refused: list[str] = Field(default_factory=list, description="'name: why' for each variant refused")
 
 
-def _confined_run(argv: list[str], *, tmp: Path, device: str, gpu_index: int, timeout_s: float) -> str | None:
-    """Run the probe like a check's worker (scrubbed environment, own session and dir, rlimits);
+def confined_run(argv: list[str], *, tmp: Path, device: str, gpu_index: int, timeout_s: float,
+                  module: str = "kiln.agents.curriculum.probe") -> str | None:
+    """Run `python -m MODULE ARGV` like a check's worker (scrubbed environment, own session and dir, rlimits);
     None when it exited cleanly, else one line on how it ended."""
     from kiln.tools.check.isolation import default_as_limit, run_isolated, scrubbed_env
 
     env = scrubbed_env(device=device, gpu_index=gpu_index, cache_dir=tmp / "cache")
     env.pop("TRITON_INTERPRET", None)  # the module is PyTorch: nothing to interpret
-    res = run_isolated([sys.executable, "-m", "kiln.agents.curriculum.probe", *argv], env=env, cwd=tmp,
+    res = run_isolated([sys.executable, "-m", module, *argv], env=env, cwd=tmp,
                        timeout_s=timeout_s, as_limit_bytes=default_as_limit(device))
     if res.timed_out:
-        return f"too slow: the probe did not finish in {timeout_s:.0f} s"
+        return f"too slow: it did not finish in {timeout_s:.0f} s"
     if res.returncode != 0:
         lines = [ln for ln in res.stderr_tail.splitlines() if ln.strip()]
-        return f"the probe died: {lines[-1][:200] if lines else f'exit {res.returncode}'}"
+        return f"it died: {lines[-1][:200] if lines else f'exit {res.returncode}'}"
     return None
 
 
@@ -122,7 +123,7 @@ def probe_modules(sources: list[str], *, device: str, gpu_index: int = 0, timeou
         for i, src in enumerate(sources):
             paths.append(tmp / f"module{i}.py")
             paths[-1].write_text(src)
-        died = _confined_run([device, str(tmp / "report.json"), *map(str, paths)], tmp=tmp, device=device,
+        died = confined_run([device, str(tmp / "report.json"), *map(str, paths)], tmp=tmp, device=device,
                              gpu_index=gpu_index, timeout_s=timeout_s)
         return [ProbeReport(run_error=died)] * len(sources) if died else _read_reports(tmp / "report.json", len(sources))
 
