@@ -70,9 +70,9 @@ def curriculum(
                   catalogues=[str(c) for c in catalogue], coder_llm=coder_llm, proposer_llm=proposer_llm,
                   base_url=base_url, lang=lang, device=_device(device), dtype=dtype, trials=trials,
                   check_timeout_s=timeout, seed=seed, stress=stress, reward=RewardParams(speed_gate=speed_gate))
+    cur = build(cfg, out, executor=executor, ray_address=ray_address, cpu_slots=cpu_slots, concurrency=concurrency)
     with _progress(cfg) as on_event:
-        cur = build(cfg, out, executor=executor, ray_address=ray_address, cpu_slots=cpu_slots,
-                    concurrency=concurrency, on_event=on_event)
+        cur.notify = on_event
         cur.run()
     counts, report = finish(cur)
     if executor == "ray":

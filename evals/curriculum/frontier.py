@@ -1,17 +1,19 @@
 """The frontier: the Coder's pass rate per op family and per API set, and where to sample next.
 
-Each family and API set keeps (samples, passed). Its pass rate p has a Beta(1 + passed, 1 + failed)
-posterior; the 95 % interval shown is Wilson's. An API set's weight for the next round is the
-posterior mean of p(1 - p):
+Each family and API set keeps (samples, passed). A family's pass rate p has a Beta(1 + passed,
+1 + failed) posterior; the 95 % interval shown is Wilson's. An API set's weight for the next round
+is the posterior mean of p(1 - p) under its Beta(a, b) posterior (below):
 
-    w = a b / ((a + b)(a + b + 1)),  a = 1 + passed, b = 1 + failed
+    w = a b / ((a + b)(a + b + 1))
 
 p(1 - p) is the variance of a sample's pass/fail outcome, so it is largest where a group of k
 samples is most likely to hold both passes and failures, which is exactly when GRPO's
 group-relative advantages are non-zero (a group that always or never passes teaches nothing). The
-posterior mean adds exploration: an unseen set weighs 1/6, one solved 10 times out of 10 weighs
-0.07, one solved 5 of 10 times 0.23. An API set never sampled borrows a prior from its families:
-mean = the product of their pass rates, worth `prior_strength` samples.
+posterior mean adds exploration: with nothing known a set weighs 1/6; one solved 10 times out of 10
+weighs 0.07, one solved 5 of 10 times 0.23. A set's prior comes from its families (hierarchical):
+mean = the product of their posterior mean pass rates, worth as many samples as its least-sampled
+family has, at most `prior_cap`; the set's own samples are added on top. So a set never sampled
+whose families the Coder always solves weighs little from the start.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class Frontier(BaseModel):
 
     families: dict[str, Tally] = Field(default_factory=dict)
     sets: dict[str, Tally] = Field(default_factory=dict)
-    prior_strength: float = 2.0
+    prior_cap: float = 32.0
 
     def record(self, api_set: ApiSet, passed: int, n: int) -> None:
         """Add one module's k samples (n of them, `passed` verified) to its set and its families."""
@@ -90,15 +92,12 @@ class Frontier(BaseModel):
             t.passed += passed
 
     def set_weight(self, api_set: ApiSet) -> float:
-        t = self.sets.get(api_set.key)
-        if t is None or not t.n:
-            mean = 1.0
-            for fam in dict.fromkeys(api_set.families):
-                f = self.families.get(fam, Tally())
-                mean *= (1 + f.passed) / (2 + f.n)
-            a, b = 1 + self.prior_strength * mean, 1 + self.prior_strength * (1 - mean)
-            return frontier_weight(a, b)
-        return frontier_weight(1 + t.passed, 1 + t.n - t.passed)
+        """E[p(1-p)] under the set's posterior: its own samples on top of its families' prior."""
+        fams = [self.families.get(f, Tally()) for f in dict.fromkeys(api_set.families)]
+        mean = math.prod((1 + f.passed) / (2 + f.n) for f in fams)
+        strength = min(self.prior_cap, *(f.n for f in fams))
+        t = self.sets.get(api_set.key, Tally())
+        return frontier_weight(1 + strength * mean + t.passed, 1 + strength * (1 - mean) + t.n - t.passed)
 
     def choose(self, pool: list[ApiSet], n: int, rng: random.Random) -> tuple[list[ApiSet], list[float]]:
         """n sets from the pool, without replacement, with probability proportional to weight."""
