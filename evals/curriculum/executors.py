@@ -29,7 +29,8 @@ class Prober(Protocol):
 class LocalProber:
     """One probe per slot at a time; a slot is a GPU index (or one of a few CPU slots)."""
 
-    def __init__(self, gpus: list[int], cpu_slots: int | None = None) -> None:
+    def __init__(self, gpus: list[int], cpu_slots: int | None = None, validate: Any = validate_module) -> None:
+        self._validate = validate
         slots = gpus or list(range(cpu_slots or max(1, (os.cpu_count() or 2) // 2)))
         self._slots: queue.Queue[int] = queue.Queue()
         for s in slots:
@@ -40,7 +41,7 @@ class LocalProber:
     def validate(self, source: str, stress: list[StressCase], *, device: str, budget: Budget) -> ModuleVerdict:
         slot = self._slots.get()
         try:
-            return validate_module(source, stress, device=device, budget=budget, gpu_index=slot if self.on_gpu else 0)
+            return self._validate(source, stress, device=device, budget=budget, gpu_index=slot if self.on_gpu else 0)
         finally:
             self._slots.put(slot)
 
