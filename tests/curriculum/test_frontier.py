@@ -53,7 +53,7 @@ def test_the_choice_moves_toward_families_with_intermediate_pass_rates() -> None
         shares = _simulate(4, 6, rates, seed)
         totals["first"] += shares[0]
         totals["last"] += shares[-1]
-    first, last = totals["first"], totals["last"]
+    last = totals["last"]
     share = {k: c["frontier"] / sum(c.values()) for k, c in totals.items()}
     assert share["last"] > share["first"] + 0.1  # round 0 knows nothing: about a third each
     assert last["frontier"] > last["solved"] + last["hopeless"] - 10
