@@ -105,7 +105,7 @@ def _step(pl: _Planner, i: int, op: OpSpec, shape: list[Sym]) -> Step | None:
     if op.kind == "binary":
         st.extra_input = (f"y{i}", list(shape), "rand")
     elif op.kind == "reduce":
-        d = int(values["dim"]) % len(shape)  # type: ignore[arg-type]
+        d = int(values["dim"]) % len(shape)
         out = out[:d] + ([Sym("1", 1)] if values.get("keepdim") else []) + out[d + 1:]
     elif op.kind == "project":
         out[-1] = pl.const(f"out{i}", pl.profile.dims)
@@ -116,7 +116,7 @@ def _step(pl: _Planner, i: int, op: OpSpec, shape: list[Sym]) -> Step | None:
     elif op.kind in ("conv2d", "pool2d"):
         if op.kind == "conv2d":
             out[1] = pl.const(f"out{i}", pl.profile.channels)
-        k, s, p = (int(values.get(n, 0)) for n in ("kernel_size", "stride", "padding"))  # type: ignore[arg-type]
+        k, s, p = (int(values.get(n, 0)) for n in ("kernel_size", "stride", "padding"))
         out[2], out[3] = _window(shape[2], k, s, p), _window(shape[3], k, s, p)
     elif op.kind == "gather":
         half = Sym(f"max(1, {shape[-1].expr} // 2)", max(1, shape[-1].value // 2))

@@ -30,7 +30,7 @@ def coder_messages(module: ModuleRow, lang: str) -> list[dict[str, str]]:
     from kiln.agents.coder import LLMCoder
 
     task = CoderTask(mode="generate", lang=lang, problem_name=module.id, problem_src=module.source or "")
-    msgs = LLMCoder(None).messages(task)  # type: ignore[arg-type]  # messages() never touches the client
+    msgs = LLMCoder(None).messages(task)  # messages() never touches the client
     return [{"role": "system" if m.type == "system" else "user", "content": str(m.content)} for m in msgs]
 
 
