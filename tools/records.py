@@ -22,11 +22,13 @@ Status = Literal["ok", "compile_error", "incorrect", "crashed", "timeout", "reje
 Device = Literal["auto", "cuda", "cpu"]
 DType = Literal["fp32", "bf16", "fp16"]
 Policy = Literal["strict", "partial"]
+StaticPolicy = Literal["allowlist", "denylist"]
 Lang = Literal["triton", "cuda", "torch", "unknown"]
 Severity = Literal["info", "warn", "reject"]
 Baseline = Literal["eager", "eager_tf32", "compile"]
 ALL_BASELINES: tuple[Baseline, ...] = ("eager", "eager_tf32", "compile")
 Verdict = Literal["faster", "slower", "tie", "not_measured"]
+Isolation = Literal["strict", "best-effort"]
 
 
 class Record(BaseModel):
@@ -52,12 +54,17 @@ class CheckOptions(Record):
     atol: float | None = Field(None, description="None: the dtype's default (fp32 1e-4, bf16/fp16 1e-2)")
     rtol: float | None = None
     policy: Policy = "partial"
+    static: StaticPolicy = Field("allowlist", description="static scan: 'allowlist' (LLM-written code) or "
+                                                          "'denylist' (hand-written trusted kernels)")
     time: bool = Field(True, description="time correct candidates when a GPU is used")
     baselines: list[Baseline] = Field(default_factory=lambda: list(ALL_BASELINES))
     seed: int | None = Field(None, description="None: a fresh secret seed per run (recorded afterwards)")
     gpu_index: int = 0
     speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
     fork_server: bool = Field(True, description="fork workers from a pre-imported server (saves ~2 s/check)")
+    isolation: Isolation = Field("best-effort", description="strict: refuse to run unless every sandbox layer is "
+                                                            "in force; best-effort: use what works, say what not")
+    bwrap: str | None = Field(None, description="bubblewrap binary (None: `bwrap` on PATH)")
     time_on_cpu: bool = Field(False, description="run the timing stage on the CPU with host clocks: only to test "
                                                  "the timing protocol, the numbers mean nothing there")
     run_rejected: bool = Field(False, description="execute a candidate the static scan rejected anyway (to test "
@@ -223,6 +230,8 @@ class OpAccounting(Record):
     library_kernels: list[str] = Field(default_factory=list)
     own_time_share: float | None = Field(None, description="GPU time in own kernels / all kernel time")
     decoy_kernels: list[str] = Field(default_factory=list)
+    copy_kernels: list[str] = Field(default_factory=list, description="own kernels that only moved data "
+                                    "(their outputs are copies of their inputs or of PyTorch results)")
     own_launches: dict[str, int] = Field(default_factory=dict, description="own kernel name -> launches seen")
     own_time_us: float | None = Field(None, description="GPU time in own kernels, one forward")
     library_time_us: float | None = Field(None, description="GPU time in library kernels, one forward")
@@ -268,6 +277,7 @@ class TimingIntegrity(Record):
 
 class IntegrityRecord(Record):
     policy: Policy = "partial"
+    static: StaticPolicy = Field("allowlist", description="the static scan's mode (CheckOptions.static)")
     findings: list[Finding] = Field(default_factory=list)
     accounting: OpAccounting | None = None
     physics: PhysicsRecord | None = None
@@ -277,6 +287,18 @@ class IntegrityRecord(Record):
 
 
 # ----------------------------------------------------------------------------- the verdict
+
+
+class IsolationRecord(Record):
+    """The OS sandbox that contained this check's workers (`kiln.tools.check.sandbox`)."""
+
+    level: Isolation = "best-effort"
+    complete: bool = Field(False, description="every layer below is in force")
+    layers: list[str] = Field(default_factory=list, description="layers in force (bwrap, pid-namespace, landlock-fs, ...)")
+    missing: dict[str, str] = Field(default_factory=dict, description="layer -> why it is not in force")
+    bwrap: str | None = Field(None, description="the bubblewrap binary used for the outer layer")
+    bwrap_version: str | None = None
+    landlock_abi: int = Field(0, description="the kernel's Landlock ABI (0: none)")
 
 
 class CheckRecord(Record):
@@ -296,6 +318,7 @@ class CheckRecord(Record):
     timing: TimingRecord | None = None
     integrity: IntegrityRecord | None = None
     env: EnvRecord | None = None
+    isolation: IsolationRecord | None = None
     stages_s: dict[str, float] = Field(default_factory=dict, description="spawn, compile, correctness, timing")
     stderr_tail: str = ""
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -1,5 +1,5 @@
 """kiln's caches are read and written by kiln's own process only; a worker gets no path to them
-except the candidate's own per-source compile cache."""
+except the candidate's own per-source compile cache. (Peaks: tests/integrity/test_physics.py.)"""
 
 from __future__ import annotations
 
@@ -19,15 +19,6 @@ def session(tmp_path: Path, monkeypatch):  # noqa: ANN201 - a stand-in with the 
     problem.write_text("# a problem\n")
     return SimpleNamespace(o=SimpleNamespace(dtype="fp32", gpu_index=0), rec=SimpleNamespace(device="cuda"),
                            cases=[SimpleNamespace(path=str(problem))])
-
-
-def test_peaks_round_trip_per_gpu_and_dtype(session) -> None:
-    assert caches.peaks(session) is None
-    caches.store_peaks(session, {"gbps": 4100.0, "tflops": 700.0})
-    got = caches.peaks(session)
-    assert got and got["gbps"] == 4100.0 and got["source"].startswith("cache:")
-    session.o.dtype = "bf16"
-    assert caches.peaks(session) is None  # another dtype, another entry
 
 
 def test_a_baseline_is_reused_until_the_problem_changes(session, tmp_path: Path) -> None:

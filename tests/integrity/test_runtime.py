@@ -3,10 +3,17 @@ decoys found by poisoning, policies applied."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kiln.tools.integrity.ops import is_compute
-from kiln.tools.integrity.runtime import inspect_forward, is_own_kernel, judge, own_kernel_names
+from kiln.tools.integrity.runtime import (
+    candidate_roots,
+    inspect_forward,
+    is_own_kernel,
+    judge,
+    own_kernel_names,
+)
 from kiln.tools.records import OpAccounting
 
 X = (torch.randn(1000),)
@@ -159,10 +166,98 @@ def test_profiled_kernel_names_are_matched_as_whole_functions() -> None:
     assert not is_own_kernel("_Z12row_softmaxXPKf", own)
 
 
-def test_own_kernel_names_come_from_the_candidate_file(load_candidate) -> None:  # noqa: ANN001
+def test_a_string_naming_a_kernel_claims_nothing(load_candidate) -> None:  # noqa: ANN001
+    # Own names come from launches and compiled extensions, never from strings in the file: a
+    # string naming cuBLAS's kernel must not make cuBLAS's time the candidate's.
     mod = load_candidate("""
-def build():
-    src = "extern \\"C\\" __global__ void hidden_scale(float* x, int n) { }"
-    return src
+SRC = "extern \\"C\\" __global__ void ampere_sgemm_128x64_nn(float* x, int n) { }"
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu(x)
 """)
-    assert {"relu_kernel", "hidden_scale"} <= own_kernel_names([mod])
+    acc, _ = run(mod)
+    names = own_kernel_names(acc.own_launches, candidate_roots(mod.ModelNew()) + [mod])
+    assert names == {"relu_kernel"}
+
+
+def test_extension_kernels_are_read_from_the_build_folder(tmp_path) -> None:  # noqa: ANN001
+    import types
+
+    (tmp_path / "cuda.cu").write_text(
+        "// __global__ void commented_out(float* x) { }\n"
+        "__global__ void declared_only(float* x);\n"
+        "extern \"C\" __global__ void __launch_bounds__(256) fused_gemm_epilogue(const float* __restrict__ a, float* b) {\n"
+        "  const char* s = \"__global__ void in_a_string() {}\";\n}\n"
+        "template <int B> __global__ void tiled(float* x) { x[0] = B; }\n")
+    ext = types.ModuleType("kiln_ext_probe")
+    ext.__file__ = str(tmp_path / "kiln_ext_probe.so")
+    ext.run = lambda x: x
+    holder = types.SimpleNamespace(ext=ext)
+    assert own_kernel_names(["ext:kiln_ext_probe.run"], [holder]) == {"fused_gemm_epilogue", "tiled"}
+    assert own_kernel_names([], [holder]) == set()  # never called: claims nothing
+
+
+def test_profiled_kernels_launched_by_aten_ops_are_library_whatever_their_name() -> None:
+    # Real profiler event records, as torch builds them from a trace: an aten::mm CPU op (correlation
+    # id 7) that launched a GEMM, and the candidate's Triton kernel launched outside any operator.
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from kiln.tools.integrity.own_kernels import classify
+
+    def ev(i: int, name: str, dev: DeviceType, linked: int = 0, us: float = 10.0) -> FunctionEvent:
+        return FunctionEvent(id=i, name=name, thread=0, start_us=0, end_us=us, device_type=dev, linked_correlation_id=linked)
+
+    events = [ev(7, "aten::mm", DeviceType.CPU), ev(8, "cudaLaunchKernel", DeviceType.CPU, linked=7),
+              ev(100, "ampere_sgemm_128x64_nn", DeviceType.CUDA, linked=7, us=40.0),
+              ev(101, "ampere_sgemm_128x64_nn", DeviceType.CUDA, linked=0, us=2.0),   # an own kernel of that name
+              ev(102, "row_softmax_kernel", DeviceType.CUDA, linked=0, us=5.0)]
+    own, lib = classify(events, {"ampere_sgemm_128x64_nn", "row_softmax_kernel"})
+    assert own == {"ampere_sgemm_128x64_nn": 2.0, "row_softmax_kernel": 5.0}
+    assert lib == {"ampere_sgemm_128x64_nn": 40.0}
+
+
+STABLE_LOG_SOFTMAX = """
+@triton.jit
+def row_max_kernel(x_ptr, m_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(m_ptr, tl.max(tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")), axis=0))
+
+
+@triton.jit
+def log_softmax_kernel(x_ptr, m_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    # log_softmax(x) = x - m - log(sum(exp(x - m))): m only keeps exp from overflowing.
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=-float("inf"))
+    m = tl.load(m_ptr)
+    s = tl.sum(tl.exp(x - m), axis=0)
+    tl.store(y_ptr + offs, x - m - tl.log(s), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        m = torch.empty(1, dtype=x.dtype)
+        y = torch.empty_like(x)
+        row_max_kernel[(1,)](x, m, x.numel(), BLOCK=1024)
+        log_softmax_kernel[(1,)](x, m, y, x.numel(), BLOCK=1024)
+        return y
+"""
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's numpy sees the overflow
+def test_a_stability_statistic_read_by_an_own_kernel_is_not_a_decoy(load_candidate) -> None:  # noqa: ANN001
+    # The row max cancels out of log_softmax for any moderate value, so flipping it or filling it
+    # with 7.0 moves nothing; only an overflow shows the result depends on it (the built-in Coder's
+    # split log-softmax was rejected as a decoy for this).
+    acc, rules = run(load_candidate(STABLE_LOG_SOFTMAX), policy="strict")
+    assert acc.decoy_kernels == [] and rules == {}
+
+
+def test_a_decoy_mixed_in_with_a_tiny_weight_is_still_a_decoy(load_candidate) -> None:  # noqa: ANN001
+    mod = load_candidate("""
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1e-6 * relu(x)
+""")
+    assert run(mod)[1]["runtime.decoy"] == "reject"

@@ -47,10 +47,11 @@ def _cases(cmp: Comparison, ref_replies: dict[str, dict[str, Any]]) -> dict[str,
     return out
 
 
-def integrity_record(rec: CheckRecord, static: list[Finding], policy: str, cmp_findings: list[Finding]) -> IntegrityRecord:
+def integrity_record(rec: CheckRecord, static: list[Finding], policy: str, cmp_findings: list[Finding], *,
+                     static_mode: str = "allowlist") -> IntegrityRecord:
     """Static findings, correctness-side findings, and what `rec.extra` holds from the workers."""
     x = rec.extra
-    integ = IntegrityRecord(policy=policy, findings=[*static, *cmp_findings])
+    integ = IntegrityRecord(policy=policy, static=static_mode, findings=[*static, *cmp_findings])
     if "accounting" in x:  # the runtime stage ran: judge its evidence here, never trust its verdict
         integ.accounting = _validated(OpAccounting, x.pop("accounting"))
         integ.findings += _runtime_findings(integ.accounting, x.pop("runtime_findings", None), policy)

@@ -22,9 +22,17 @@ from typing import Any
 
 from kiln.tools.check import caches
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
+from kiln.tools.check.confine import SANDBOX_EXIT
 from kiln.tools.check.isolation import ProcResult
 from kiln.tools.check.worker import CaseSpec, JobSpec
-from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, ok, worker_env
+from kiln.tools.check.workers import (
+    CommandFailed,
+    WorkerGone,
+    WorkerHandle,
+    ok,
+    worker_confinement,
+    worker_env,
+)
 from kiln.tools.errors import KilnInputError
 from kiln.tools.inputs import DISTRIBUTIONS, derive_seed
 from kiln.tools.problem import CandidateInfo, ProblemInfo
@@ -68,8 +76,8 @@ class Session:
 
     def __init__(self, rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
                  options: CheckOptions, *, static: list[Finding], secret: int, work: Path,
-                 budgets: dict[str, float], zygote: Any) -> None:
-        self.rec, self.prob, self.cand, self.o = rec, prob, cand, options
+                 budgets: dict[str, float], zygote: Any, sandbox: Any = None) -> None:
+        self.rec, self.prob, self.cand, self.o, self.box = rec, prob, cand, options, sandbox
         self.static, self.secret, self.work, self.budgets, self.zygote = static, secret, work, budgets, zygote
         self.cases = _stage(work, prob, cases, cand)
         self.cand_path = str(work / "shared" / "candidate.py")
@@ -104,7 +112,8 @@ class Session:
 
     def _start(self, spec: JobSpec, cache_dir: Path) -> WorkerHandle:
         return WorkerHandle(spec, env=worker_env(spec, cache_dir), zygote=self.zygote,
-                            backstop_s=self.o.timeout_s + SPAWN_SLACK_S)
+                            backstop_s=self.o.timeout_s + SPAWN_SLACK_S,
+                            confinement=worker_confinement(spec, cache_dir), sandbox=self.box)
 
     def cand_deadline(self) -> float:
         """The candidate's next command may use what is left of its stage's budget: time counts only
@@ -378,6 +387,10 @@ class Session:
             return Failure("timeout", [f"timed out in stage {where}: the stage exceeded {limit}{times}"], tail)
         if gone.why:
             return Failure("crashed", [f"the candidate worker {gone.why} in stage {where}"], tail)
+        if res.returncode == SANDBOX_EXIT and "kiln sandbox:" in tail:
+            last = next((ln for ln in reversed(tail.splitlines()) if "kiln sandbox:" in ln), "")
+            return Failure("error", [f"kiln could not contain the candidate's worker, so it did not run: {last.strip()}"],
+                           tail)
         if res.returncode == 0:
             return Failure("crashed", [f"the candidate worker exited early (exit code 0) in stage {where}: "
                                        "os._exit or sys.exit in the candidate?"], tail)

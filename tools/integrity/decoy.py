@@ -9,6 +9,11 @@ a fresh buffer may already hold the right values) plus, for extension functions,
 If no poison moves the final output by more than the correctness tolerance of its dtype
 (fp32 1e-4, half types 1e-2, plus ten times the run-to-run noise), the kernel is a decoy: its
 output does not matter to the result the harness checks.
+A third poison, a huge fill (sqrt of the dtype's largest value), covers statistics kept only for
+numerical stability: a row max that a log-softmax subtracts and adds back cancels out for any
+moderate value, and only an overflow shows that the result depends on it. It counts only when a
+later own kernel read the poisoned tensor, so a decoy mixed into a PyTorch result with a tiny
+weight (`torch.relu(x) + 1e-6 * y`) is still a decoy.
 Model state the poison touched (buffers or caches that existed before the forward) is restored.
 """
 
@@ -27,13 +32,19 @@ MAX_KERNELS = 8
 SNAPSHOT_MAX_BYTES = 2 << 30
 
 
+MODES = ("flip", "fill", "huge")
+
+
 class _Poisoner:
     def __init__(self, target: str, mode: str, protected: set[int]) -> None:
         self.target, self.mode, self.protected = target, mode, protected
         self.recorder: AtenRecorder | None = None
         self.saved: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.poisoned: set[int] = set()
+        self.consumed = False  # a later own launch read a poisoned tensor
 
     def before(self, name: str, tensors: list[torch.Tensor]) -> list[torch.Tensor] | None:
+        self.consumed |= any(_sid(t) in self.poisoned for t in tensors)
         if name != self.target or sum(t.numel() * t.element_size() for t in tensors) > SNAPSHOT_MAX_BYTES:
             return None
         return [t.detach().clone() for t in tensors]
@@ -56,8 +67,11 @@ class _Poisoner:
                 self.saved.append((t, t.detach().clone()))
             if self.mode == "fill":
                 t.fill_(7.0)
+            elif self.mode == "huge":
+                t.fill_(torch.finfo(t.dtype).max ** 0.5)
             else:
                 t.mul_(-2.0).add_(1.0)
+        self.poisoned.add(_sid(t))
 
     def restore(self) -> None:
         with torch.no_grad():
@@ -79,7 +93,7 @@ def find_decoys(model: torch.nn.Module, inputs: tuple, kernels: list[str], roots
         noise = _max_diff(base, again)
     decoys = []
     for name in kernels[:MAX_KERNELS]:
-        if not any(_feeds(model, inputs, name, mode, base, noise, roots) for mode in ("flip", "fill")):
+        if not any(_feeds(model, inputs, name, mode, base, noise, roots) for mode in MODES):
             decoys.append(name)
     return decoys
 
@@ -97,10 +111,10 @@ def _feeds(model: torch.nn.Module, inputs: tuple, name: str, mode: str, base: li
         with hooks, recorder:
             out = _forward(model, args, clone=False)
     except Exception:  # noqa: BLE001 - the poisoned output broke what consumed it: it feeds the result
-        return True
+        return mode != "huge" or poisoner.consumed
     finally:
         poisoner.restore()
-    return _moved(base, out, noise)
+    return _moved(base, out, noise) and (mode != "huge" or poisoner.consumed)
 
 
 def _clone(inputs: Any) -> list[Any]:

@@ -6,7 +6,7 @@ of its own: `triton.JITFunction.run` (compiled Triton), `InterpretedFunction.run
 extension modules (`load_inline`) reachable from the model. Each launch is reported to a
 `LaunchObserver` with the kernel's name and its tensor arguments (and, for extensions, its
 returned tensors), before and after it runs. While a launch runs, `depth > 0`, so the operator
-accounting can leave out whatever the launcher itself dispatches.
+accounting can leave out the launcher's own allocations and copies (never its compute).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten
 
 
@@ -46,6 +47,20 @@ class CountingObserver:
             snap = self.snapshots.get(_storage(t))
             if snap is not None and snap[1].shape == t.shape and torch.equal(snap[1], t.detach()):
                 self.torch_results[name] = snap[0]
+
+
+class Tee:
+    """Several observers on one set of hooks (each gets its own `before` state back)."""
+
+    def __init__(self, *observers: LaunchObserver) -> None:
+        self.observers = observers
+
+    def before(self, name: str, tensors: list[torch.Tensor]) -> list[Any]:
+        return [o.before(name, tensors) for o in self.observers]
+
+    def after(self, name: str, tensors: list[torch.Tensor], state: Any, result: Any) -> None:
+        for o, s in zip(self.observers, state, strict=True):
+            o.after(name, tensors, s, result)
 
 
 EXT = "ext:"
@@ -103,7 +118,8 @@ class LaunchHooks:
         self._undo.append(lambda: setattr(mod, attr, fn))
 
     def _run(self, name: str, tensors: list[torch.Tensor], call: Callable[[], Any], ext: bool = False) -> Any:
-        state = self.observer.before(name, tensors)
+        with _disable_current_modes():  # the observers' own tensor work is not the candidate's
+            state = self.observer.before(name, tensors)
         if ext:
             self.ext_depth += 1
         else:
@@ -115,7 +131,8 @@ class LaunchHooks:
                 self.ext_depth -= 1
             else:
                 self.depth -= 1
-        self.observer.after(name, tensors, state, result)
+        with _disable_current_modes():
+            self.observer.after(name, tensors, state, result)
         return result
 
 

@@ -13,13 +13,20 @@ import ast
 from kiln.tools import pyparse
 from kiln.tools.integrity import static_rules as R
 from kiln.tools.integrity.resolve import Scope, dict_owner
+from kiln.tools.integrity.static_allow import scan_allowlist
 from kiln.tools.integrity.static_sources import scan_sources
 from kiln.tools.records import Finding, Severity
 
+MODES = ("allowlist", "denylist")
+"""`allowlist` (default, for LLM-written code): the denylist rules plus `static_allow`'s allowlist.
+`denylist`: the denylist rules only, for hand-written trusted kernels."""
 
-def scan_candidate(source: str, *, filename: str, dtype: str) -> list[Finding]:
+
+def scan_candidate(source: str, *, filename: str, dtype: str, mode: str = "allowlist") -> list[Finding]:
     """All static findings for one candidate source, sorted by line. A file that does not parse
     gives no findings (the loader reports the syntax error)."""
+    if mode not in MODES:
+        raise ValueError(f"static scan mode must be one of {', '.join(MODES)} (got {mode!r})")
     try:
         tree = pyparse.parse(source, filename=filename)
     except (SyntaxError, ValueError):
@@ -27,9 +34,19 @@ def scan_candidate(source: str, *, filename: str, dtype: str) -> list[Finding]:
     scope = Scope(tree)
     visitor = _Visitor(scope, dtype=dtype, filename=filename)
     visitor.visit(tree)
+    allow = mode == "allowlist"
     findings = visitor.findings + scan_sources(tree, scope, filename=filename, dtype=dtype,
-                                               own_triton=visitor.own_triton)
+                                               own_triton=visitor.own_triton, allowlist=allow)
+    if allow:
+        findings += _unexplained(scan_allowlist(tree, scope, filename=filename), findings)
     return _dedupe(findings)
+
+
+def _unexplained(allow: list[Finding], deny: list[Finding]) -> list[Finding]:
+    """Allowlist findings on lines the denylist rules have not already explained (their rule ids
+    and wording say more than "not on the allowlist")."""
+    explained = {f.line for f in deny if f.severity == "reject"}
+    return [f for f in allow if f.line not in explained]
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

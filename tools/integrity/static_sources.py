@@ -9,23 +9,25 @@ a warning): kiln can't read what it can't see.
 from __future__ import annotations
 
 import ast
+import re
 
 from kiln.tools.integrity import static_rules as R
-from kiln.tools.integrity.csource import launches_kernel, scan_source
+from kiln.tools.integrity.csource import VENDOR_COMPUTE, launches_kernel, scan_source
 from kiln.tools.integrity.resolve import Scope
 from kiln.tools.records import Finding, Severity
 
 _SOURCE_KWARGS = frozenset({"cpp_sources", "cuda_sources", "source", "code", "src", "sources"})
 
 
-def scan_sources(tree: ast.AST, scope: Scope, *, filename: str, dtype: str, own_triton: bool) -> list[Finding]:
+def scan_sources(tree: ast.AST, scope: Scope, *, filename: str, dtype: str, own_triton: bool,
+                 allowlist: bool = False) -> list[Finding]:
     consts, folded, findings = _collect(tree, scope, filename)
     # an own kernel that actually gets launched: Triton, a Python-launched CUDA kernel, or <<<>>> in C++
     own_kernel = own_triton or _python_launcher(tree, scope) or any(launches_kernel(t) for t, _ in consts + folded)
     seen: set[tuple[str, str]] = set()
     # literal pieces first (exact lines), then whole folded sources for what only shows once joined
     for text, line in consts + folded:
-        for f, key in _scan_text(text, line, filename=filename, dtype=dtype, own_kernel=own_kernel):
+        for f, key in _scan_text(text, line, filename=filename, dtype=dtype, own_kernel=own_kernel, allowlist=allowlist):
             if key not in seen:
                 seen.add(key)
                 findings.append(f)
@@ -85,7 +87,8 @@ def _looks_like_c(s: str) -> bool:
     return any(h in s for h in R.SINK_TEXT_HINTS)
 
 
-def _scan_text(text: str, line: int, *, filename: str, dtype: str, own_kernel: bool) -> list[tuple[Finding, tuple]]:
+def _scan_text(text: str, line: int, *, filename: str, dtype: str, own_kernel: bool,
+               allowlist: bool = False) -> list[tuple[Finding, tuple]]:
     out: list[tuple[Finding, tuple]] = []
     if "default-stream" in text:
         out.append((_f("static.stream", "reject", "compiles with a per-thread default stream", line, filename),
@@ -93,16 +96,35 @@ def _scan_text(text: str, line: int, *, filename: str, dtype: str, own_kernel: b
     if "use_fast_math" in text and dtype == "fp32":
         out.append((_f("static.downcast", "warn", "compiles with fast-math approximations", line, filename),
                     ("static.downcast", "use_fast_math")))
-    for h in scan_source(text):
+    if allowlist:
+        out += _include_findings(text, line, filename)
+    for h in scan_source(text, allowlist=allowlist):
         if h.rule == "static.downcast" and dtype != "fp32":
             continue
         sev: Severity = "warn" if h.rule == "static.downcast" else "reject"
         ev = f"{h.token} in C++/CUDA source (source line {h.line})"
         if h.rule == "static.cpp-torch-op":
             sev = "warn" if own_kernel else "reject"
-            ev = f"host code calls the PyTorch op {h.token} (source line {h.line})" + (
+            what = "the library function" if VENDOR_COMPUTE.match(h.token) else "the PyTorch op"
+            ev = f"host code calls {what} {h.token} (source line {h.line})" + (
                 "" if own_kernel else "; the candidate has no kernel of its own")
         out.append((_f(h.rule, sev, ev, line + h.line - 1, filename), (h.rule, h.token)))
+    return out
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]([^">\n]*)[">]', re.M)
+
+
+def _include_findings(text: str, line: int, filename: str) -> list[tuple[Finding, tuple]]:
+    """`#include` of an absolute path or one that climbs out (`..`): the compiler reads any file
+    it is pointed at, and its error messages quote it back to the Coder."""
+    out = []
+    for m in _INCLUDE.finditer(text):
+        path = m.group(1).strip()
+        if path.startswith(("/", "~")) or ".." in path.split("/"):
+            at = line + text.count("\n", 0, m.start())
+            out.append((_f("static.env-or-file", "reject", f"#include of a file outside the compiler's include "
+                           f"paths: {path!r}", at, filename), ("static.env-or-file", path)))
     return out
 
 
