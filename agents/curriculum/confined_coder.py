@@ -9,8 +9,8 @@ as JSON, the reply comes back as JSON, the work happens in a scrubbed, contained
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
+from typing import Any
 
 from kiln.agents.base import CoderReply, CoderTask
 
@@ -18,17 +18,18 @@ REPLY_CAP_BYTES = 2 << 20
 
 
 class ConfinedCoder:
-    def __init__(self, device: str = "cpu", timeout_s: float = 120.0) -> None:
-        self.device, self.timeout_s = device, timeout_s
+    def __init__(self, device: str = "cpu", timeout_s: float = 120.0, box: Any = None) -> None:
+        self.device, self.timeout_s, self.box = device, timeout_s, box
 
     def write(self, task: CoderTask) -> CoderReply:
-        from kiln.agents.curriculum.validate import confined_run
+        from kiln.agents.curriculum.validate import confined_run, scratch_dir
 
-        with tempfile.TemporaryDirectory(prefix="kiln-coder-") as tmp_name:
+        with scratch_dir("coder-") as tmp_name:
             tmp = Path(tmp_name)
             (tmp / "task.json").write_text(task.model_dump_json())
             died = confined_run([str(tmp / "task.json"), str(tmp / "reply.json")], tmp=tmp, device="cpu",
-                                 gpu_index=0, timeout_s=self.timeout_s, module="kiln.agents.curriculum.confined_coder")
+                                 gpu_index=0, timeout_s=self.timeout_s, module="kiln.agents.curriculum.confined_coder",
+                                box=self.box)
             out = tmp / "reply.json"
             if died or not out.is_file() or out.stat().st_size > REPLY_CAP_BYTES:
                 return CoderReply(ok=False, error=f"the built-in coder failed on this module: {died or 'no reply'}")

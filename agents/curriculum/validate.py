@@ -75,16 +75,37 @@ class ModuleVerdict(BaseModel):
     stress_refused: list[str] = Field(default_factory=list, description="'name: why' for each variant refused")
 
 
-def confined_run(argv: list[str], *, tmp: Path, device: str, gpu_index: int, timeout_s: float,
-                  module: str = "kiln.agents.curriculum.probe") -> str | None:
-    """Run `python -m MODULE ARGV` like a check's worker (scrubbed environment, own session and dir, rlimits);
-    None when it exited cleanly, else one line on how it ended."""
-    from kiln.tools.check.isolation import default_as_limit, run_isolated, scrubbed_env
+class Sandboxing(BaseModel):
+    """Which OS sandbox the probe and the confined Coder run in (as `kiln check --isolation`)."""
 
+    model_config = ConfigDict(extra="forbid")
+
+    isolation: str = "best-effort"
+    bwrap: str | None = None
+
+
+def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory:
+    """A dir under kiln's scratch root: the only place a sandboxed process may write."""
+    from kiln.tools.check import scratch
+
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=scratch.root())
+
+
+def confined_run(argv: list[str], *, tmp: Path, device: str, gpu_index: int, timeout_s: float,
+                 module: str = "kiln.agents.curriculum.probe", box: Sandboxing | None = None) -> str | None:
+    """Run `python -m MODULE ARGV` like a check's worker: in the OS sandbox (no network, no secrets,
+    `tmp` the only place it may write), its own session, rlimits. None when it exited cleanly, else
+    one line on how it ended."""
+    from kiln.tools.check.confine import Confinement
+    from kiln.tools.check.isolation import default_as_limit, run_isolated, scrubbed_env
+    from kiln.tools.check.sandbox import sandbox_for
+
+    box = box or Sandboxing()
     env = scrubbed_env(device=device, gpu_index=gpu_index, cache_dir=tmp / "cache")
     env.pop("TRITON_INTERPRET", None)  # the module is PyTorch: nothing to interpret
-    res = run_isolated([sys.executable, "-m", module, *argv], env=env, cwd=tmp,
-                       timeout_s=timeout_s, as_limit_bytes=default_as_limit(device))
+    res = run_isolated([sys.executable, "-m", module, *argv], env=env, cwd=tmp, timeout_s=timeout_s,
+                       as_limit_bytes=default_as_limit(device), confinement=Confinement(write=(str(tmp),)),
+                       sandbox=sandbox_for(box.isolation, box.bwrap))
     if res.timed_out:
         return f"too slow: it did not finish in {timeout_s:.0f} s"
     if res.returncode != 0:
@@ -114,17 +135,17 @@ def _read_reports(path: Path, n: int) -> list[ProbeReport]:
     return [_parse(r) for r in raw]
 
 
-def probe_modules(sources: list[str], *, device: str, gpu_index: int = 0, timeout_s: float = 180.0
-                  ) -> list[ProbeReport]:
+def probe_modules(sources: list[str], *, device: str, gpu_index: int = 0, timeout_s: float = 180.0,
+                  box: Sandboxing | None = None) -> list[ProbeReport]:
     """Probe a module and its variants in one sandboxed process; one report each."""
-    with tempfile.TemporaryDirectory(prefix="kiln-probe-") as tmp_name:
+    with scratch_dir("probe-") as tmp_name:
         tmp = Path(tmp_name)
         paths = []
         for i, src in enumerate(sources):
             paths.append(tmp / f"module{i}.py")
             paths[-1].write_text(src)
         died = confined_run([device, str(tmp / "report.json"), *map(str, paths)], tmp=tmp, device=device,
-                             gpu_index=gpu_index, timeout_s=timeout_s)
+                            gpu_index=gpu_index, timeout_s=timeout_s, box=box)
         return [ProbeReport(run_error=died)] * len(sources) if died else _read_reports(tmp / "report.json", len(sources))
 
 
@@ -170,7 +191,7 @@ def judge(report: ProbeReport, budget: Budget) -> str | None:
 
 
 def validate_module(source: str, stress: list[StressCase], *, device: str, budget: Budget,
-                    gpu_index: int = 0) -> ModuleVerdict:
+                    gpu_index: int = 0, box: Sandboxing | None = None) -> ModuleVerdict:
     """The whole gate for one module and its stress variants (a refused variant is dropped, with
     its reason, not the module)."""
     if why := static_error(source):
@@ -179,7 +200,7 @@ def validate_module(source: str, stress: list[StressCase], *, device: str, budge
 
     variants = [c for c in stress if not static_problem_error(c.source, source)]
     reports = probe_modules([source, *(c.source for c in variants)], device=device, gpu_index=gpu_index,
-                            timeout_s=budget.probe_timeout_s * (1 + len(variants)))
+                            timeout_s=budget.probe_timeout_s * (1 + len(variants)), box=box)
     report = reports[0]
     if why := judge(report, budget):
         return ModuleVerdict(accepted=False, reason=why, probe=report.model_copy(update={"graph": None}))

@@ -56,6 +56,9 @@ def curriculum(
     seed: Annotated[int, typer.Option(help="drives every choice: the same seed plans the same rounds")] = 0,
     stress: Annotated[int, typer.Option(help="stress variants per module (0 or 1)")] = 1,
     speed_gate: Annotated[float, typer.Option(help="verified share a group needs before speed counts")] = 0.5,
+    isolation: Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks and probes")
+                         ] = "best-effort",
+    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")] = None,
     executor: Annotated[str, typer.Option(help="local | ray")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one)")] = None,
     cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
@@ -69,7 +72,8 @@ def curriculum(
                   families=[f.strip() for f in families.split(",") if f.strip()] if families else None,
                   catalogues=[str(c) for c in catalogue], coder_llm=coder_llm, proposer_llm=proposer_llm,
                   base_url=base_url, lang=lang, device=_device(device), dtype=dtype, trials=trials,
-                  check_timeout_s=timeout, seed=seed, stress=stress, reward=RewardParams(speed_gate=speed_gate))
+                  check_timeout_s=timeout, seed=seed, stress=stress, reward=RewardParams(speed_gate=speed_gate),
+                  isolation=isolation, bwrap=bwrap)
     cur = build(cfg, out, executor=executor, ray_address=ray_address, cpu_slots=cpu_slots, concurrency=concurrency)
     with _progress(cfg) as on_event:
         cur.notify = on_event

@@ -31,4 +31,7 @@ class CurriculumConfig(BaseModel):
     trials: int = Field(2, ge=1)
     check_timeout_s: float = 300.0
     seed: int = 0
+    isolation: Literal["strict", "best-effort"] = Field("best-effort", description="the OS sandbox of checks, "
+                                                                                  "probes and the confined Coder")
+    bwrap: str | None = None
     reward: RewardParams = Field(default_factory=RewardParams)

@@ -14,7 +14,7 @@ import queue
 from typing import Any, Protocol
 
 from kiln.agents.base import StressCase
-from kiln.agents.curriculum.validate import Budget, ModuleVerdict, validate_module
+from kiln.agents.curriculum.validate import Budget, ModuleVerdict, Sandboxing, validate_module
 from kiln.evals.executors import RayEvaluator, SlottedEvaluator, visible_gpus
 from kiln.tools.errors import KilnInputError
 from kiln.tools.evaluator import Evaluator
@@ -23,7 +23,8 @@ from kiln.tools.evaluator import Evaluator
 class Prober(Protocol):
     n_slots: int
 
-    def validate(self, source: str, stress: list[StressCase], *, device: str, budget: Budget) -> ModuleVerdict: ...
+    def validate(self, source: str, stress: list[StressCase], *, device: str, budget: Budget,
+                 box: Sandboxing | None = None) -> ModuleVerdict: ...
 
 
 class LocalProber:
@@ -38,21 +39,24 @@ class LocalProber:
         self.n_slots = len(slots)
         self.on_gpu = bool(gpus)
 
-    def validate(self, source: str, stress: list[StressCase], *, device: str, budget: Budget) -> ModuleVerdict:
+    def validate(self, source: str, stress: list[StressCase], *, device: str, budget: Budget,
+                 box: Sandboxing | None = None) -> ModuleVerdict:
         slot = self._slots.get()
         try:
-            return self._validate(source, stress, device=device, budget=budget, gpu_index=slot if self.on_gpu else 0)
+            return self._validate(source, stress, device=device, budget=budget, gpu_index=slot if self.on_gpu else 0,
+                                  box=box)
         finally:
             self._slots.put(slot)
 
 
-def _remote_validate(source: str, stress_json: list[str], device: str, budget_json: str) -> str:
+def _remote_validate(source: str, stress_json: list[str], device: str, budget_json: str, box_json: str) -> str:
     import ray
 
     gpu_ids = ray.get_gpu_ids()
     stress = [StressCase.model_validate_json(s) for s in stress_json]
     verdict = validate_module(source, stress, device=device, budget=Budget.model_validate_json(budget_json),
-                              gpu_index=int(gpu_ids[0]) if gpu_ids else 0)
+                              gpu_index=int(gpu_ids[0]) if gpu_ids else 0,
+                              box=Sandboxing.model_validate_json(box_json))
     return verdict.model_dump_json()
 
 
@@ -63,10 +67,12 @@ class RayProber:
         self._task: Any = ray.remote(num_gpus=1 if evaluator.on_gpu else 0, max_retries=0)(_remote_validate)
         self.n_slots = evaluator.n_slots
 
-    def validate(self, source: str, stress: list[StressCase], *, device: str, budget: Budget) -> ModuleVerdict:
+    def validate(self, source: str, stress: list[StressCase], *, device: str, budget: Budget,
+                 box: Sandboxing | None = None) -> ModuleVerdict:
         import ray
 
-        ref = self._task.remote(source, [s.model_dump_json() for s in stress], device, budget.model_dump_json())
+        ref = self._task.remote(source, [s.model_dump_json() for s in stress], device, budget.model_dump_json(),
+                                (box or Sandboxing()).model_dump_json())
         return ModuleVerdict.model_validate_json(ray.get(ref))
 
 

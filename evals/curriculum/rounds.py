@@ -22,7 +22,7 @@ from kiln.agents.curriculum.base import ApiSet, ProblemTask, ProblemWriter
 from kiln.agents.curriculum.catalogue import Catalogue
 from kiln.agents.curriculum.sets import candidate_pool
 from kiln.agents.curriculum.shapes import PROFILES
-from kiln.agents.curriculum.validate import Budget
+from kiln.agents.curriculum.validate import Budget, Sandboxing
 from kiln.evals.curriculum.config import CurriculumConfig
 from kiln.evals.curriculum.executors import Prober
 from kiln.evals.curriculum.frontier import Frontier, Snapshot
@@ -46,6 +46,7 @@ class Curriculum:
         self.gpu, self.concurrency = gpu, max(1, concurrency)
         self.notify = on_event or (lambda kind, payload: None)
         self.budget = Budget.for_device(cfg.device)
+        self.box = Sandboxing(isolation=cfg.isolation, bwrap=cfg.bwrap)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.store = CurriculumStore(run_dir / "curriculum.sqlite")
         old = self.store.get_meta("config")
@@ -120,7 +121,8 @@ class Curriculum:
         if not reply.ok or not reply.source:
             row.reason = f"the writer failed: {reply.error}"
         else:
-            v = self.prober.validate(reply.source, reply.stress, device=self.cfg.device, budget=self.budget)
+            v = self.prober.validate(reply.source, reply.stress, device=self.cfg.device, budget=self.budget,
+                                     box=self.box)
             row.verdict, row.accepted, row.reason = v, v.accepted, v.reason
             row.stress_sources = {c.name: c.source for c in reply.stress if c.name in v.stress}
         row.gen_s = round(time.monotonic() - t0, 3)

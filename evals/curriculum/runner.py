@@ -16,12 +16,12 @@ from kiln.evals.curriculum.store import ModuleRow
 from kiln.tools.evaluator import Evaluator
 
 
-def _coder_for(roles: Any, device: str):  # noqa: ANN202 - returns a Coder picker
+def _coder_for(roles: Any, device: str, box: Any = None):  # noqa: ANN202 - returns a Coder picker
     """The Coder for a module: the built-in Coder traces a problem by running it, so for a module an
     LLM wrote it runs confined (`ConfinedCoder`); an LLM Coder only reads the source."""
     from kiln.agents.curriculum.confined_coder import ConfinedCoder
 
-    confined = ConfinedCoder(device=device)
+    confined = ConfinedCoder(device=device, box=box)
 
     def pick(module: ModuleRow) -> Any:
         builtin = roles.specs.get("coder") == "builtin"
@@ -33,9 +33,12 @@ def _coder_for(roles: Any, device: str):  # noqa: ANN202 - returns a Coder picke
 def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_address: str | None = None,
           cpu_slots: int | None = None, concurrency: int | None = None, on_event: Event | None = None,
           evaluator: Evaluator | None = None, prober: Prober | None = None) -> Curriculum:
+    from kiln.agents.curriculum.validate import Sandboxing
     from kiln.agents.registry import resolve_roles
     from kiln.evals.jobs import gpu_facts
+    from kiln.tools.check.sandbox import sandbox_for
 
+    sandbox_for(cfg.isolation, cfg.bwrap)  # --isolation strict without the full sandbox: refused at start
     catalogue = load_catalogue([Path(p) for p in cfg.catalogues]).restrict(cfg.families)
     roles = resolve_roles(cfg.llm, coder=cfg.coder_llm, proposer=cfg.proposer_llm, base_url=cfg.base_url,
                           lang=cfg.lang, device=cfg.device, case_timeout_s=None)
@@ -43,7 +46,7 @@ def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_addr
         evaluator, prober = build_executors(executor, cfg.device, ray_address=ray_address, cpu_slots=cpu_slots)
     slots = getattr(evaluator, "n_slots", 1)
     writer = problem_writer(roles, lang=cfg.lang, stress=cfg.stress)
-    return Curriculum(out, cfg, catalogue=catalogue, writer=writer, coder_for=_coder_for(roles, cfg.device),
+    return Curriculum(out, cfg, catalogue=catalogue, writer=writer, coder_for=_coder_for(roles, cfg.device, Sandboxing(isolation=cfg.isolation, bwrap=cfg.bwrap)),
                       evaluator=evaluator, prober=prober, gpu=gpu_facts(cfg.device),
                       concurrency=concurrency or max(2, 2 * slots), on_event=on_event)
 

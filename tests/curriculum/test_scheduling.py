@@ -75,7 +75,7 @@ def test_module_probes_take_a_gpu_slot_each() -> None:
     seen: list[tuple[int, float, float]] = []
     lock = threading.Lock()
 
-    def fake_validate(source, stress, *, device, budget, gpu_index):  # noqa: ANN001, ANN202
+    def fake_validate(source, stress, *, device, budget, gpu_index, box):  # noqa: ANN001, ANN202
         start = time.monotonic()
         time.sleep(HOLD_S)
         with lock:
