@@ -45,7 +45,9 @@ def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_addr
     if evaluator is None or prober is None:
         evaluator, prober = build_executors(executor, cfg.device, ray_address=ray_address, cpu_slots=cpu_slots)
     slots = getattr(evaluator, "n_slots", 1)
-    writer = problem_writer(roles, lang=cfg.lang, stress=cfg.stress)
+    from kiln.agents.curriculum.validate import Budget
+
+    writer = problem_writer(roles, lang=cfg.lang, stress=cfg.stress, time_ms=Budget.for_device(cfg.device).time_ms)
     return Curriculum(out, cfg, catalogue=catalogue, writer=writer, coder_for=_coder_for(roles, cfg.device, Sandboxing(isolation=cfg.isolation, bwrap=cfg.bwrap)),
                       evaluator=evaluator, prober=prober, gpu=gpu_facts(cfg.device),
                       concurrency=concurrency or max(2, 2 * slots), on_event=on_event)
