@@ -54,7 +54,7 @@ def integrity_record(rec: CheckRecord, static: list[Finding], policy: str, cmp_f
     integ = IntegrityRecord(policy=policy, static=static_mode, findings=[*static, *cmp_findings])
     if "accounting" in x:  # the runtime stage ran: judge its evidence here, never trust its verdict
         integ.accounting = _validated(OpAccounting, x.pop("accounting"))
-        integ.findings += _runtime_findings(integ.accounting, x.pop("runtime_findings", None), policy)
+        integ.findings += runtime_findings(integ.accounting, x.pop("runtime_findings", None), policy)
     facts = x.pop("reference_facts", None) or {}
     if isinstance(facts.get("physics"), dict):
         integ.physics = PhysicsRecord.model_validate(facts["physics"])
@@ -76,7 +76,7 @@ INVALID = Finding(rule="runtime.evidence-invalid", severity="reject",
                   evidence="the candidate's worker returned runtime evidence kiln cannot read")
 
 
-def _runtime_findings(acc: OpAccounting | None, raw: Any, policy: str) -> list[Finding]:
+def runtime_findings(acc: OpAccounting | None, raw: Any, policy: str) -> list[Finding]:
     """The accounting judged under the policy in this process, plus the worker's hygiene findings
     (evidence that can only count against the candidate). Unreadable evidence is a rejection."""
     from kiln.tools.integrity.runtime import judge

@@ -39,6 +39,7 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
         out.integrity = integrity_record(out, static, options.policy, cmp_findings, static_mode=options.static)
         if out.timing is None:
             out.timing = _not_timed(out, options)
+            out.timing.reason = out.extra.pop("not_timed", None) or out.timing.reason
         out.env = out.timing.env if out.timing and out.timing.env else out.env
         return out
     finally:

@@ -206,7 +206,7 @@ def _record(level: str, bwrap: str | None, version: str | None, bwrap_why: str, 
             "net-namespace": plan.pidns or plan.userns, "ipc-namespace": plan.pidns or plan.userns,
             "user-namespace": plan.userns, "landlock-fs": plan.landlock >= 1, "landlock-tcp": plan.landlock >= 4,
             "landlock-scope": plan.landlock >= 6, "kiln-non-dumpable": not nsutil.dumpable(),
-            **dict.fromkeys(ALWAYS, True)}
+            **dict.fromkeys(ALWAYS, True), "no-capabilities": plan.drop_caps}
     why = {"bwrap": bwrap_why, "mount-namespace": missing.get("pid-namespace", ""),
            "net-namespace": "needs a PID or user namespace", "ipc-namespace": "needs a PID or user namespace",
            "landlock-fs": missing.get("landlock", ""),
@@ -217,6 +217,20 @@ def _record(level: str, bwrap: str | None, version: str | None, bwrap_why: str, 
     gaps = {name: why.get(name) or "not available" for name in ALL_LAYERS if not have.get(name)}
     return IsolationRecord(level=level, complete=not gaps, layers=layers, missing=gaps, bwrap=bwrap,
                            bwrap_version=version, landlock_abi=int(probe.get("landlock_abi", 0)))
+
+
+CUDA_NEEDS_BWRAP = ("CUDA fails to start (error 304) in a worker contained without bubblewrap's outer layer "
+                    "(measured on the H200, 2026-12-01): left out on this GPU machine; install bubblewrap")
+WITHOUT_BWRAP_ON_GPU = ("pid-namespace", "user-namespace", "landlock", "no-capabilities")
+
+
+def _without_namespaces(probe: dict) -> dict:
+    """On a GPU machine without bubblewrap the inner layer's steps broke CUDA (error 304, even with
+    the namespaces left out), so workers get the scrubbed environment, their own session, the
+    parent-death signal, no_new_privs and closed fds only; the record says what is missing and why."""
+    plan = {**probe.get("plan", {}), "pidns": False, "userns": False, "landlock": 0, "drop_caps": False}
+    missing = {**probe.get("missing", {}), **dict.fromkeys(WITHOUT_BWRAP_ON_GPU, CUDA_NEEDS_BWRAP)}
+    return {**probe, "plan": plan, "missing": missing}
 
 
 def _probe_env() -> dict[str, str]:
@@ -237,6 +251,8 @@ def _resolve(level: str, configured: str | None) -> Sandbox:
     if probe is None:
         probe, err = _probe(None, env)
     probe = probe or {"plan": {}, "missing": {"pid-namespace": err, "user-namespace": err, "landlock": err}}
+    if bwrap is None and os.path.exists("/dev/nvidiactl"):
+        probe = _without_namespaces(probe)
     rec = _record(level, bwrap, version, why, probe)
     return Sandbox(level=level, bwrap=bwrap, plan=Plan(**probe["plan"]), record=rec)
 

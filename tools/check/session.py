@@ -303,8 +303,23 @@ class Session:
             raise
         self.rec.extra["accounting"] = reply.get("accounting")
         self.rec.extra["runtime_findings"] = reply.get("findings") or []
+        if self._runtime_rejects():  # the verdict is rejected already: don't spend the GPU timing it
+            self.timed = False
+            self.rec.extra["not_timed"] = "not measured (rejected by the runtime integrity checks)"
         self.rec.extra["reference_facts"] = facts or self._reference_facts()
         self.rec.stages_s["integrity"] = self._since("integrity")
+
+    def _runtime_rejects(self) -> bool:
+        from kiln.tools.check.merge import runtime_findings
+        from kiln.tools.records import OpAccounting
+
+        acc = self.rec.extra.get("accounting")
+        try:
+            parsed = OpAccounting.model_validate(acc) if isinstance(acc, dict) else None
+        except ValueError:
+            parsed = None
+        findings = runtime_findings(parsed, self.rec.extra.get("runtime_findings"), self.o.policy)
+        return any(f.severity == "reject" for f in findings)
 
     def _reference_facts(self) -> dict[str, Any]:
         work, deg = self._ref_recv(), self._ref_recv()

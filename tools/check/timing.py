@@ -82,10 +82,12 @@ def _samples(reply: dict[str, Any]) -> list[float]:
     """The raw per-call times a worker reported, validated (finite, positive, bounded count)."""
     raw = reply.get("samples_us")
     if not isinstance(raw, list) or not raw or len(raw) > MAX_SAMPLES:
-        raise ValueError("no valid timing samples")
+        n = len(raw) if isinstance(raw, list) else type(raw).__name__
+        raise ValueError(f"no valid timing samples ({n})")
     out = [float(x) for x in raw if isinstance(x, (int, float)) and not isinstance(x, bool)]
-    if len(out) != len(raw) or not all(math.isfinite(x) and x > 0 for x in out):
-        raise ValueError("timing samples that are not positive finite numbers")
+    bad = [x for x in out if not (math.isfinite(x) and x >= 0)]
+    if len(out) != len(raw) or bad:
+        raise ValueError(f"timing samples that are not finite non-negative numbers (e.g. {bad[:3] or raw[:3]})")
     return out
 
 
@@ -145,7 +147,11 @@ def _one_baseline(s: Session, name: str, loop_s: float) -> dict[str, Any]:
         return {"error": str(exc.error.get("message", ""))[:300]}
     t0 = time.monotonic()
     reply = s.base.call("time_loop", s.ref_deadline(), name=name, max_time_s=loop_s)
-    run = {"samples_us": _samples(reply), "wall_s": time.monotonic() - t0, "n_calls": reply.get("n_calls")}
+    try:
+        samples = _samples(reply)
+    except ValueError as exc:  # kiln's own harness on the problem's Model: reported, not fatal
+        return {"error": f"the {name} baseline's timing run returned {exc}"}
+    run = {"samples_us": samples, "wall_s": time.monotonic() - t0, "n_calls": reply.get("n_calls")}
     if name == "eager":
         run["peak_bytes"] = s.base.call("peak_memory", s.ref_deadline()).get("peak_bytes")
     return run
