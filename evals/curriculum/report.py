@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 
 from kiln.evals.curriculum.card import family_rates
-from kiln.evals.curriculum.frontier import Snapshot
+from kiln.evals.curriculum.frontier import Snapshot, Tally
 from kiln.evals.curriculum.store import CurriculumStore, ModuleRow, SampleRow
 from kiln.evals.plots import COLORS, PAD, H, W, _axes, _svg, bar_chart
 
@@ -59,6 +59,11 @@ def throughput(store: CurriculumStore, modules: list[ModuleRow], samples: list[S
             "samples_per_hour": round(len(samples) / hours, 1) if hours else 0.0}
 
 
+def _rate_cell(passed: int, n: int) -> str:
+    lo, hi = Tally(n=n, passed=passed).wilson()
+    return f"{passed}/{n} ({lo:.2f}-{hi:.2f})"
+
+
 def _table(head: list[str], rows: list[list[str]], html: bool) -> str:
     if html:
         th = "".join(f"<th>{escape(h)}</th>" for h in head)
@@ -75,12 +80,14 @@ def write_report(store: CurriculumStore, run_dir: Path) -> Path:
         by_module.setdefault(s.module, []).append(s)
     rates = family_rates(modules, by_module)
     rounds = sorted({s.round for s in snaps})
-    rate_rows = [[f, *(f"{by[r][0]}/{by[r][1]}" if r in by else "—" for r in rounds)] for f, by in sorted(rates.items())]
+    rate_rows = [[f, *(_rate_cell(*by[r]) if r in by else "—" for r in rounds)] for f, by in sorted(rates.items())]
     head = ["family", *(f"round {r}" for r in rounds)]
     refusals = Counter((m.reason or "").split(":")[0] for m in modules if not m.accepted)
     tp = throughput(store, modules, samples)
+    tp_line = (f"{len(modules)} modules written ({100 * tp['accepted_share']:.0f} % accepted), {len(samples)} samples "
+               f"checked in {tp['wall_s']:.0f} s: {tp['modules_per_hour']:g} modules/h, {tp['samples_per_hour']:g} samples/h")
     per_round = {r: [s for s in samples if s.module.startswith(f"r{r:02d}_")] for r in rounds}
-    md = ["# kiln curriculum report", "", f"throughput: {tp}", "", "## Pass rate per family (verified / samples)", "",
+    md = ["# kiln curriculum report", "", tp_line, "", "## Pass rate per family (verified / samples, 95 % Wilson interval)", "",
           _table(head, rate_rows, False), "", "## Frontier: family weight at round start (accepted modules using it)",
           "", _table(head, frontier_rows(snaps, modules), False), "", "## Refused modules", "",
           *(f"- {k}: {v}" for k, v in refusals.items()), "", "## Rewards per round", "",
@@ -89,7 +96,7 @@ def write_report(store: CurriculumStore, run_dir: Path) -> Path:
     html = ["<!doctype html><meta charset='utf-8'><title>kiln curriculum</title>",
             "<style>body{font:14px sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:2px 8px}"
             "table{border-collapse:collapse}</style><h1>kiln curriculum report</h1>",
-            f"<p>{escape(str(tp))}</p><h2>Pass rate per family</h2>", rate_plot(rates), _table(head, rate_rows, True),
+            f"<p>{escape(tp_line)}</p><h2>Pass rate per family</h2>", rate_plot(rates), _table(head, rate_rows, True),
             "<h2>Frontier: family weight at round start (accepted modules using it)</h2>",
             _table(head, frontier_rows(snaps, modules), True), "<h2>Refused modules</h2>",
             bar_chart(dict(refusals), "refusals"), "<h2>Rewards per round</h2>",
