@@ -273,6 +273,9 @@ class TimingIntegrity(Record):
     hidden_us_per_call: float | None = Field(None, description="loop wall - events - overhead, per call: time the "
                                                                "candidate's events did not show")
     n_calls_loop: int | None = Field(None, description="timed calls in the loop kiln's clock bracketed")
+    parent_per_call_us: float | None = Field(None, description="kiln's clock per timed call, the harness overhead "
+                                                               "taken off: the mean time a call really took")
+    median_us: float | None = Field(None, description="the median of the samples the candidate reported")
 
 
 class IntegrityRecord(Record):

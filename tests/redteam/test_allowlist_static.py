@@ -54,11 +54,9 @@ ROUTES = [
     ("C++ Python C API by token pasting", CPP.format(body="#include <torch/extension.h>\n#define JOIN(a, b) a##b\n"
                                                           "void pwn() { JOIN(P, yRun_SimpleString)(\"import sys\"); }")),
 ]
-NOT_YET = frozenset({"triton launch hook", "C++ open/write", "C++ socket/connect", "C++ kill parent", "C++ raw syscall",
-                     "C++ Python C API by token pasting"})
-"""Routes main's allowlist lets through. The sandbox stops the C++ calls' side effects at run time;
-a pre-run hook runs code inside a launch, where the accounting does not count operators; the Python
-C API reaches kiln's modules from native code. A static rejection is cheap defence in depth."""
+NOT_YET: frozenset[str] = frozenset()
+"""Routes the allowlist still lets through (none now: C++ OS calls and `##` pasting, and Python hook
+methods, are refused; the sandbox stops the C++ calls' side effects at run time as well)."""
 WHY = "the allowlist does not refuse this route yet"
 
 

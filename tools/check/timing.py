@@ -56,6 +56,8 @@ def time_check(s: Session) -> None:
     loop_s = LOOP_SHARE * s.budgets["timing"] / (1 + len(s.o.baselines))
     s._ref_call("release")
     cand = _candidate_loop(s, timing, loop_s)
+    if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
+        s.cnd.close()
     base = {**plan["cached"], **_measure_baselines(s, plan["missing"], loop_s, n_sets)}
     rec = TimingRecord(measured=True, method=METHOD.format(n=n_sets), candidate=summarize(cand["samples_us"]))
     for name in s.o.baselines:
@@ -185,6 +187,8 @@ def _parent_bound(ti: TimingIntegrity, cand: dict[str, Any], eager: dict[str, An
     n = len(cand["samples_us"])
     ti.overhead_us = round(overhead_s * 1e6, 3)
     ti.hidden_us_per_call = round((cand["wall_s"] - events_s - n * overhead_s) / n * 1e6, 3)
+    ti.parent_per_call_us = round(max(0.0, cand["wall_s"] / n - overhead_s) * 1e6, 3)
+    ti.median_us = round(sorted(cand["samples_us"])[n // 2], 3)
 
 
 def _recheck(s: Session, timing: dict[str, Any], cand: dict[str, Any]) -> tuple[int, int]:
