@@ -30,7 +30,7 @@ test: setup browser sandbox
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q
 
 check: setup
-	$(BIN)/ruff check tools agents graphs evals tests
+	$(BIN)/ruff check tools agents graphs evals rewards tests
 	$(BIN)/mypy tools
 
 demo: setup

@@ -27,6 +27,7 @@ tests() {  # name, seconds, pytest args...
   timeout "$secs" python3 -m pytest -m gpu -q -rfE -p no:cacheprovider "$@" > "$OUT/tests-$name.log" 2>&1
   note "$name rc=$?: $(tail -1 "$OUT/tests-$name.log")"
 }
-tests core "$(( $(left) * 2 / 5 ))" -x tests/sandbox/test_gpu_sandbox.py tests/core/test_core_gpu.py -k "not corpus_entry"
+tests core "$(( $(left) / 4 ))" tests/sandbox/test_gpu_sandbox.py tests/core/test_core_gpu.py -k "not corpus_entry"
+tests redteam "$(( $(left) / 2 ))" -rxXfE tests/redteam/test_gpu.py
 tests compile_integrity "$(( $(left) - 15 ))" tests/compile/test_compile_gpu.py tests/integrity
 cat "$OUT/summary.txt" "$OUT/check_speed.md" 2>/dev/null

@@ -33,6 +33,7 @@ COMMANDS = {
     "eval": "kiln.evals.cli_eval:eval_",
     "report": "kiln.evals.cli_report:report",
     "ui": "kiln.evals.ui.cli:ui",
+    "curriculum": "kiln.evals.curriculum.cli:curriculum",
 }
 
 

@@ -114,11 +114,28 @@ class Mismatch(Record):
     mismatch_frac: float = 0.0
     first: list[MismatchEntry] = Field(default_factory=list)
     message: str = ""
+    rule: str = Field("atol_rtol", description="the rule that decided: 'numerics' (kiln.tools.tolerance), "
+                                               "'atol_rtol' (a fixed tolerance), 'exact' (integers, bools), "
+                                               "'structure' (count, shape, dtype, device, type)")
+    max_err_over_tol: float | None = Field(None, description="numerics rule: the worst |actual - expected| / "
+                                                             "allowed error (> 1 fails)")
+
+
+class OutputVerdict(Record):
+    """How one output of one trial was judged, and what the fixed-tolerance rule would have said."""
+
+    output: str = Field(description="'out', 'out[1]', ...")
+    rule: str = Field(description="numerics | atol_rtol | exact | structure")
+    why: str = Field("", description="why this rule decided (an override, numerics unavailable, ...)")
+    passed: bool
+    legacy_atol_rtol_passed: bool | None = Field(None, description="|a - e| <= atol + rtol |e| against the "
+                                                                   "native-dtype reference (the rule before issue 16)")
+    max_err_over_tol: float | None = Field(None, description="numerics rule: worst error / allowed error")
 
 
 class TrialRecord(Record):
     case: str = Field(description="'problem' or the case file's stem")
-    distribution: str = Field(description="x1 | x3 | x0.01 | neg")
+    distribution: str = Field(description="x1 | x3 | x0.01 | neg | x1000 | x0.001 | heavy")
     trial: int
     phase: Literal["first_call", "second_call", "before_reference", "after_reference"] = Field(
         "first_call", description="which of the trial's two calls on the same inputs (older records: "
@@ -130,6 +147,11 @@ class TrialRecord(Record):
     rel_l2_err: float | None = Field(None, description="||actual - expected|| / ||expected|| over the output "
                                                         "(worst output) when the trial passed")
     candidate_s: float | None = Field(None, description="wall time of this call in the candidate's worker")
+    rule: str = Field("atol_rtol", description="numerics when every float output was judged by the numerics "
+                                               "rule, else the rule of the first output that was not")
+    legacy_atol_rtol_passed: bool | None = Field(None, description="the verdict of the fixed atol/rtol rule "
+                                                                   "against the native-dtype reference")
+    outputs: list[OutputVerdict] = Field(default_factory=list, description="per output: the rule that decided")
 
 
 class CaseSummary(Record):
@@ -158,6 +180,14 @@ class CorrectnessRecord(Record):
                                                   "the score does not depend on the order of cases")
     cases: dict[str, CaseSummary] = Field(default_factory=dict)
     not_attempted: list[str] = Field(default_factory=list, description="groups the check's time ran out on")
+    rule: str = Field("atol_rtol", description="numerics (the default: kiln.tools.tolerance) or atol_rtol "
+                                               "(--atol/--rtol given)")
+    legacy_atol_rtol_passed: bool | None = Field(None, description="what the fixed atol/rtol rule (before issue "
+                                                                   "16) says over the same trials, hidden-error "
+                                                                   "rejection included; None: not every trial "
+                                                                   "was compared")
+    dropped_distributions: dict[str, str] = Field(default_factory=dict, description="input distributions left "
+                                                  "out for this problem, and why (the reference is not finite)")
 
 
 class TimingStat(Record):
@@ -280,6 +310,9 @@ class TimingIntegrity(Record):
     hidden_us_per_call: float | None = Field(None, description="loop wall - events - overhead, per call: time the "
                                                                "candidate's events did not show")
     n_calls_loop: int | None = Field(None, description="timed calls in the loop kiln's clock bracketed")
+    parent_per_call_us: float | None = Field(None, description="kiln's clock per timed call, the harness overhead "
+                                                               "taken off: the mean time a call really took")
+    median_us: float | None = Field(None, description="the median of the samples the candidate reported")
 
 
 class IntegrityRecord(Record):

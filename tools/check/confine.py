@@ -86,6 +86,7 @@ class Plan:
     pidns: bool = False
     userns: bool = False
     landlock: int = field(default=0, metadata={"doc": "Landlock ABI applied; 0: none"})
+    drop_caps: bool = field(default=True, metadata={"doc": "False only where CUDA must run without bubblewrap"})
 
     def as_json(self) -> str:
         return json.dumps(asdict(self))
@@ -93,7 +94,8 @@ class Plan:
     @classmethod
     def from_json(cls, text: str) -> Plan:
         d = json.loads(text)
-        return cls(pidns=bool(d.get("pidns")), userns=bool(d.get("userns")), landlock=int(d.get("landlock", 0)))
+        return cls(pidns=bool(d.get("pidns")), userns=bool(d.get("userns")), landlock=int(d.get("landlock", 0)),
+                   drop_caps=bool(d.get("drop_caps", True)))
 
 
 # ----------------------------------------------------------------------------- what a worker may read
@@ -220,7 +222,8 @@ def enter(conf: Confinement, plan: Plan, keep_fds: tuple[int, ...] = ()) -> None
         nsutil.unshare(nsutil.CLONE_NEWUSER | (0 if plan.pidns else
                                                nsutil.CLONE_NEWNET | nsutil.CLONE_NEWIPC | nsutil.CLONE_NEWUTS))
         nsutil.map_ids(NOBODY, uid, NOBODY, gid)
-    nsutil.drop_capabilities()
+    if plan.drop_caps:
+        nsutil.drop_capabilities()
     nsutil.prctl(nsutil.PR_SET_NO_NEW_PRIVS, 1)
     if plan.landlock:
         try:

@@ -36,9 +36,11 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
                     budgets=stage_timeouts(options), zygote=zygote, sandbox=box)
         out = s.run()
         cmp_findings = s.comparer.cmp.findings if s.comparer else []
-        out.integrity = integrity_record(out, static, options.policy, cmp_findings, static_mode=options.static)
+        out.integrity = integrity_record(out, static, options.policy, cmp_findings, static_mode=options.static,
+                                         degenerate=s.comparer.cmp.degenerate if s.comparer else None)  # issue 16
         if out.timing is None:
             out.timing = _not_timed(out, options)
+            out.timing.reason = out.extra.pop("not_timed", None) or out.timing.reason
         out.env = out.timing.env if out.timing and out.timing.env else out.env
         return out
     finally:

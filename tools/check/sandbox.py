@@ -116,13 +116,35 @@ def outer_args(bwrap: str, *, env: dict[str, str], read: list[str] = (), write: 
             "--gid", str(confine.NOBODY), "--hostname", "kiln-sandbox", "--cap-drop", "ALL",
             "--cap-add", "CAP_SYS_ADMIN", *_cached_system_args()]
     args += ["--proc", "/proc", "--ro-bind", "/sys", "/sys", *_dev_args(), "--tmpfs", "/tmp"]
+    bound: set[str] = set()
     for p in confine.code_paths(env) + [str(p) for p in read]:
-        if os.path.exists(p):
-            args += ["--ro-bind", p, p]
+        args += _read_bind(p, bound)
     for p in write:
         Path(p).mkdir(parents=True, exist_ok=True) if not os.path.exists(p) else None
         args += ["--bind", str(p), str(p)]
     return args + ["--remount-ro", "/", "--chdir", chdir, "--"]
+
+
+def _under(path: str, tops: object) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)  # type: ignore[attr-defined]
+
+
+def _read_bind(p: str, bound: set[str]) -> list[str]:
+    """Read-only binds for `p`: nothing when a system dir bound whole already holds it; its real
+    path (bubblewrap can't bind onto a symlink: /usr/local/cuda -> cuda-13.0 on the H200), plus the
+    link itself where no bound dir provides it."""
+    if not os.path.exists(p):
+        return []
+    real = os.path.realpath(p)
+    system = [d for d in confine.SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    args: list[str] = []
+    if not _under(real, system) and not _under(real, bound):
+        args += ["--ro-bind", real, real]
+        bound.add(real)
+    if real != os.path.abspath(p) and not _under(os.path.abspath(p), system) and not _under(p, bound):
+        args += ["--symlink", real, os.path.abspath(p)]
+        bound.add(os.path.abspath(p))
+    return args
 
 
 @functools.lru_cache(maxsize=1)
@@ -184,7 +206,7 @@ def _record(level: str, bwrap: str | None, version: str | None, bwrap_why: str, 
             "net-namespace": plan.pidns or plan.userns, "ipc-namespace": plan.pidns or plan.userns,
             "user-namespace": plan.userns, "landlock-fs": plan.landlock >= 1, "landlock-tcp": plan.landlock >= 4,
             "landlock-scope": plan.landlock >= 6, "kiln-non-dumpable": not nsutil.dumpable(),
-            **dict.fromkeys(ALWAYS, True)}
+            **dict.fromkeys(ALWAYS, True), "no-capabilities": plan.drop_caps}
     why = {"bwrap": bwrap_why, "mount-namespace": missing.get("pid-namespace", ""),
            "net-namespace": "needs a PID or user namespace", "ipc-namespace": "needs a PID or user namespace",
            "landlock-fs": missing.get("landlock", ""),
@@ -195,6 +217,20 @@ def _record(level: str, bwrap: str | None, version: str | None, bwrap_why: str, 
     gaps = {name: why.get(name) or "not available" for name in ALL_LAYERS if not have.get(name)}
     return IsolationRecord(level=level, complete=not gaps, layers=layers, missing=gaps, bwrap=bwrap,
                            bwrap_version=version, landlock_abi=int(probe.get("landlock_abi", 0)))
+
+
+CUDA_NEEDS_BWRAP = ("CUDA fails to start (error 304) in a worker contained without bubblewrap's outer layer "
+                    "(measured on the H200, 2026-12-01): left out on this GPU machine; install bubblewrap")
+WITHOUT_BWRAP_ON_GPU = ("pid-namespace", "user-namespace", "landlock", "no-capabilities")
+
+
+def _without_namespaces(probe: dict) -> dict:
+    """On a GPU machine without bubblewrap the inner layer's steps broke CUDA (error 304, even with
+    the namespaces left out), so workers get the scrubbed environment, their own session, the
+    parent-death signal, no_new_privs and closed fds only; the record says what is missing and why."""
+    plan = {**probe.get("plan", {}), "pidns": False, "userns": False, "landlock": 0, "drop_caps": False}
+    missing = {**probe.get("missing", {}), **dict.fromkeys(WITHOUT_BWRAP_ON_GPU, CUDA_NEEDS_BWRAP)}
+    return {**probe, "plan": plan, "missing": missing}
 
 
 def _probe_env() -> dict[str, str]:
@@ -215,6 +251,8 @@ def _resolve(level: str, configured: str | None) -> Sandbox:
     if probe is None:
         probe, err = _probe(None, env)
     probe = probe or {"plan": {}, "missing": {"pid-namespace": err, "user-namespace": err, "landlock": err}}
+    if bwrap is None and os.path.exists("/dev/nvidiactl"):
+        probe = _without_namespaces(probe)
     rec = _record(level, bwrap, version, why, probe)
     return Sandbox(level=level, bwrap=bwrap, plan=Plan(**probe["plan"]), record=rec)
 

@@ -51,7 +51,13 @@ class CommandFailed(Exception):
 
 
 def worker_env(spec: JobSpec, cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    return scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_dir, extra=extra)
+    """The worker's environment: scrubbed, and its temporary files and home inside its own dir (the
+    only place it may write: Triton's JIT and nvcc write temporaries)."""
+    tmp, home = Path(spec.work_dir) / "tmp", Path(spec.work_dir) / "home"
+    for d in (tmp, home):
+        d.mkdir(parents=True, exist_ok=True)
+    return scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_dir,
+                        extra={**(extra or {}), "TMPDIR": str(tmp), "HOME": str(home)})
 
 
 def worker_confinement(spec: JobSpec, cache_dir: Path) -> Confinement:

@@ -80,6 +80,9 @@ def _child(req: dict, plan: Any) -> None:
         _redirect(req["stderr"])
         os.environ.clear()
         os.environ.update(req["env"])
+        import tempfile
+
+        tempfile.tempdir = None  # the server's imports cached its TMPDIR: the worker's is its own dir
         _contain(req, plan)
         from kiln.tools.check.isolation import _limits
 
