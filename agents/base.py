@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from kiln.tools.records import CheckRecord
+from kiln.tools.records import JSON_SAFE, CheckRecord, DType
 
 KernelLang = Literal["triton", "cuda"]
 CoderMode = Literal["generate", "repair", "optimize"]
 NextStep = Literal["repair", "optimize", "stress", "stop"]
+Failure = Literal["call", "budget", "reply"]
+"""Why a role produced nothing usable: the LLM call itself failed for good (server unreachable, an
+HTTP error after the retries, a malformed body), a budget was spent so no call was made, or the
+reply came back but held nothing usable (no code block, invalid structured output)."""
 
 
 class AgentRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
 
 class Usage(AgentRecord):
@@ -32,6 +36,7 @@ class Usage(AgentRecord):
     cost_usd: float | None = None
     latency_s: float = 0.0
     cached: bool = False
+    cache_read_tokens: int = Field(0, description="input tokens the provider served from its prompt cache")
 
 
 class GpuFacts(AgentRecord):
@@ -50,9 +55,12 @@ class GpuFacts(AgentRecord):
 class CoderTask(AgentRecord):
     mode: CoderMode
     lang: KernelLang = "triton"
+    dtype: DType = Field("fp32", description="the dtype the verifier runs the problem in (inputs cast to it)")
     problem_name: str
     problem_src: str
     best_src: str | None = Field(None, description="current best candidate (bounded context)")
+    best_correct: bool = Field(True, description="whether best_src passes every check of today's suite")
+    best_note: str = Field("", description="what is true of best_src in a few words (why it fails, if it does)")
     last_src: str | None = Field(None, description="last candidate tried")
     feedback: str | None = Field(
         None,
@@ -68,9 +76,19 @@ class CoderReply(AgentRecord):
     ok: bool
     source: str | None = None
     error: str | None = Field(None, description="why no usable code: no block, several blocks, ...")
+    failure: Failure | None = Field(None, description="which kind of failure `error` is (None when ok)")
     raw: str = ""
     notes: str = ""
     usage: Usage = Field(default_factory=Usage)
+
+
+class CaseView(AgentRecord):
+    """A stress case as the Judge sees it: what it is, its sizes, its source."""
+
+    name: str
+    sizes: str = Field("", description="its module-level constants, e.g. 'batch_size = 1024, output_size = 513'")
+    source: str = ""
+    outcome: str = Field("", description="what the kernel did on it: failed, or ran out of time")
 
 
 class JudgeInput(AgentRecord):
@@ -86,6 +104,8 @@ class JudgeInput(AgentRecord):
     iters_without_progress: int = 0
     stress_passed: bool = False
     stress_cases: int = 0
+    failing_case: CaseView | None = Field(None, description="the smallest stress case the kernel fails")
+    last_override: str | None = Field(None, description="the Judge's previous decision that a rule changed, and how")
 
 
 class JudgeDecision(AgentRecord):
@@ -98,6 +118,7 @@ class JudgeDecision(AgentRecord):
     stop_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     error: str | None = Field(None, description="the Judge's call or reply failed; the decision is the rules'")
+    failure: Failure | None = Field(None, description="which kind of failure `error` is")
     overridden: str | None = Field(None, description="which hard rule changed the Judge's own decision")
 
 
@@ -113,11 +134,18 @@ class ProposerInput(AgentRecord):
     candidate_src: str
     existing_cases: list[str] = Field(default_factory=list, description="names of cases already held")
     max_cases: int = 4
+    device: Literal["cuda", "cpu"] = Field("cpu", description="cpu: candidates run under the Triton interpreter")
+    calls_per_case: int = Field(40, description="candidate calls each case costs in one check (trials x input "
+                                                "distributions x before/after the reference)")
+    correctness_s: float | None = Field(None, description="the one correctness stage's time, shared by every case")
+    case_costs: list[str] = Field(default_factory=list, description="per case of the candidate's last check: "
+                                                                    "trials passed, seconds per candidate call")
 
 
 class ProposerReply(AgentRecord):
     cases: list[StressCase] = Field(default_factory=list)
     error: str | None = None
+    failure: Failure | None = Field(None, description="which kind of failure `error` is (None when cases came)")
     usage: Usage = Field(default_factory=Usage)
     rejected: list[str] = Field(default_factory=list, description="'name: why' for each case refused")
 

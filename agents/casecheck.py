@@ -3,39 +3,24 @@
 A case must be the problem's own `Model`, verbatim, with its own `get_inputs`/`get_init_inputs`;
 and it must run the reference to completion, quickly, in the OS sandbox (`kiln.tools.check.sandbox`:
 no network, no secrets, nothing but its own scratch dir to write, nothing of the user's to read).
-Also: what a candidate kernel seems to assume (block sizes, masks, contiguity), read from its
-source, so the Proposer can aim at it.
+What a candidate kernel seems to assume is read by `kiln.agents.facts`.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import sys
 import tempfile
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from kiln.tools import pyparse
+from kiln.tools.records import JSON_SAFE
 
 NAME_OK = re.compile(r"^[a-z0-9_]{1,60}$")
-
-_RUNNER = r"""
-import importlib.util, sys, torch
-spec = importlib.util.spec_from_file_location("kiln_case", sys.argv[1])
-mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-device = sys.argv[2]
-torch.manual_seed(0)
-model = mod.Model(*mod.get_init_inputs()).to(device)
-inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
-with torch.no_grad():
-    out = model(*inputs)
-outs = out if isinstance(out, (tuple, list)) else [out]
-if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-    raise SystemExit("the reference returned no tensor")
-if device == "cuda":
-    torch.cuda.synchronize()
-"""
-
 
 def safe_name(name: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", name.strip().lower()).strip("_")[:60]
@@ -61,10 +46,21 @@ def static_problem_error(case_src: str, problem_src: str) -> str | None:
     return None
 
 
-def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
-                  bwrap: str | None = None) -> str | None:
-    """Run the case's reference once, confined like a check's workers (a one-shot sandboxed run: a
-    scrubbed environment, its own dir the only place to write); None when it works."""
+class CaseRun(BaseModel):
+    """One run of a case's reference in its own process."""
+
+    model_config = JSON_SAFE
+
+    error: str | None = Field(None, description="why it failed, or None")
+    forward_s: float | None = Field(None, description="wall seconds of the reference's forward")
+    input_numel: int | None = Field(None, description="elements in the tensors get_inputs() returned")
+
+
+def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+             bwrap: str | None = None) -> CaseRun:
+    """Run a problem-format module's reference once (`kiln.agents.case_runner`), confined like a
+    check's workers: a scrubbed environment, its own scratch dir the only place to write, killed
+    with all it started past `timeout_s`."""
     from kiln.tools.check import scratch
     from kiln.tools.check.confine import Confinement
     from kiln.tools.check.isolation import run_isolated, scrubbed_env
@@ -72,36 +68,61 @@ def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0
 
     box = sandbox_for(isolation, bwrap)
     with tempfile.TemporaryDirectory(prefix="case-", dir=scratch.root()) as tmp:
-        path = Path(tmp) / "case.py"
+        path, out = Path(tmp) / "case.py", Path(tmp) / "result.json"
         path.write_text(case_src)
         env = scrubbed_env(device=device, gpu_index=0, cache_dir=Path(tmp) / "cache")
         env.pop("TRITON_INTERPRET", None)  # the reference is PyTorch: nothing to interpret
-        res = run_isolated([sys.executable, "-c", _RUNNER, str(path), device], env=env, cwd=Path(tmp),
-                           timeout_s=timeout_s, confinement=Confinement(write=(tmp,)), sandbox=box)
+        res = run_isolated([sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device], env=env,
+                           cwd=Path(tmp), timeout_s=timeout_s, confinement=Confinement(write=(tmp,)), sandbox=box)
+        result = json.loads(out.read_text()) if out.exists() else None
     if res.timed_out:
-        return f"too slow: the reference did not finish in {timeout_s:.0f} s"
-    if res.returncode != 0:
+        return CaseRun(error=f"too slow: the reference did not finish in {timeout_s:.0f} s")
+    if result is None:
         lines = [ln for ln in res.stderr_tail.strip().splitlines() if ln.strip()]
-        return f"the reference fails on it: {lines[-1] if lines else f'exit {res.returncode}'}"
-    return None
+        return CaseRun(error=f"the reference fails on it: {lines[-1] if lines else f'exit {res.returncode}'}"[:400])
+    if not result["ok"]:
+        return CaseRun(error=f"the reference fails on it: {result['error']}")
+    return CaseRun(forward_s=result.get("forward_s"), input_numel=result.get("input_numel"))
 
 
-def candidate_facts(src: str, limit: int = 10) -> list[str]:
-    """Plain statements of what a kernel seems to assume, for the Proposer to attack."""
-    facts: list[str] = []
-    for name, value in sorted(set(re.findall(r"\b([A-Z_]*BLOCK[A-Z_0-9]*)\s*=\s*(\d+)", src))):
-        facts.append(f"block size {name} = {value}: try sizes {value}, {int(value) + 1}, {2 * int(value) - 1}")
-    if "next_power_of_2" in src:
-        facts.append("a block size is the next power of two of a dimension: try 2^k and 2^k + 1")
-    loads = len(re.findall(r"tl\.load\(", src))
-    masked = len(re.findall(r"tl\.load\([^)]*mask\s*=", src))
-    if loads and masked < loads:
-        facts.append(f"{loads - masked} of {loads} tl.load calls have no mask: sizes off the block grid may read past the end")
-    for n in sorted(set(re.findall(r"__shared__\s+\w+\s+\w+\[(\d+)\]", src))):
-        facts.append(f"a fixed shared-memory array of {n} elements: try dimensions just past it")
-    if re.search(r"\bint\s+(idx|i|tid|index)\s*=\s*blockIdx", src):
-        facts.append("32-bit indices: very large tensors may overflow them")
-    if ".contiguous()" not in src and (".stride(" not in src and "stride" not in src):
-        facts.append("no .contiguous() and no strides: transposed or sliced inputs may be read wrongly")
-    facts += [f"asserts: {a.strip()}" for a in re.findall(r"^\s*assert\s+(.+)$", src, re.MULTILINE)[:3]]
-    return facts[:limit]
+def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+                  bwrap: str | None = None) -> str | None:
+    """Why the case's reference does not run (sandboxed, once), or None when it works."""
+    return run_case(case_src, device=device, timeout_s=timeout_s, isolation=isolation, bwrap=bwrap).error
+
+
+def module_sizes(src: str) -> str:
+    """The module-level constants of a problem-format file ('batch_size = 1024, dim = 513'): its sizes."""
+    try:
+        tree = pyparse.parse(src)
+    except SyntaxError:
+        return ""
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if isinstance(value, ast.Constant | ast.Tuple | ast.BinOp | ast.UnaryOp | ast.List):
+                out.append(f"{node.targets[0].id} = {ast.unparse(value)}")
+    return ", ".join(out)
+
+
+ARITH = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow", ast.MatMult: "matmul",
+         ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+
+
+def problem_ops(src: str) -> dict[str, list[str]]:
+    """What a problem's Model computes, as names: `heavy` (the calls and modules in __init__ and
+    forward: softmax, Linear, cdist, amax, ...) and `arith` (operators: add, mul, ...). Used to keep
+    the Coder's few-shot examples away from the benchmark's problems."""
+    model = next((n for n in pyparse.parse(src).body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    heavy: set[str] = set()
+    arith: set[str] = set()
+    for node in ast.walk(model) if model else ():
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name and name not in ("super", "__init__", "view", "reshape", "size", "contiguous"):
+                heavy.add(name.lower())
+        elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in ARITH:
+            arith.add(ARITH[type(node.op)])
+    return {"heavy": sorted(heavy), "arith": sorted(arith)}

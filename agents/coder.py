@@ -7,12 +7,12 @@ else is a failed reply (recorded, and its tokens count against the budget like a
 
 from __future__ import annotations
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from kiln.agents import prompts
 from kiln.agents.base import CoderReply, CoderTask
 from kiln.agents.extract import extract_code
-from kiln.agents.llm.client import LLMClient
+from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 
 FEEDBACK_TITLES = {
@@ -20,14 +20,6 @@ FEEDBACK_TITLES = {
     "repair": "What went wrong (from the verifier)",
     "optimize": "The Judge's plan",
 }
-
-
-def clip(text: str | None, limit: int) -> str | None:
-    """Keep the head and the tail of an over-long text, with a marker saying what was cut."""
-    if text is None or len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
 
 
 class LLMCoder:
@@ -45,24 +37,32 @@ class LLMCoder:
         user = prompts.render(
             "coder_user.j2",
             mode=task.mode,
+            dtype=task.dtype,
             problem_name=task.problem_name,
             problem_src=task.problem_src,
             best_src=clip(task.best_src, self.max_source_chars),
-            best_note="",
+            best_correct=task.best_correct,
+            best_note=task.best_note,
             last_src=clip(task.last_src, self.max_source_chars),
             feedback=clip(task.feedback, self.max_feedback_chars),
             feedback_title=FEEDBACK_TITLES[task.mode],
             sibling=task.sibling,
         )
-        return [SystemMessage(system), HumanMessage(user)]
+        note = f"the reference; do not change it; the verifier runs it in {task.dtype}, inputs and weights cast to it"
+        return [SystemMessage(system), user_message(prompts.problem_block(task.problem_name, task.problem_src, note),
+                                                    user)]
 
     def write(self, task: CoderTask) -> CoderReply:
         try:
             reply = self.client.text(self.messages(task))
         except BudgetExhausted as exc:
-            return CoderReply(ok=False, error=f"no call made: {exc}")
+            return CoderReply(ok=False, error=f"no call made: {exc}", failure="budget")
         except LLMCallError as exc:
-            return CoderReply(ok=False, error=str(exc))
+            return CoderReply(ok=False, error=str(exc), failure="call")
+        if reply.oversized_chars:
+            error = (f"the reply is {reply.oversized_chars} characters, over kiln's cap of "
+                     f"{self.client.max_reply_chars}: answer with the kernel module only")
+            return CoderReply(ok=False, error=error, raw=reply.text, usage=reply.usage, failure="reply")
         found = extract_code(reply.text)
         return CoderReply(ok=found.ok, source=found.code, error=found.error, raw=reply.text,
-                          notes=found.notes, usage=reply.usage)
+                          notes=found.notes, usage=reply.usage, failure=None if found.ok else "reply")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from kiln.tools.records import JSON_SAFE
 
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n`]*)$", re.MULTILINE)
 PYTHON_TAGS = frozenset({"", "python", "py", "python3", "triton"})
@@ -17,14 +19,14 @@ MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.MULTILINE)
 
 
 class Block(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     info: str
     code: str
 
 
 class Extraction(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     ok: bool
     code: str | None = None

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from kiln.agents import prompts
 from kiln.agents.base import JudgeDecision, JudgeInput, NextStep
-from kiln.agents.llm.client import LLMClient
+from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 
 ROOFLINE_STOP_PCT = 90.0
 PLAN_MAX_CHARS = 1200
+MAX_SOURCE_CHARS = 24000
 
 
 class JudgeVerdict(BaseModel):
@@ -119,13 +120,15 @@ class LLMJudge:
         user = prompts.render(
             "judge_user.j2",
             iteration=inp.iteration, problem_name=inp.problem_name, problem_src=inp.problem_src,
-            candidate_src=inp.candidate_src, check_summary=prompts.render("check_summary.j2", check=inp.check),
+            candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS), check_summary=prompts.render("check_summary.j2", check=inp.check),
             profile_digest=inp.profile_digest, best_speedup=inp.best_speedup,
             target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
             no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,
-            stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda",
+            stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda", failing_case=inp.failing_case,
+            last_override=inp.last_override,
         )
-        return [SystemMessage(system), HumanMessage(user)]
+        problem = prompts.problem_block(inp.problem_name, inp.problem_src)
+        return [SystemMessage(system), user_message(problem, user)]
 
     def decide(self, inp: JudgeInput) -> JudgeDecision:
         ruled = rule_decision(inp, self.no_progress_k)
@@ -134,11 +137,12 @@ class LLMJudge:
         try:
             reply = self.client.structured(self.messages(inp), JudgeVerdict)
         except BudgetExhausted as exc:
-            return _rule(inp, "stop", f"budget spent: {exc}", str(exc))
+            return _rule(inp, "stop", f"budget spent: {exc}", str(exc), failure="budget")
         except LLMCallError as exc:
-            return failed_decision(inp, str(exc))
+            return failed_decision(inp, str(exc)).model_copy(update={"failure": "call"})
         if reply.parsed is None:
-            return failed_decision(inp, f"unusable judge reply: {reply.error}").model_copy(update={"usage": reply.usage})
+            return failed_decision(inp, f"unusable judge reply: {reply.error}").model_copy(
+                update={"usage": reply.usage, "failure": "reply"})
         verdict: JudgeVerdict = reply.parsed
         fields = verdict.model_dump()
         fields["plan"] = fields["plan"][:PLAN_MAX_CHARS]

@@ -7,20 +7,22 @@ clean subprocess within the time limit. Refused cases are listed in `rejected` w
 
 from __future__ import annotations
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from kiln.agents import prompts
 from kiln.agents.base import ProposerInput, ProposerReply, StressCase
 from kiln.agents.casecheck import (
     NAME_OK,
-    candidate_facts,
     runtime_error,
     safe_name,
     static_problem_error,
 )
-from kiln.agents.llm.client import LLMClient
+from kiln.agents.facts import candidate_facts
+from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
+
+MAX_SOURCE_CHARS = 24000
 
 
 class CaseDraft(BaseModel):
@@ -51,18 +53,22 @@ class LLMProposer:
         system = prompts.render("proposer_system.j2")
         user = prompts.render(
             "proposer_user.j2", problem_name=inp.problem_name, problem_src=inp.problem_src,
-            candidate_src=inp.candidate_src, candidate_facts=candidate_facts(inp.candidate_src),
-            existing_cases=inp.existing_cases, max_cases=inp.max_cases,
+            candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS), candidate_facts=candidate_facts(inp.candidate_src),
+            existing_cases=inp.existing_cases, max_cases=inp.max_cases, device=inp.device,
+            calls_per_case=inp.calls_per_case, correctness_s=inp.correctness_s, case_costs=inp.case_costs,
         )
-        return [SystemMessage(system), HumanMessage(user)]
+        problem = prompts.problem_block(inp.problem_name, inp.problem_src)
+        return [SystemMessage(system), user_message(problem, user)]
 
     def propose(self, inp: ProposerInput) -> ProposerReply:
         try:
             reply = self.client.structured(self.messages(inp), ProposedCases)
-        except (BudgetExhausted, LLMCallError) as exc:
-            return ProposerReply(error=str(exc))
+        except BudgetExhausted as exc:
+            return ProposerReply(error=f"no call made: {exc}", failure="budget")
+        except LLMCallError as exc:
+            return ProposerReply(error=str(exc), failure="call")
         if reply.parsed is None:
-            return ProposerReply(error=f"unusable proposer reply: {reply.error}", usage=reply.usage)
+            return ProposerReply(error=f"unusable proposer reply: {reply.error}", usage=reply.usage, failure="reply")
         cases, rejected = self.screen(reply.parsed.cases, inp)
         error = None if cases else "no usable case" + (f" ({len(rejected)} rejected)" if rejected else "")
         return ProposerReply(cases=cases, rejected=rejected, error=error, usage=reply.usage)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from kiln.agents.base import Coder, Judge, Proposer
 from kiln.agents.llm.backends import (
     LLMSpec,
@@ -30,9 +32,32 @@ from kiln.agents.llm.scripted import load_script
 from kiln.agents.llm.transport import TransportSettings
 from kiln.agents.llm.usage import Budgets, UsageTracker, check_usd_budget_priceable
 from kiln.tools.errors import KilnConfigError
+from kiln.tools.records import JSON_SAFE
 
 ROLES = ("coder", "judge", "proposer")
 BUILTIN_CLASSES = {"coder": "BuiltinCoder", "judge": "BuiltinJudge", "proposer": "BuiltinProposer"}
+
+
+class RoleSpecs(BaseModel):
+    """Which backend plays each role, as the user gave it: `--llm` sets all three, a per-role flag
+    overrides it, nothing means `builtin`. The one model of this concept (`kiln run`, `kiln eval`)."""
+
+    model_config = JSON_SAFE
+
+    llm: str | None = Field(None, description="--llm: PROVIDER:MODEL for every role")
+    coder_llm: str | None = Field(None, description="--coder-llm")
+    judge_llm: str | None = Field(None, description="--judge-llm")
+    proposer_llm: str | None = Field(None, description="--proposer-llm")
+    base_url: str | None = Field(None, description="--base-url: an OpenAI-compatible server")
+
+    def spec(self, role: str) -> str:
+        """The spec text of one role: its own flag, else --llm, else builtin."""
+        return getattr(self, f"{role}_llm") or self.llm or "builtin"
+
+    def kwargs(self) -> dict[str, str | None]:
+        """The keyword arguments of `resolve_roles` these specs stand for."""
+        return {"coder": self.coder_llm, "judge": self.judge_llm, "proposer": self.proposer_llm,
+                "base_url": self.base_url}
 
 
 @dataclass
@@ -147,7 +172,7 @@ def resolve_roles(
         models[role] = chat
         client = LLMClient(role, chat, model_name=_model_name(spec, script), tracker=tracker,
                            redactor=redactor, settings=settings, method=structured_method(spec, structured),
-                           label=str(spec))
+                           label=str(spec), cache_breakpoints=spec.provider == "anthropic")
         built[role] = _role_object(role, client, device, no_progress_k, case_timeout_s)
     return Roles(coder=built["coder"], judge=built["judge"], proposer=built["proposer"], tracker=tracker,
                  specs={r: str(s) for r, s in specs.items()}, redactor=redactor, cache=cache, chat_models=models)

@@ -81,7 +81,7 @@ class ScriptedCoder:
         raw = item["raw"] if isinstance(item, dict) else str(item)
         found = extract_code(raw)
         return CoderReply(ok=found.ok, source=found.code, error=found.error, raw=raw, notes=found.notes,
-                          usage=_usage("coder", item, self.tokens, self.usd))
+                          usage=_usage("coder", item, self.tokens, self.usd), failure=None if found.ok else "reply")
 
 
 class ScriptedJudge:

@@ -3,20 +3,26 @@ SQLite store, a live progress display, a whole-batch budget, and `metrics.json` 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import IO
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from kiln.evals.jobs import BatchConfig, JobResult, check_options, run_job
+from kiln.evals.jobs import BatchConfig, JobResult, check_options, job_dir_of, run_job, spent_in
 from kiln.evals.metrics import ProblemOutcome, SampleOutcome, summarize
 from kiln.evals.problems import ProblemRef
 from kiln.evals.store import ResultStore
 from kiln.tools.errors import KilnInputError
 from kiln.tools.evaluator import Evaluator
+from kiln.tools.records import JSON_SAFE
 
 JobFn = Callable[[ProblemRef, int, BatchConfig, Evaluator, Path], JobResult]
 
@@ -24,7 +30,7 @@ JobFn = Callable[[ProblemRef, int, BatchConfig, Evaluator, Path], JobResult]
 class BatchBudget(BaseModel):
     """Whole-batch limits: once one is spent, no new job starts; jobs in flight finish."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     usd: float | None = None
     tokens: int | None = None
@@ -49,12 +55,34 @@ def group(outcomes: list[SampleOutcome]) -> list[ProblemOutcome]:
     return [ProblemOutcome(problem=k, samples=v) for k, v in sorted(by_problem.items())]
 
 
+def _flat(data: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(data, dict):
+        out: dict[str, object] = {}
+        for k, v in data.items():
+            out |= _flat(v, f"{prefix}{k}.")
+        return out
+    return {prefix.rstrip("."): data}
+
+
+def changed_settings(old: dict, new: dict) -> list[str]:
+    """`loop.check.trials: 5 -> 1` for every setting that differs (older stores' flat keys are
+    read through today's model first, so only real changes are named)."""
+    with contextlib.suppress(ValueError):
+        old = BatchConfig.model_validate(old).model_dump()
+    a, b = _flat(old), _flat(new)
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+
+
 def _check_config(store: ResultStore, cfg: BatchConfig) -> None:
     old = store.get_meta("config")
     if old is None:
         store.set_meta("config", cfg.model_dump())
-    elif old != cfg.model_dump():
-        raise KilnInputError(f"{store.path.parent} holds a batch with other settings; use another --out to start fresh")
+        return
+    changes = changed_settings(old, cfg.model_dump())
+    if changes:
+        shown = "; ".join(changes[:4]) + (f"; and {len(changes) - 4} more" if len(changes) > 4 else "")
+        raise KilnInputError(f"{store.path.parent} holds a batch with other settings ({shown}); rerun with the "
+                             "same settings to continue it, or use another --out to start fresh")
 
 
 def write_metrics(run_dir: Path, store: ResultStore, cfg: BatchConfig, *, timed: bool, stopped: str | None,
@@ -73,6 +101,31 @@ def write_metrics(run_dir: Path, store: ResultStore, cfg: BatchConfig, *, timed:
     return metrics
 
 
+def error_line(err: BaseException) -> str:
+    """One line naming a job's failure, never empty (`KeyError()` says nothing on its own)."""
+    text = " ".join(str(err).split())[:500]
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def lock_batch(run_dir: Path) -> IO[str]:
+    """Hold `run_dir/batch.lock` for this process: two `kiln eval` runs into one --out would both run
+    every sample and pay for every LLM call twice. Released when the process ends."""
+    fh = (run_dir / "batch.lock").open("a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise KilnInputError(f"another kiln eval is running into {run_dir} ({holder}); wait for it to finish, "
+                             "or use another --out") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()}")
+    fh.flush()
+    return fh
+
+
 class Batch:
     def __init__(self, run_dir: Path, problems: list[ProblemRef], cfg: BatchConfig, evaluator: Evaluator,
                  *, concurrency: int, budget: BatchBudget | None = None, job_fn: JobFn = run_job) -> None:
@@ -84,6 +137,7 @@ class Batch:
         self.budget = budget or BatchBudget()
         self.job_fn = job_fn
         run_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_batch(run_dir)
         self.store = ResultStore(run_dir / "results.sqlite")
         _check_config(self.store, cfg)
         self.store.set_meta("n_expected", len(problems) * cfg.samples)
@@ -139,10 +193,15 @@ class Batch:
         try:
             result = fut.result()
         except Exception as err:  # noqa: BLE001 - one broken job never stops the batch
-            outcome = SampleOutcome(problem=problem.key, sample=sample, status="error")
+            tokens, cost = spent_in(job_dir_of(self.run_dir, problem, sample))
+            why = error_line(err)
+            outcome = SampleOutcome(problem=problem.key, sample=sample, status="error", tokens=tokens,
+                                    cost_usd=cost, error=why)
             self.store.finish_sample(outcome)
-            (self.run_dir / "errors.log").open("a").write(f"{problem.key} sample {sample}: {err!r}\n")
-            notify(outcome, f"{problem.key}: {err}")
+            trace = "".join(traceback.format_exception(err))
+            with (self.run_dir / "errors.log").open("a") as log:
+                log.write(f"{problem.key} sample {sample}: {why}\n{trace}\n")
+            notify(outcome, f"{problem.key}: {why} (traceback in {self.run_dir / 'errors.log'})")
             return
         self._record(result)
         self.done_now += 1

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -23,7 +24,9 @@ from kiln.evals.executors import RayEvaluator, SlottedEvaluator, visible_gpus
 from kiln.evals.jobs import BatchConfig
 from kiln.evals.metrics import SampleOutcome, fast_p
 from kiln.evals.problems import ProblemRef, folder_problems, kernelbench_problems, parse_ids
+from kiln.graphs import cli_options as o
 from kiln.tools.errors import KilnInputError
+from kiln.tools.flags import flag_error
 
 console = Console(stderr=True)
 
@@ -52,7 +55,7 @@ def _evaluator(executor: str, ray_address: str | None, device: str, cpu_slots: i
 
 def _resolve_device(device: str) -> str:
     if device not in ("auto", "cuda", "cpu"):
-        raise KilnInputError(f"--device must be auto, cuda or cpu, not {device!r}")
+        raise KilnInputError(f"--device must be one of auto, cuda, cpu (got {device!r})")
     if device == "auto":
         return "cuda" if visible_gpus() else "cpu"
     return device
@@ -61,10 +64,10 @@ def _resolve_device(device: str) -> str:
 def _validate_roles(cfg: BatchConfig) -> None:
     """Fail at start (missing provider package, key, unknown name), not once per problem."""
     from kiln.agents.registry import resolve_roles
-    from kiln.evals.jobs import _budgets
 
-    resolve_roles(cfg.llm, coder=cfg.coder_llm, judge=cfg.judge_llm, proposer=cfg.proposer_llm,
-                  base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg), device=cfg.device)
+    loop = cfg.loop
+    resolve_roles(loop.roles.llm, **loop.roles.kwargs(), lang=loop.lang, cache_path=None, budgets=loop.budgets,
+                  device=loop.device)
 
 
 def eval_(
@@ -73,22 +76,22 @@ def eval_(
     level: Annotated[list[int], typer.Option(help="KernelBench level (repeatable)")] = [],  # noqa: B006
     problems: Annotated[str | None, typer.Option(help="problem ids, e.g. 1-20,23")] = None,
     out: Annotated[Path | None, typer.Option(help="run directory (default: runs/eval-<time>)")] = None,
-    mode: Annotated[str, typer.Option(help="agent | oneshot")] = "agent",
+    mode: Annotated[str, typer.Option(help="agent (the kiln run loop per sample) | oneshot (one generation)")] = "agent",
     samples: Annotated[int, typer.Option(help="samples per problem (pass@k)")] = 1,
-    llm: Annotated[str | None, typer.Option(help="PROVIDER:MODEL for every role, or builtin")] = None,
-    coder_llm: Annotated[str | None, typer.Option()] = None,
-    judge_llm: Annotated[str | None, typer.Option()] = None,
-    proposer_llm: Annotated[str | None, typer.Option()] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")] = None,
-    lang: Annotated[str, typer.Option(help="triton | cuda")] = "triton",
-    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16")] = "fp32",
-    max_iters: Annotated[int, typer.Option(help="agent iterations per problem")] = 8,
-    target_speedup: Annotated[float, typer.Option()] = 1.0,
-    strategy: Annotated[str, typer.Option(help="linear | beam | mcts")] = "linear",
-    budget_usd: Annotated[float | None, typer.Option(help="per problem")] = None,
-    budget_tokens: Annotated[int | None, typer.Option(help="per problem")] = None,
-    budget_minutes: Annotated[float | None, typer.Option(help="per problem")] = None,
+    llm: o.Llm = None,
+    coder_llm: o.CoderLlm = None,
+    judge_llm: o.JudgeLlm = None,
+    proposer_llm: o.ProposerLlm = None,
+    base_url: o.BaseUrl = None,
+    lang: o.Lang = o.LANG,
+    device: o.Device = "auto",
+    dtype: o.Dtype = o.DTYPE,
+    max_iters: o.MaxIters = o.MAX_ITERS,
+    target_speedup: o.TargetSpeedup = o.TARGET_SPEEDUP,
+    strategy: o.Strategy = "linear",
+    budget_usd: Annotated[float | None, typer.Option(help="per sample: stop its loop once this much is spent")] = None,
+    budget_tokens: Annotated[int | None, typer.Option(help="per sample: stop its loop after this many tokens")] = None,
+    budget_minutes: Annotated[float | None, typer.Option(help="per sample: stop its loop after this many minutes")] = None,
     batch_budget_usd: Annotated[float | None, typer.Option(help="whole batch")] = None,
     batch_budget_tokens: Annotated[int | None, typer.Option(help="whole batch")] = None,
     batch_budget_minutes: Annotated[float | None, typer.Option(help="whole batch")] = None,
@@ -96,26 +99,24 @@ def eval_(
     executor: Annotated[str, typer.Option(help="local | ray")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one)")] = None,
     cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
-    timeout: Annotated[float, typer.Option(help="seconds per check")] = 300.0,
-    trials: Annotated[int, typer.Option(help="correctness trials per input distribution")] = 5,
-    isolation: Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks")] = "best-effort",
-    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")] = None,
+    check_timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
+    trials: o.Trials = o.TRIALS,
+    isolation: o.Isolation = o.ISOLATION,
+    bwrap: o.Bwrap = None,
 ) -> None:
     """Run kiln over many problems; resumable (rerun the same command to continue)."""
     refs = _problems(target, root, level, problems)
     device = _resolve_device(device)
+    loop = o.loop_options(device=device, lang=lang, llm=llm, coder_llm=coder_llm, judge_llm=judge_llm,
+                          proposer_llm=proposer_llm, base_url=base_url, max_iters=max_iters,
+                          target_speedup=target_speedup, strategy=strategy, budget_usd=budget_usd,
+                          budget_tokens=budget_tokens, budget_minutes=budget_minutes, trials=trials, dtype=dtype,
+                          check_timeout=check_timeout, isolation=isolation, bwrap=bwrap)
     try:
-        cfg = BatchConfig(mode=mode, samples=samples, llm=llm, coder_llm=coder_llm, judge_llm=judge_llm,
-                          proposer_llm=proposer_llm, base_url=base_url, lang=lang, device=device, dtype=dtype,
-                          max_iters=max_iters, target_speedup=target_speedup, strategy=strategy,
-                          budget_usd=budget_usd, budget_tokens=budget_tokens, budget_minutes=budget_minutes,
-                          check_timeout_s=timeout, trials=trials, isolation=isolation, bwrap=bwrap)
-    except ValueError as err:
-        raise KilnInputError(str(err).splitlines()[-1] if str(err) else "bad option") from None
+        cfg = BatchConfig(mode=mode, samples=samples, loop=loop)
+    except ValidationError as err:
+        raise KilnInputError(flag_error(err)) from None
     _validate_roles(cfg)
-    from kiln.tools.check.sandbox import sandbox_for
-
-    sandbox_for(cfg.isolation, cfg.bwrap)  # --isolation strict without the full sandbox: refused at start
     run_dir = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
     evaluator = _evaluator(executor, ray_address, device, cpu_slots)
     budget = BatchBudget(usd=batch_budget_usd, tokens=batch_budget_tokens, minutes=batch_budget_minutes)

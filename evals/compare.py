@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from kiln.evals.report import RunData
+from kiln.tools.records import JSON_SAFE
 
 
 class CompareRow(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     problem: str
     status_a: str
@@ -26,6 +27,13 @@ def _change(a_ok: bool, b_ok: bool, sa: float | None, sb: float | None) -> str:
     if sa and sb and abs(math.log(sb / sa)) > math.log(1.05):
         return "faster" if sb > sa else "slower"
     return "same"
+
+
+def _fast_1(rows: dict, common: list[str]) -> float | None:
+    """Correct and faster than eager, over the common problems; None when no speed was measured."""
+    if not any(rows[p].speedup_eager is not None for p in common):
+        return None
+    return sum(1 for p in common if rows[p].correct and (rows[p].speedup_eager or 0) > 1) / (len(common) or 1)
 
 
 def compare(a: RunData, b: RunData) -> tuple[list[CompareRow], dict]:
@@ -44,8 +52,8 @@ def compare(a: RunData, b: RunData) -> tuple[list[CompareRow], dict]:
         "only_b": sorted(set(rows_b) - set(rows_a)),
         "correct_a": sum(rows_a[p].correct for p in common) / n,
         "correct_b": sum(rows_b[p].correct for p in common) / n,
-        "fast_1_a": sum(1 for p in common if rows_a[p].correct and (rows_a[p].speedup_eager or 0) > 1) / n,
-        "fast_1_b": sum(1 for p in common if rows_b[p].correct and (rows_b[p].speedup_eager or 0) > 1) / n,
+        "fast_1_a": _fast_1(rows_a, common),
+        "fast_1_b": _fast_1(rows_b, common),
         "changes": {c: sum(1 for r in rows if r.change == c) for c in ("fixed", "broke", "faster", "slower", "same")},
     }
     return rows, summary
@@ -55,11 +63,16 @@ def render_markdown(a: RunData, b: RunData, rows: list[CompareRow], summary: dic
     def f(v: float | None) -> str:
         return "—" if v is None else f"{v:.2f}x"
 
+    def frac(v: float | None) -> str:
+        return "not measured" if v is None else f"{v:.2f}"
+
+    changes = ", ".join(f"{n} {kind}" for kind, n in summary["changes"].items())
+
     lines = [f"# kiln compare: {a.run_dir.name} (A) vs {b.run_dir.name} (B)", "",
              f"- common problems: {summary['common_problems']}",
              f"- correct: A {summary['correct_a']:.1%}, B {summary['correct_b']:.1%}",
-             f"- fast_1 vs eager: A {summary['fast_1_a']:.2f}, B {summary['fast_1_b']:.2f}",
-             f"- changes: {summary['changes']}", "",
+             f"- fast_1 vs eager: A {frac(summary['fast_1_a'])}, B {frac(summary['fast_1_b'])}",
+             f"- changes: {changes}", "",
              "| problem | A | B | speedup A | speedup B | change |", "|---|---|---|---|---|---|"]
     lines += [f"| {r.problem} | {r.status_a} | {r.status_b} | {f(r.speedup_a)} | {f(r.speedup_b)} | {r.change} |"
               for r in rows]

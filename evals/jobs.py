@@ -6,48 +6,46 @@ anywhere else. LLM calls happen here; every check goes through the evaluator it 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, model_validator
 
 from kiln.evals.metrics import SampleOutcome
 from kiln.evals.problems import ProblemRef
+from kiln.graphs.context import LoopOptions
 from kiln.tools.evaluator import Evaluator
-from kiln.tools.records import CheckOptions, CheckRecord
+from kiln.tools.records import JSON_SAFE, CheckOptions, CheckRecord
 
 
 class BatchConfig(BaseModel):
-    """Everything a batch was asked to do; stored in the run so a rerun can check it matches."""
+    """Everything a batch was asked to do; stored in the run so a rerun can check it matches.
+    `loop` is the same model `kiln run` builds: each agent-mode sample runs with exactly these options."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     mode: Literal["agent", "oneshot"] = "agent"
     samples: int = Field(1, ge=1)
-    llm: str | None = None
-    coder_llm: str | None = None
-    judge_llm: str | None = None
-    proposer_llm: str | None = None
-    base_url: str | None = None
-    lang: Literal["triton", "cuda"] = "triton"
-    device: Literal["auto", "cuda", "cpu"] = "auto"
-    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
-    max_iters: int = 8
-    target_speedup: float = 1.0
-    strategy: Literal["linear", "beam", "mcts"] = "linear"
-    budget_usd: float | None = None
-    budget_tokens: int | None = None
-    budget_minutes: float | None = None
-    check_timeout_s: float = 300.0
-    trials: int = 5
-    isolation: Literal["strict", "best-effort"] = "best-effort"
-    bwrap: str | None = None
+    loop: LoopOptions = Field(default_factory=LoopOptions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold(cls, data: Any) -> Any:
+        """Flat keywords (`BatchConfig(llm=..., trials=1)`) go into `loop`."""
+        if not isinstance(data, dict):
+            return data
+        flat = {k: v for k, v in data.items() if k not in ("mode", "samples", "loop")}
+        loop = data.get("loop")
+        loop = loop.model_dump() if isinstance(loop, BaseModel) else dict(loop or {})
+        return {k: v for k, v in data.items() if k in ("mode", "samples")} | {"loop": {**loop, **flat}}
 
 
 class CandidateRow(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     candidate: int
     record: CheckRecord
@@ -55,7 +53,7 @@ class CandidateRow(BaseModel):
 
 
 class JobResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     outcome: SampleOutcome
     candidates: list[CandidateRow] = Field(default_factory=list)
@@ -98,12 +96,29 @@ def gpu_facts(device: str):  # noqa: ANN201 - GpuFacts lives in kiln.agents (imp
 
 
 def check_options(cfg: BatchConfig) -> CheckOptions:
-    return CheckOptions(device=cfg.device, dtype=cfg.dtype, trials=cfg.trials, timeout_s=cfg.check_timeout_s,
-                        isolation=cfg.isolation, bwrap=cfg.bwrap)
+    """What a one-shot sample is checked with: the batch's check options, as `kiln run` uses them."""
+    return cfg.loop.check
+
+
+def job_dir_of(run_dir: Path, problem: ProblemRef, sample: int) -> Path:
+    return run_dir / "problems" / problem.key.replace("/", "__") / f"sample{sample}"
+
+
+def spent_in(job_dir: Path) -> tuple[int, float | None]:
+    """(tokens, USD) the sample's LLM calls cost so far, read from what it wrote: a sample that fails
+    after paying for calls is stored with what it paid, not with 0."""
+    usages = []
+    for path in sorted((job_dir / "run" / "llm").glob("*.json")) + [job_dir / "usage.json"]:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            data = json.loads(path.read_text())
+            usages.append(data["reply"]["usage"] if "reply" in data else data)
+    tokens = sum(int(u.get("input_tokens", 0)) + int(u.get("output_tokens", 0)) for u in usages)
+    costs = [u["cost_usd"] for u in usages if u.get("cost_usd") is not None]
+    return tokens, (sum(costs) if costs else None)
 
 
 def run_job(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evaluator, run_dir: Path) -> JobResult:
-    job_dir = run_dir / "problems" / problem.key.replace("/", "__") / f"sample{sample}"
+    job_dir = job_dir_of(run_dir, problem, sample)
     job_dir.mkdir(parents=True, exist_ok=True)
     if cfg.mode == "oneshot":
         return _oneshot(problem, sample, cfg, evaluator, job_dir)
@@ -116,14 +131,15 @@ def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Eval
     from kiln.agents.registry import resolve_roles
 
     start = time.monotonic()
-    roles = resolve_roles(cfg.llm, coder=cfg.coder_llm, judge=cfg.judge_llm, proposer=cfg.proposer_llm,
-                          base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg),
-                          device=cfg.device)
+    loop = cfg.loop
+    roles = resolve_roles(loop.roles.llm, **loop.roles.kwargs(), lang=loop.lang, cache_path=None,
+                          budgets=loop.budgets, device=loop.device)
     src = Path(problem.path).read_text()
-    task = CoderTask(mode="generate", lang=cfg.lang, problem_name=problem.key, problem_src=src,
-                     gpu=gpu_facts(cfg.device), iteration=sample)
+    task = CoderTask(mode="generate", lang=loop.lang, problem_name=problem.key, problem_src=src,
+                     gpu=gpu_facts(loop.device), iteration=sample, dtype=loop.check.dtype)
     reply = roles.coder.write(task)
     (job_dir / "reply.md").write_text(reply.raw or "")
+    (job_dir / "usage.json").write_text(reply.usage.model_dump_json())
     tokens = reply.usage.input_tokens + reply.usage.output_tokens
     if not reply.ok or not reply.source:
         (job_dir / "error.txt").write_text(reply.error or "no code")
@@ -139,12 +155,6 @@ def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Eval
                                   wall_s=time.monotonic() - start)
     return JobResult(outcome=outcome, candidates=[CandidateRow(candidate=0, record=record, source_path=str(cand))],
                      best_path=str(cand) if record.correct else None)
-
-
-def _budgets(cfg: BatchConfig):  # noqa: ANN202 - type lives in kiln.agents (imported lazily)
-    from kiln.agents.llm.usage import Budgets
-
-    return Budgets(usd=cfg.budget_usd, tokens=cfg.budget_tokens, minutes=cfg.budget_minutes)
 
 
 def _last_check(folder: Path) -> Path | None:
@@ -174,13 +184,7 @@ def _agent(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evalua
     if (run / "run.json").exists():
         summary = resume_run(run, evaluator=evaluator)
     else:
-        summary = run_problem(Path(problem.path), out=run, evaluator=evaluator, lang=cfg.lang, device=cfg.device,
-                              llm=cfg.llm, coder_llm=cfg.coder_llm, judge_llm=cfg.judge_llm,
-                              proposer_llm=cfg.proposer_llm, base_url=cfg.base_url,
-                              target_speedup=cfg.target_speedup, strategy=cfg.strategy, trials=cfg.trials,
-                              check_timeout_s=cfg.check_timeout_s, max_iters=cfg.max_iters,
-                              budget_usd=cfg.budget_usd, budget_tokens=cfg.budget_tokens,
-                              budget_minutes=cfg.budget_minutes)
+        summary = run_problem(Path(problem.path), out=run, evaluator=evaluator, loop=cfg.loop)
     best_check = summary.best.check_path
     best = CheckRecord.model_validate_json(Path(best_check).read_text()) if best_check else None
     status = None if best else ("unsupported" if "unsupported" in (summary.stop_reason or "") else summary.status)

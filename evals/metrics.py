@@ -13,7 +13,9 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from kiln.tools.records import JSON_SAFE
 
 BASELINES = ("eager", "eager_tf32", "compile")
 FAST_P = (0.0, 1.0, 1.5, 2.0)
@@ -22,7 +24,7 @@ FAST_P = (0.0, 1.0, 1.5, 2.0)
 class SampleOutcome(BaseModel):
     """One sample (one generation or one agent run) of one problem, reduced to what metrics need."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     problem: str
     sample: int = 0
@@ -37,12 +39,13 @@ class SampleOutcome(BaseModel):
     cost_usd: float | None = None
     wall_s: float = 0.0
     gpu_s: float = 0.0
+    error: str | None = Field(None, description="why the sample failed, when it raised (status 'error')")
 
 
 class ProblemOutcome(BaseModel):
     """All samples of one problem, and the best of them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     problem: str
     samples: list[SampleOutcome]

@@ -12,12 +12,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from kiln.tools.errors import KilnInputError
+from kiln.tools.records import JSON_SAFE
 
 _KB_NAME = re.compile(r"^(\d+)_(.+)\.py$")
 
 
 class ProblemRef(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(**JSON_SAFE, frozen=True)
 
     key: str  # stable id in the store, e.g. "level1/23_Softmax" or "softmax"
     path: str

@@ -18,17 +18,16 @@ from rich.table import Table
 
 from kiln.evals import plots
 from kiln.evals.batch import group
-from kiln.evals.jobs import BatchConfig
 from kiln.evals.metrics import BASELINES, FAST_P, summarize
 from kiln.evals.store import ResultStore
 from kiln.tools.errors import KilnInputError
-from kiln.tools.records import CheckRecord, EnvRecord
+from kiln.tools.records import JSON_SAFE, CheckRecord, EnvRecord
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
 class ProblemRow(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     problem: str
     status: str
@@ -44,7 +43,7 @@ class ProblemRow(BaseModel):
 
 
 class RunData(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(**JSON_SAFE, arbitrary_types_allowed=True)
 
     run_dir: Path
     config: dict
@@ -80,7 +79,7 @@ def load_run(run_dir: Path) -> RunData:
         raise KilnInputError(f"{run_dir} is not a kiln eval run (no results.sqlite)")
     store = ResultStore(db)
     try:
-        cfg = BatchConfig.model_validate(store.get_meta("config") or {})
+        cfg = store.get_meta("config") or {}  # as stored: older batches hold older shapes of it
         outcomes = store.outcomes()
         timed = any(o.speedups for o in outcomes)
         metrics_path = run_dir / "metrics.json"
@@ -90,7 +89,7 @@ def load_run(run_dir: Path) -> RunData:
         rows, env = _rows(run_dir, store, outcomes)
     finally:
         store.close()
-    return RunData(run_dir=run_dir, config=cfg.model_dump(), metrics=metrics, rows=rows, env=env)
+    return RunData(run_dir=run_dir, config=cfg if isinstance(cfg, dict) else {}, metrics=metrics, rows=rows, env=env)
 
 
 def _rows(run_dir: Path, store: ResultStore, outcomes: list) -> tuple[list[ProblemRow], EnvRecord | None]:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kiln.evals.metrics import SampleOutcome
+from kiln.tools.errors import KilnInputError
 from kiln.tools.records import CheckRecord
 
 SCHEMA = """
@@ -36,6 +37,15 @@ CREATE TABLE IF NOT EXISTS baselines (
 """
 
 
+def refuse_emptied(path: Path) -> None:
+    """An empty store next to a batch's finished work was truncated, not new: starting over would
+    silently pay for every sample again."""
+    work = path.parent / "problems"
+    if path.exists() and path.stat().st_size == 0 and work.is_dir() and any(work.iterdir()):
+        raise KilnInputError(f"{path} is empty, but {path.parent} holds a batch's work ({work}): the store was "
+                             "truncated; restore it, or move the folder aside to start again")
+
+
 class ResultStore:
     """Thread-safe: one connection guarded by a lock (writes are small and rare)."""
 
@@ -43,10 +53,19 @@ class ResultStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
+        refuse_emptied(path)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            ok = self._db.execute("PRAGMA quick_check").fetchone()
+            if ok is None or ok[0] != "ok":
+                raise sqlite3.DatabaseError(str(ok[0] if ok else "no answer"))
+            self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as err:
+            self._db.close()
+            raise KilnInputError(f"{path} is damaged ({err}): restore it, or move it aside to start the batch "
+                                 "again") from None
 
     def close(self) -> None:
         with self._lock:

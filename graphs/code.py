@@ -15,6 +15,7 @@ from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best, budget_spent
 from kiln.graphs.state import Candidate, RunState, TimeEntry
 from kiln.graphs.strategies import parents_for_round
+from kiln.graphs.suite import active_names, is_current
 
 NO_CODE_HINT = "Reply with exactly one fenced code block holding the whole module (ModelNew included)."
 
@@ -44,11 +45,28 @@ def _mode_and_feedback(state: RunState, parent: Candidate | None) -> tuple[Coder
     return mode, "\n\n".join(parts) or None
 
 
+def best_label(state: RunState, b: Candidate | None) -> tuple[bool, str]:
+    """(passes today's suite?, a few words that are true of it) for the Coder's 'best kernel' block."""
+    if b is None:
+        return True, ""
+    names = active_names(state)
+    if b.correct and is_current(b, names):
+        return True, f"it passes every check and {len(names)} stress case(s)" if names else "it passes every check"
+    if b.failed_cases:
+        return False, f"it fails the stress case(s) {', '.join(b.failed_cases)}"
+    if b.correct:
+        return False, "not yet checked with the newest stress cases"
+    return False, f"status {b.status}, {b.frac_passed:.0%} of the correctness checks passed"
+
+
 def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration: int, sibling: int = 0) -> CoderTask:
     mode, feedback = _mode_and_feedback(state, parent)
     last = parent if parent is None or parent.source_path else None
-    return CoderTask(mode=mode, lang=ctx.options.lang, problem_name=problem_name(ctx), problem_src=problem_src(ctx),
-                     best_src=source_of(ctx, best(state)), last_src=source_of(ctx, last), feedback=feedback,
+    best_correct, best_note = best_label(state, best(state))
+    return CoderTask(mode=mode, lang=ctx.options.lang, dtype=ctx.options.check.dtype, problem_name=problem_name(ctx),
+                     problem_src=problem_src(ctx),
+                     best_src=source_of(ctx, best(state)), best_correct=best_correct, best_note=best_note,
+                     last_src=source_of(ctx, last), feedback=feedback,
                      gpu=ctx.gpu, iteration=iteration, sibling=sibling)
 
 
@@ -56,7 +74,8 @@ def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: Code
     lineage = parent.id if parent and parent.source_path else (parent.parent if parent else None)
     cand = Candidate(id=cid, parent=lineage, iteration=task.iteration, mode=task.mode)
     if not reply.ok or not reply.source:
-        return cand.model_copy(update={"status": "no_code", "coder_error": rundir.redact(reply.error or "no usable code")})
+        return cand.model_copy(update={"status": "no_code", "coder_error": rundir.redact(reply.error or "no usable code"),
+                                       "coder_failure": reply.failure})
     rel = f"candidates/{cid}/kernel.py"
     rundir.write(ctx.run_dir, rel, reply.source)
     return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16]})
@@ -85,7 +104,21 @@ def code(state: RunState, runtime: Runtime[RunContext]) -> dict:
         new[cid] = _write_child(ctx, cid, parent, task, reply)
         rundir.event(ctx.run_dir, "candidate", id=cid, mode=task.mode, parent=parent_id, ok=reply.ok,
                      error=reply.error)
-    return {"iteration": iteration, "candidates": new, "pending": list(new), "usage": usage, "times": times}
+    return {"iteration": iteration, "candidates": new, "pending": list(new), "usage": usage, "times": times,
+            **round_failure(list(new.values()))}
+
+
+def round_failure(children: list[Candidate]) -> dict:
+    """Stop the run when every child of the round failed at the LLM call (or found its budget spent):
+    a dead server or an exhausted budget is not fixed by asking again. Failed replies are listed."""
+    failures = [f"coder: {c.coder_error}" for c in children if c.coder_failure in ("call", "reply")]
+    update: dict = {"llm_failures": failures} if failures else {}
+    kinds = {c.coder_failure for c in children}
+    if children and kinds == {"call"}:
+        update |= {"status": "llm_error", "stop_reason": f"the Coder's LLM call failed: {children[-1].coder_error}"}
+    elif children and kinds == {"budget"}:
+        update |= {"status": "budget", "stop_reason": children[-1].coder_error}
+    return update
 
 
 def unsupported_reason(cands: dict[str, Candidate], ids: list[str]) -> str | None:

@@ -53,7 +53,3 @@ def problem_src(ctx: RunContext) -> str:
 
 def problem_name(ctx: RunContext) -> str:
     return Path(ctx.options.problem).stem
-
-
-def case_paths(ctx: RunContext, state: RunState) -> list[Path]:
-    return [ctx.run_dir / c.path for c in state.get("cases", []) if c.valid]

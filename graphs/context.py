@@ -9,39 +9,51 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, model_validator
 
 from kiln.agents.base import Coder, GpuFacts, Judge, KernelLang, Proposer
+from kiln.agents.llm.usage import Budgets
+from kiln.agents.registry import RoleSpecs
 from kiln.tools.evaluator import Evaluator
+from kiln.tools.records import JSON_SAFE, CheckOptions
 
 Strategy = Literal["linear", "beam", "mcts"]
 
+# flat keywords (the Python API's `run_problem(..., trials=3)`, run.json of older runs) -> nested field
+_FLAT: dict[str, tuple[str, str]] = {
+    "llm": ("roles", "llm"), "coder_llm": ("roles", "coder_llm"), "judge_llm": ("roles", "judge_llm"),
+    "proposer_llm": ("roles", "proposer_llm"), "base_url": ("roles", "base_url"),
+    "max_iters": ("budgets", "max_iters"), "budget_usd": ("budgets", "usd"), "budget_tokens": ("budgets", "tokens"),
+    "budget_minutes": ("budgets", "minutes"), "no_progress": ("budgets", "no_progress_iters"),
+    "trials": ("check", "trials"), "dtype": ("check", "dtype"), "seed": ("check", "seed"),
+    "check_timeout_s": ("check", "timeout_s"), "check_timeout": ("check", "timeout_s"),
+    "isolation": ("check", "isolation"), "bwrap": ("check", "bwrap"),
+}
 
-class Budgets(BaseModel):
-    """Run limits. None means unlimited. Reaching any one stops the run cleanly."""
 
-    model_config = ConfigDict(extra="forbid")
+def fold_flat(data: Any) -> Any:
+    """Move flat keywords into their nested model; an explicit None leaves the default."""
+    if not isinstance(data, dict):
+        return data
+    out = {k: v for k, v in data.items() if k not in _FLAT}
+    for key, (group, field_) in _FLAT.items():
+        if key in data and data[key] is not None:
+            nested = out.get(group)
+            nested = dict(nested) if isinstance(nested, dict) else nested.model_dump() if nested else {}
+            out[group] = {**nested, field_: data[key]}
+    return out
 
-    max_iters: int = Field(default=8, ge=1, description="Coder rounds")
-    usd: float | None = Field(default=None, gt=0)
-    tokens: int | None = Field(default=None, gt=0)
-    minutes: float | None = Field(default=None, gt=0)
-    no_progress_iters: int = Field(default=4, ge=1, description="K: stop after K rounds without a better best")
 
+class LoopOptions(BaseModel):
+    """How the loop runs on any problem: roles, budgets, check options, search. `kiln run` and each
+    sample of `kiln eval` use this one model (the batch config holds one), so an option means the
+    same in both and is defined once."""
 
-class RunOptions(BaseModel):
-    """Everything `kiln run` was asked, minus secrets. Saved as run.json for --resume."""
+    model_config = JSON_SAFE
 
-    model_config = ConfigDict(extra="forbid")
-
-    problem: str = Field(description="absolute path of the problem file")
     lang: KernelLang = "triton"
     device: Literal["cuda", "cpu"] = "cpu"
-    llm: str | None = None
-    coder_llm: str | None = None
-    judge_llm: str | None = None
-    proposer_llm: str | None = None
-    base_url: str | None = None
+    roles: RoleSpecs = Field(default_factory=RoleSpecs)
     llm_cache: str | None = Field(None, description="SQLite LLM-response cache; None: <run dir>/llm_cache.sqlite")
     target_speedup: float = Field(1.0, gt=0, description="the CI's low end vs target_baseline must reach it")
     target_baseline: Literal["eager", "compile"] = Field("eager", description="what the target is measured against")
@@ -50,16 +62,37 @@ class RunOptions(BaseModel):
     beam_children: int = Field(2, ge=1, description="k: children per kept candidate")
     mcts_children: int = Field(2, ge=1, description="children per node before UCT descends")
     mcts_c: float = Field(1.0, ge=0, description="UCT exploration constant")
-    budgets: Budgets = Field(default_factory=lambda: Budgets())
-    trials: int = Field(3, ge=1, description="correctness trials per case and distribution")
-    seed: int | None = Field(None, description="fixed check seed; None: a fresh secret seed per check")
-    check_timeout_s: float = Field(300.0, gt=0)
+    budgets: Budgets = Field(default_factory=Budgets)
+    check: CheckOptions = Field(default_factory=CheckOptions, description="every check's options; the graph adds "
+                                "the stress cases and the device")
     case_timeout_s: float = Field(60.0, gt=0, description="a stress case slower than this is rejected")
     max_cases: int = Field(4, ge=1, description="cases asked of the Proposer per round")
     roofline_stop_pct: float = Field(90.0, description="stop once the best is this close to its floor")
     recursion_limit: int = Field(0, ge=0, description="0: derived from the budgets")
-    isolation: Literal["strict", "best-effort"] = Field("best-effort", description="the OS sandbox's level")
-    bwrap: str | None = Field(None, description="bubblewrap binary (None: on PATH)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold(cls, data: Any) -> Any:
+        return fold_flat(data)
+
+    @model_validator(mode="after")
+    def _check_device(self) -> LoopOptions:
+        self.check = self.check.model_copy(update={"device": self.device, "cases": []})
+        return self
+
+    @property
+    def trials(self) -> int:
+        return self.check.trials
+
+    @property
+    def seed(self) -> int | None:
+        return self.check.seed
+
+
+class RunOptions(LoopOptions):
+    """Everything `kiln run` was asked, minus secrets. Saved as run.json for --resume."""
+
+    problem: str = Field(description="absolute path of the problem file")
 
 
 ProfileFn = Callable[[Path, Path], tuple[str | None, str | None]]

@@ -28,7 +28,17 @@ def final_status(state: RunState, ctx: RunContext) -> tuple[str, str | None]:
     b = best(state)
     if status == "solved" and not (b and b.correct):  # never "solved" with a failing best kernel
         status, reason = "failed", f"best kernel fails a check (was: {reason})"
-    return status, reason
+    return no_code_status(state, status, reason)
+
+
+def no_code_status(state: RunState, status: str, reason: str | None) -> tuple[str, str | None]:
+    """When the Coder answered every time but never with a usable kernel, say so: that is the cause,
+    whatever budget ran out meanwhile."""
+    cands = list(state.get("candidates", {}).values())
+    if not cands or any(c.coder_failure != "reply" for c in cands):
+        return status, reason
+    return "no_code", (f"none of the Coder's {len(cands)} replies held a usable kernel; the last: "
+                       f"{cands[-1].coder_error} (the run stopped on: {reason})")
 
 
 def write_outputs(ctx: RunContext, final: RunState) -> None:

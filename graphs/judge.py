@@ -9,7 +9,9 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from kiln.agents.base import JudgeDecision, JudgeInput
+from kiln.agents.base import CaseView, JudgeDecision, JudgeInput
+from kiln.agents.casecheck import module_sizes
+from kiln.agents.llm.client import clip
 from kiln.graphs import rundir
 from kiln.graphs.code import decision_key
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
@@ -23,9 +25,24 @@ from kiln.graphs.rules import (
     valid_case_names,
 )
 from kiln.graphs.state import Candidate, RunState, TimeEntry
+from kiln.graphs.suite import active_cases
 from kiln.tools.records import CheckRecord
 
 Goto = Literal["code", "propose", "finish"]
+
+
+def failing_case(ctx: RunContext, state: RunState, cand: Candidate) -> CaseView | None:
+    """The smallest stress case the kernel fails (or ran out of time on), as the Judge sees it."""
+    paths = {c.name: ctx.run_dir / c.path for c in active_cases(state)}
+    names = [n for n in cand.failed_cases if n in paths]
+    outcome = "the kernel's output is wrong on it"
+    if not names and cand.timed_out_case in paths:
+        names, outcome = [cand.timed_out_case], "the check's time ran out while the kernel ran it"
+    if not names:
+        return None
+    name = min(names, key=lambda n: len(paths[n].read_text()))
+    src = paths[name].read_text()
+    return CaseView(name=name, sizes=module_sizes(src), source=clip(src, 6000) or "", outcome=outcome)
 
 
 def _judge_input(ctx: RunContext, state: RunState, cand: Candidate) -> JudgeInput:
@@ -40,7 +57,8 @@ def _judge_input(ctx: RunContext, state: RunState, cand: Candidate) -> JudgeInpu
                       best_speedup=speedup_for_target(b, ctx.options)[0] if b else None,
                       target_speedup=ctx.options.target_speedup,
                       iters_without_progress=state.get("no_progress", 0),
-                      stress_passed=stress_ok(state, cand), stress_cases=len(valid_case_names(state)))
+                      stress_passed=stress_ok(state, cand), stress_cases=len(valid_case_names(state)),
+                      failing_case=failing_case(ctx, state, cand), last_override=state.get("last_override"))
 
 
 def _no_code_decision(cand: Candidate) -> JudgeDecision:
@@ -63,6 +81,8 @@ def _route(state: RunState, ctx: RunContext, top: JudgeDecision) -> tuple[Goto, 
     """Apply the hard rules to the Judge's next step."""
     b = best(state)
     correct = b is not None and b.correct
+    if top.failure == "budget":
+        return "finish", top, {"status": "budget", "stop_reason": top.stop_reason or top.diagnosis}
     nxt, why = top.next, None
     if nxt == "stop" and correct:
         return "finish", top, {"status": "stopped", "stop_reason": f"Judge: {top.stop_reason or top.diagnosis}"}
@@ -73,9 +93,6 @@ def _route(state: RunState, ctx: RunContext, top: JudgeDecision) -> tuple[Goto, 
     if nxt == "stress":
         return "propose", top, {}
     top = top.model_copy(update={"next": nxt, "overridden": why}) if why else top
-    spent = iterations_spent(state, ctx.options)
-    if spent:
-        return "finish", top, {"status": "budget", "stop_reason": spent}
     return "code", top, {}
 
 
@@ -87,12 +104,14 @@ def judge(state: RunState, runtime: Runtime[RunContext]) -> Command[Goto]:
         rundir.event(ctx.run_dir, "hard_rule", goto=verdict.goto, reason=verdict.reason)
         update = {"status": verdict.status, "stop_reason": verdict.reason} if verdict.goto == "finish" else {}
         return Command(goto=verdict.goto, update=update)
+    spent = iterations_spent(state, ctx.options)
+    if spent:  # no Coder round follows: a decision could not be acted on, so none is asked for
+        rundir.event(ctx.run_dir, "judge_skipped", reason=spent)
+        return Command(goto="finish", update={"status": "budget", "stop_reason": spent})
     cands = state.get("candidates", {})
     frontier = [cands[c] for c in state.get("frontier", []) if c in cands]  # ranked, or the stressed one first
-    if not frontier:  # MCTS chose the root: a fresh generation, still bounded by the iteration budget
-        spent = iterations_spent(state, ctx.options)
-        return Command(goto="finish", update={"status": "budget", "stop_reason": spent}) if spent \
-            else Command(goto="code", update={})
+    if not frontier:  # MCTS chose the root: a fresh generation
+        return Command(goto="code", update={})
     decisions: dict[str, JudgeDecision] = {}
     usage, times = [], []
     for cand in frontier:
@@ -103,9 +122,12 @@ def judge(state: RunState, runtime: Runtime[RunContext]) -> Command[Goto]:
         if secs:
             usage.append(decisions[key].usage.model_copy(update={"role": decisions[key].usage.role or "judge"}))
             times.append(TimeEntry(iteration=state.get("iteration", 0), kind="llm", seconds=secs))
+    failed = [f"judge: {d.error}" for d in decisions.values() if d.error and d.failure in ("call", "reply")]
     top_key = decision_key(frontier[0])
     top = decisions.get(top_key) or state.get("decisions", {})[top_key]
     goto, top, update = _route(state, ctx, top)
     decisions[top_key] = top
+    update["last_override"] = f"on {frontier[0].id}: {top.overridden}" if top.overridden else None
     rundir.event(ctx.run_dir, "route", goto=goto, judge_next=top.next, candidate=frontier[0].id)
-    return Command(goto=goto, update={"decisions": decisions, "usage": usage, "times": times, **update})
+    return Command(goto=goto, update={"decisions": decisions, "usage": usage, "times": times, **update,
+                                      **({"llm_failures": failed} if failed else {})})

@@ -39,7 +39,7 @@ class Progress:
             self._custom(part["data"])
         elif part["type"] == "updates":
             for node, update in (part["data"] or {}).items():
-                if isinstance(update, dict):
+                if isinstance(update, dict) and not node.startswith("__"):  # LangGraph's own keys
                     self._update(node, update)
                     if self._plain:
                         self.console.print(self.line(), highlight=False, markup=False)

@@ -11,14 +11,16 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from kiln.agents.base import ProposerInput
+from kiln.agents.base import ProposerInput, ProposerReply
 from kiln.graphs import rundir
-from kiln.graphs.cases import safe_name, validate
-from kiln.graphs.common import case_paths, problem_name, problem_src, source_of, timed
+from kiln.graphs.cases import problem_numel, safe_name, validate
+from kiln.graphs.checks import best_after, check_candidate, settle
+from kiln.graphs.common import problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
-from kiln.graphs.evaluate import apply_record, best_after, run_check, stage_times
 from kiln.graphs.rules import best
 from kiln.graphs.state import Candidate, RunState, StressCase, TimeEntry
+from kiln.graphs.suite import Suite, cost_lines, is_current
+from kiln.tools.records import CheckRecord
 
 
 def _repro(ctx: RunContext, cand: Candidate, suite: list[Path]) -> str | None:
@@ -31,10 +33,22 @@ def _repro(ctx: RunContext, cand: Candidate, suite: list[Path]) -> str | None:
             f"Minimal repro (problem format):\n```python\n{smallest.read_text()}\n```")
 
 
-def _recheck(ctx: RunContext, cand: Candidate, suite: list[Path], it: int) -> tuple[Candidate, list[TimeEntry]]:
-    record = run_check(ctx, cand, suite)
-    updated = apply_record(ctx, cand, record, suite)
-    return updated.model_copy(update={"feedback": _repro(ctx, updated, suite)}), stage_times(record, it)
+def _recheck(ctx: RunContext, cand: Candidate, suite: Suite, it: int) -> tuple[Candidate, list[TimeEntry]]:
+    updated, times = check_candidate(ctx, cand, suite, it)
+    return updated.model_copy(update={"feedback": _repro(ctx, updated, suite.paths(ctx))}), times
+
+
+def cost_facts(ctx: RunContext, cand: Candidate) -> dict:
+    """What a new case will cost: the device, the calls per case, the correctness stage's time (one
+    for all cases), and the candidate's own measured time per call on each case so far."""
+    from kiln.tools.check.api import stage_timeouts
+    from kiln.tools.inputs import DISTRIBUTIONS  # imports torch: only when a propose round runs
+
+    check = ctx.options.check
+    record = CheckRecord.model_validate_json((ctx.run_dir / cand.check_path).read_text()) if cand.check_path else None
+    return {"device": ctx.options.device, "calls_per_case": check.trials * len(DISTRIBUTIONS) * 2,
+            "correctness_s": stage_timeouts(check)["correctness"],
+            "case_costs": cost_lines(record) if record else []}
 
 
 def _validate_all(ctx: RunContext, proposed: list, taken: set[str], round_: int) -> list[StressCase]:
@@ -51,7 +65,8 @@ def _validate_all(ctx: RunContext, proposed: list, taken: set[str], round_: int)
 def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[StressCase], dict]:
     inp = ProposerInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
                         candidate_src=source_of(ctx, cand) or "",
-                        existing_cases=[c.name for c in state.get("cases", [])], max_cases=ctx.options.max_cases)
+                        existing_cases=[c.name for c in state.get("cases", [])], max_cases=ctx.options.max_cases,
+                        **cost_facts(ctx, cand))
     t0 = time.monotonic()
     reply = ctx.proposer.propose(inp)
     secs = time.monotonic() - t0
@@ -63,7 +78,21 @@ def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[Stress
     it = state.get("iteration", 0)
     times = [TimeEntry(iteration=it, kind="llm", seconds=secs),
              TimeEntry(iteration=it, kind="verify", seconds=time.monotonic() - t0)]
-    return new, {"usage": [usage], "times": times, "stress_rounds": 1}
+    return new, {"usage": [usage], "times": times, "stress_rounds": 1, **proposer_failure(reply)}
+
+
+def proposer_failure(reply: ProposerReply) -> dict:
+    """A failed call ends the run (`llm_error`): a kernel is never called stress-tested because the
+    Proposer could not be reached. A spent budget ends it as `budget`; a bad reply is only listed."""
+    if reply.failure is None or not reply.error:
+        return {}
+    error = rundir.redact(reply.error)
+    update: dict = {"llm_failures": [f"proposer: {error}"]} if reply.failure != "budget" else {}
+    if reply.failure == "call":
+        update |= {"status": "llm_error", "stop_reason": f"the Proposer's LLM call failed: {error}"}
+    elif reply.failure == "budget":
+        update |= {"status": "budget", "stop_reason": error}
+    return update
 
 
 @timed("propose")
@@ -71,22 +100,28 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     cand = best(state)
     assert cand is not None and cand.source_path is not None, "the Judge stresses only a correct kernel"
-    suite = case_paths(ctx, state)
+    suite, it = Suite.of(state), state.get("iteration", 0)
+    if suite.problem_numel is None:
+        suite.problem_numel = problem_numel(ctx)
     update: dict = {"times": []}
     new_cases: list[StressCase] = []
-    it = state.get("iteration", 0)
-    if not set(p.stem for p in suite) <= set(cand.cases_checked):
+    if not is_current(cand, suite.names()):
         cand, times = _recheck(ctx, cand, suite, it)  # cases written for other candidates come first
         update["times"] += times
     if cand.correct:
         new_cases, asked = _ask(ctx, state, cand)
         update = {**asked, "times": update["times"] + asked["times"]}
-        added = [ctx.run_dir / c.path for c in new_cases if c.valid]
-        if added:
-            cand, times = _recheck(ctx, cand, suite + added, it)
+        suite.add(new_cases)
+        if any(c.valid for c in new_cases):
+            cand, times = _recheck(ctx, cand, suite, it)
             update["times"] += times
     cands = {**state.get("candidates", {}), cand.id: cand}
-    frontier = [cand.id, *[f for f in state.get("frontier", []) if f != cand.id]]
+    settled, times = settle(ctx, cands, suite, it)  # the suite grew: older verdicts are checked again
+    cands.update(settled)
+    update["times"] += times
     rundir.event(ctx.run_dir, "stress", candidate=cand.id, correct=cand.correct, failed=cand.failed_cases)
-    return {**update, "cases": new_cases, "candidates": {cand.id: cand}, "best_id": best_after(cands),
-            "frontier": frontier}
+    new_best = best_after(cands, suite.names())
+    # the stressed kernel goes first: when it failed a new case, the counterexample is its repair
+    frontier = [cand.id, *[f for f in state.get("frontier", []) if f != cand.id]]
+    return {**update, "cases": new_cases, "candidates": {cand.id: cand, **settled}, "best_id": new_best,
+            "frontier": frontier, "retired": suite.retired_now, "problem_numel": suite.problem_numel}

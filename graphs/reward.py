@@ -3,8 +3,11 @@
 
 Speed counts only once every correctness check passes (the gating KernelZero's CA-GRPO uses):
 
-- failing, rejected or not built: the fraction of correctness trials passed, in [0, 1) (0 for a
-  compile error, a crash, or an integrity rejection: a cheat earns nothing);
+- failing, rejected or not built: the check's correctness score, in [0, 1): the fraction of the
+  planned (case, input distribution) groups that passed, with every case attempted, so it does not
+  depend on the order of the cases or on where the time ran out (0 for a compile error, a crash, or
+  an integrity rejection: a cheat earns nothing). Records without a score fall back to the fraction
+  of trials passed;
 - correct, speed not measured (CPU): exactly 1;
 - correct and timed: 2 + ln(speedup vs eager), floored at 1, so any correct kernel outranks every
   failing one and a 1.0x kernel scores 2.
@@ -14,13 +17,13 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from kiln.tools.records import CheckRecord
+from kiln.tools.records import JSON_SAFE, CheckRecord
 
 
 class Reward(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     reward: float
     correct: bool
@@ -30,10 +33,13 @@ class Reward(BaseModel):
 
 
 def frac_passed(record: CheckRecord) -> float:
+    """The order-independent score when the check gives one, else trials passed / compared."""
     c = record.correctness
-    if c is None or c.n_trials == 0:
+    if c is None:
         return 0.0
-    return c.n_passed / c.n_trials
+    if c.score is not None:
+        return c.score
+    return c.n_passed / c.n_trials if c.n_trials else 0.0
 
 
 def reward_of(record: CheckRecord) -> Reward:

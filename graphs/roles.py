@@ -25,19 +25,16 @@ class Roles:
 
 def role_specs(opts: RunOptions) -> dict[str, str]:
     """Each role's spec: its own flag, else --llm, else builtin."""
-    own = {"coder": opts.coder_llm, "judge": opts.judge_llm, "proposer": opts.proposer_llm}
-    return {r: own[r] or opts.llm or "builtin" for r in ROLES}
+    return {r: opts.roles.spec(r) for r in ROLES}
 
 
 def _registry(opts: RunOptions, specs: dict[str, str], run_dir: Path) -> Any:
-    from kiln.agents.llm.usage import Budgets
     from kiln.agents.registry import resolve_roles
 
-    b = opts.budgets
-    return resolve_roles(opts.llm, coder=specs["coder"], judge=specs["judge"], proposer=specs["proposer"],
-                         base_url=opts.base_url, lang=opts.lang, cache_path=Path(opts.llm_cache) if opts.llm_cache else run_dir / "llm_cache.sqlite",
-                         budgets=Budgets(usd=b.usd, tokens=b.tokens, minutes=b.minutes), device=opts.device,
-                         no_progress_k=b.no_progress_iters)
+    cache = Path(opts.llm_cache) if opts.llm_cache else run_dir / "llm_cache.sqlite"
+    return resolve_roles(opts.roles.llm, coder=specs["coder"], judge=specs["judge"], proposer=specs["proposer"],
+                         base_url=opts.roles.base_url, lang=opts.lang, cache_path=cache, budgets=opts.budgets,
+                         device=opts.device, no_progress_k=opts.budgets.no_progress_iters)
 
 
 def resolve(opts: RunOptions, run_dir: Path) -> Roles:

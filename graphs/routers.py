@@ -12,8 +12,15 @@ from kiln.graphs.rules import budget_spent
 from kiln.graphs.state import RunState
 
 
+def stopping(state: RunState) -> bool:
+    """A node already decided the run ends (an LLM call failed for good, a role found its budget spent)."""
+    return state.get("status") not in (None, "running")
+
+
 def after_code(state: RunState, runtime: Runtime[RunContext]) -> Literal["evaluate", "finish"]:
-    """Stop when the Coder declined every child as unsupported (never fake a kernel)."""
+    """Stop when the Coder declined every child as unsupported (never fake a kernel), or could not be reached."""
+    if stopping(state):
+        return "finish"
     cands, new = state.get("candidates", {}), state.get("pending", [])
     if new and all(cands[c].source_path is None for c in new) and unsupported_reason(cands, new):
         return "finish"
@@ -25,4 +32,4 @@ def after_evaluate(state: RunState, runtime: Runtime[RunContext]) -> Literal["pr
 
 
 def after_propose(state: RunState, runtime: Runtime[RunContext]) -> Literal["judge", "finish"]:
-    return "finish" if budget_spent(state, runtime.context.options) else "judge"
+    return "finish" if stopping(state) or budget_spent(state, runtime.context.options) else "judge"

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from kiln.graphs.context import RunOptions
 from kiln.graphs.state import Candidate, RunState
+from kiln.graphs.suite import active_names, is_current
+from kiln.tools.records import JSON_SAFE
 
 
 class Verdict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     goto: Literal["finish", "propose"]
     status: str = "running"
@@ -31,14 +33,15 @@ def best(state: RunState) -> Candidate | None:
 
 
 def valid_case_names(state: RunState) -> list[str]:
-    return [c.name for c in state.get("cases", []) if c.valid]
+    """The stress cases in the suite now (valid, not retired)."""
+    return sorted(active_names(state))
 
 
 def stress_ok(state: RunState, cand: Candidate) -> bool:
-    """At least one propose round ran, and the candidate passed every valid case on record."""
+    """At least one propose round ran, and the candidate passed every case of today's suite."""
     if state.get("stress_rounds", 0) < 1 or not cand.correct or cand.failed_cases:
         return False
-    return set(valid_case_names(state)) <= set(cand.cases_checked)
+    return is_current(cand, active_names(state))
 
 
 def speedup_for_target(cand: Candidate, opts: RunOptions) -> tuple[float | None, float | None]:

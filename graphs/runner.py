@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.errors import GraphRecursionError
 
 from kiln.graphs import rundir
-from kiln.graphs.context import ProfileFn, RunContext, RunOptions
+from kiln.graphs.context import LoopOptions, ProfileFn, RunContext, RunOptions
 from kiln.graphs.finish import write_outputs
 from kiln.graphs.graph import build_graph, recursion_limit
 from kiln.graphs.persist import open_checkpointer, run_config
@@ -28,7 +28,7 @@ RUN_FILE = "run.json"
 
 def resolve_device(device: str) -> str:
     if device not in ("auto", "cuda", "cpu"):
-        raise KilnConfigError(f"--device must be auto, cuda or cpu, not {device!r}")
+        raise KilnConfigError(f"--device must be one of auto, cuda, cpu (got {device!r})")
     if device == "cpu":
         return device
     import torch
@@ -80,37 +80,33 @@ def _drive(ctx: RunContext, inp: dict | None, progress: Progress) -> RunSummary:
     return RunSummary.model_validate_json((ctx.run_dir / "summary.json").read_text())
 
 
-_BUDGET_FLAGS = {"max_iters": "max_iters", "budget_usd": "usd", "budget_tokens": "tokens",
-                 "budget_minutes": "minutes", "no_progress": "no_progress_iters"}
-
-
-def make_options(problem: Path, options: dict[str, Any]) -> RunOptions:
-    """RunOptions from keyword arguments; budgets may come flat (max_iters=, budget_usd=, ...)."""
-    options = dict(options)
-    budgets = dict(options.pop("budgets", None) or {})
-    for flag, field in _BUDGET_FLAGS.items():
-        if flag in options:
-            budgets[field] = options.pop(flag)
-    device = resolve_device(options.pop("device", "auto"))
-    return RunOptions(problem=str(problem), device=device, budgets=budgets, **options)
+def make_options(problem: Path, options: dict[str, Any], loop: LoopOptions | None = None) -> RunOptions:
+    """RunOptions for `problem`: `loop`'s settings (when given), then keyword options, flat
+    (`trials=3`, `max_iters=4`, `llm=...`) or nested (`budgets={...}`). Raises ValidationError."""
+    data = {**(loop.model_dump() if loop else {}), **options}
+    data["device"] = resolve_device(data.get("device", "auto"))
+    return RunOptions(**{**data, "problem": str(problem)})
 
 
 def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None = None,
                 evaluator: Evaluator | None = None, progress: Progress | None = None, gpu: Any = None,
-                profiler: ProfileFn | None = None, **options: Any) -> RunSummary:
-    """Run the loop on one problem file; returns the summary also written to `<run dir>/summary.json`."""
+                profiler: ProfileFn | None = None, loop: LoopOptions | None = None, **options: Any) -> RunSummary:
+    """Run the loop on one problem file; returns the summary also written to `<run dir>/summary.json`.
+    `loop` carries the options as one model (what `kiln run` and `kiln eval` build); keyword options
+    add to it or stand alone (the Python API: `run_problem(path, llm=..., max_iters=4)`)."""
     problem = Path(problem).resolve()
     if not problem.is_file():
         raise KilnInputError(f"problem file not found: {problem}")
     from kiln.tools.problem import load_problem
 
     load_problem(problem)  # a broken problem fails here, in one line, before any LLM call
-    opts = make_options(problem, options)
+    opts = make_options(problem, options, loop)
     run_dir = Path(out or default_run_dir(problem)).resolve()
     if (run_dir / RUN_FILE).exists():
         raise KilnInputError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
     rundir.write_json(run_dir, RUN_FILE, opts)
+    rundir.write(run_dir, "README.md", (Path(__file__).parent / "rundir_readme.md").read_text())
     ctx = make_context(opts, run_dir, roles, evaluator, gpu, profiler)
     rundir.event(run_dir, "start", problem=str(problem), device=opts.device, strategy=opts.strategy)
     return _drive(ctx, {"status": "running", "iteration": 0}, progress or Progress(live=False))

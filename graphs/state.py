@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, TypedDict, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from kiln.agents.base import CoderMode, JudgeDecision, Usage
+from kiln.tools.records import JSON_SAFE
 
 T = TypeVar("T")
 
 Stage = Literal["start", "code", "evaluate", "profile", "judge", "propose", "finish"]
-RunStatus = Literal["running", "solved", "stopped", "budget", "no_progress", "unsupported", "failed"]
+RunStatus = Literal["running", "solved", "stopped", "budget", "no_progress", "unsupported", "failed", "llm_error",
+                    "no_code"]
+"""`llm_error`: a role's LLM call failed for good (server unreachable, HTTP errors after the retries, a
+malformed body); `no_code`: the Coder answered, but none of its replies held a usable kernel."""
 
 
 # ----------------------------------------------------------------------------- reducers
@@ -48,7 +52,7 @@ def merge(old: dict[str, T], new: dict[str, T]) -> dict[str, T]:
 
 
 class StateRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
 
 class Candidate(StateRecord):
@@ -61,9 +65,11 @@ class Candidate(StateRecord):
     source_path: str | None = Field(None, description="run-dir-relative kernel file")
     source_sha: str | None = None
     coder_error: str | None = Field(None, description="why the Coder's reply had no usable code")
+    coder_failure: str | None = Field(None, description="'call' (the LLM call failed), 'budget' or 'reply'")
     status: str = Field("pending", description="'pending', 'no_code', or the CheckRecord status")
     correct: bool = False
-    frac_passed: float = Field(0.0, description="correctness trials passed / run (0 if it never ran)")
+    frac_passed: float = Field(0.0, description="the check's correctness score (groups passed / planned; "
+                                                "trials passed / run for older records); 0 if it never ran")
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedup_eager_ci_low: float | None = Field(None, description="low end of the 95% CI vs eager")
@@ -73,6 +79,7 @@ class Candidate(StateRecord):
     check_path: str | None = Field(None, description="run-dir-relative CheckRecord JSON")
     cases_checked: list[str] = Field(default_factory=list, description="stress cases in its last check")
     failed_cases: list[str] = Field(default_factory=list, description="stress cases it failed")
+    timed_out_case: str | None = Field(None, description="the case its check's time ran out in, if it did")
     feedback: str | None = Field(None, description="what a repair needs: error, mismatch, repro")
 
 
@@ -85,6 +92,8 @@ class StressCase(StateRecord):
     reason: str = Field("", description="why rejected, or 'ok'")
     rationale: str = ""
     round: int = Field(description="propose round that produced it")
+    reference_s: float | None = Field(None, description="the reference's forward on it, seconds (validation run)")
+    input_numel: int | None = Field(None, description="elements in its inputs")
 
 
 class TimeEntry(StateRecord):
@@ -127,12 +136,18 @@ class RunState(TypedDict, total=False):
     """Candidate ids the next Coder round starts from (beam members, MCTS leaf, linear last)."""
     decisions: Annotated[dict[str, JudgeDecision], merge]
     """The Judge's latest decision per candidate id (after hard rules)."""
+    last_override: Annotated[str | None, replace]
+    """When the Judge's last decision was changed by a hard rule: what it asked and what happened."""
     best_id: Annotated[str | None, replace]
     """Highest-reward candidate."""
     no_progress: Annotated[int, replace]
     """Consecutive Coder rounds without a better best reward."""
     cases: Annotated[list[StressCase], append]
     """Every Proposer case with its validation result."""
+    problem_numel: Annotated[int | None, replace]
+    """Elements in the problem's own inputs (measured at the first propose round)."""
+    retired: Annotated[dict[str, str], merge]
+    """Cases taken out of the suite by rule (a correct candidate could not finish them), with why."""
     stress_rounds: Annotated[int, add]
     """Propose rounds run."""
     usage: Annotated[list[Usage], append]
@@ -146,6 +161,8 @@ class RunState(TypedDict, total=False):
     tree: Annotated[dict[str, TreeStats], merge]
     """MCTS visit counts and value sums, by candidate id ('root' for the root)."""
     status: Annotated[str, replace]
-    """'running' until the finish node sets the final status."""
+    """'running' until the finish node sets the final status (a node may set it earlier to stop)."""
+    llm_failures: Annotated[list[str], append]
+    """'role: what failed' for every LLM call or reply that failed (the summary lists them)."""
     stop_reason: Annotated[str | None, replace]
     """Why the run stopped, in plain words."""

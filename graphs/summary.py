@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from kiln.graphs.context import RunOptions
 from kiln.graphs.rules import best, cost_usd
 from kiln.graphs.state import RunState
+from kiln.graphs.suite import active_names, is_current
+from kiln.tools.records import JSON_SAFE
 
 
 class Summary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
 
 class BestKernel(Summary):
@@ -24,6 +26,7 @@ class BestKernel(Summary):
     speedup_vs_compile: float | None = Field(default=None, description="None when not measured")
     reward: float | None = None
     check_path: str | None = Field(default=None, description="its latest CheckRecord (absolute path)")
+    failed_cases: list[str] = Field(default_factory=list, description="stress cases of the final suite it fails")
 
 
 class IterationTimes(Summary):
@@ -55,8 +58,14 @@ class RunSummary(Summary):
     note: str | None = None
     best: BestKernel
     iterations: int
-    candidates: int
-    stress_cases: int = Field(description="valid Proposer cases in the suite")
+    candidates: int = Field(description="kernels the Coder wrote (replies with usable code)")
+    replies_without_code: int = Field(0, description="Coder replies with no usable kernel")
+    llm_failures: list[str] = Field(default_factory=list, description="'role: error' of every failed LLM call or "
+                                                                      "unusable reply, in order")
+    suite_note: str | None = Field(None, description="said plainly when the best kernel does not pass the final "
+                                                     "suite (the problem and every active stress case)")
+    stress_cases: int = Field(description="stress cases in the final suite (valid, not retired)")
+    retired_cases: dict[str, str] = Field(default_factory=dict, description="cases retired by rule, with why")
     stress_rounds: int
     tokens: int
     input_tokens: int
@@ -89,12 +98,28 @@ def _by_role(state: RunState) -> dict[str, RoleUsage]:
 
 
 def _best(state: RunState, run_dir: Path) -> BestKernel:
+    """`correct` means: passes the final suite (a pass under an earlier, smaller suite does not count)."""
     b = best(state)
     if b is None or b.source_path is None:
         return BestKernel()
-    return BestKernel(path=str(run_dir / "best_kernel.py"), candidate=b.id, correct=b.correct,
+    correct = b.correct and is_current(b, active_names(state))
+    return BestKernel(path=str(run_dir / "best_kernel.py"), candidate=b.id, correct=correct,
                       speedup_vs_eager=b.speedup_vs_eager, speedup_vs_compile=b.speedup_vs_compile,
-                      reward=b.reward, check_path=str(run_dir / b.check_path) if b.check_path else None)
+                      reward=b.reward, check_path=str(run_dir / b.check_path) if b.check_path else None,
+                      failed_cases=b.failed_cases)
+
+
+def suite_note(state: RunState) -> str | None:
+    """None when the best kernel passes the final suite; otherwise what is true, in one sentence."""
+    b, names = best(state), active_names(state)
+    if b is None or b.source_path is None or (b.correct and is_current(b, names)):
+        return None
+    suite = ", ".join(["the problem", *sorted(names)])
+    if b.correct:
+        missing = ", ".join(sorted(names - set(b.cases_checked))) or "the final suite"
+        return f"the best kernel ({b.id}) passed an earlier suite but was never checked with {missing}"
+    fails = ", ".join(b.failed_cases) or f"status {b.status}"
+    return f"no kernel passes every case of the final suite ({suite}); the best ({b.id}) fails: {fails}"
 
 
 def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummary:
@@ -106,8 +131,12 @@ def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummar
     return RunSummary(
         status=state.get("status") or "stopped", stop_reason=state.get("stop_reason"), problem=opts.problem,
         run_dir=str(run_dir), device=opts.device, lang=opts.lang, strategy=opts.strategy, speed_measured=measured,
-        note=note, best=b, iterations=state.get("iteration", 0), candidates=len(state.get("candidates", {})),
-        stress_cases=sum(c.valid for c in state.get("cases", [])), stress_rounds=state.get("stress_rounds", 0),
+        note=note, best=b, iterations=state.get("iteration", 0),
+        candidates=sum(c.source_path is not None for c in state.get("candidates", {}).values()),
+        replies_without_code=sum(c.source_path is None for c in state.get("candidates", {}).values()),
+        llm_failures=state.get("llm_failures", [])[-50:],
+        stress_cases=len(active_names(state)), stress_rounds=state.get("stress_rounds", 0),
+        suite_note=suite_note(state), retired_cases=state.get("retired", {}),
         tokens=sum(u.input_tokens + u.output_tokens for u in usage),
         input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
         cost_usd=cost_usd(state), usage_by_role=_by_role(state), per_iteration=_per_iteration(state),

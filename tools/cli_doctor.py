@@ -77,7 +77,8 @@ def check_cuda() -> DoctorItem:
     release = [ln.split("release", 1)[1].strip(" ,") for ln in out.splitlines() if "release" in ln]
     nvcc_v = (release[0] if release else out.splitlines()[-1].strip()) if rc == 0 and out else None
     torch_cuda = torch.version.cuda
-    detail = f"torch built for CUDA {torch_cuda or '-'} ; nvcc: {nvcc_v or 'not found'}"
+    built = f"torch built for CUDA {torch_cuda}" if torch_cuda else "torch is a CPU build (no CUDA)"
+    detail = f"{built}; nvcc: {nvcc_v or 'not found'}"
     if nvcc_v is None:
         return DoctorItem(name="CUDA / nvcc", status="WARN", detail=detail,
                           fix="install the CUDA toolkit (nvcc) for load_inline candidates and CPU compile checks")

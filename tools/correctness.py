@@ -285,13 +285,31 @@ def _hint(e_bad: torch.Tensor, a_bad: torch.Tensor, ok: torch.Tensor, new_nan: b
         bad_cols = (~ok).reshape(-1, ok.shape[-1]).any(0).nonzero().flatten()
         if bad_cols.numel() and int(bad_cols.min()) >= ok.shape[-1] - 2:
             return " Only the last column(s) differ: check the boundary mask / off-by-one at the tail."
-    nonzero = e_bad.abs() > 1e-6
-    if int(nonzero.sum()) > 3:
-        ratio = a_bad[nonzero] / e_bad[nonzero]
-        if float(ratio.std()) < 1e-3 * abs(float(ratio.mean())) + 1e-9:
-            return f" actual/expected is a constant {float(ratio.mean()):.4g}: a missing or extra scale factor."
+    shape = _scale_or_offset(e_bad, a_bad)
+    if shape:
+        return shape
     if e_bad.numel() > 0.5 * ok.numel():
         return " Most elements differ: check the reduction axis, the indexing or the formula."
+    return ""
+
+
+def _scale_or_offset(e: torch.Tensor, a: torch.Tensor) -> str:
+    """A constant ratio is claimed only where the expected values vary enough to show one: an added
+    term c makes actual/expected = 1 + c/expected, which is also near-constant when the expected
+    values are (the transcripts' logsumexp: +0.68 everywhere read as "a constant 1.164")."""
+    keep = e.abs() > 1e-6
+    if int(keep.sum()) <= 3:
+        return ""
+    e, a = e[keep], a[keep]
+    ratio, offset = a / e, a - e
+    varies = float(e.std()) > 1e-2 * float(e.abs().mean())
+    if varies and float(ratio.std()) < 1e-3 * abs(float(ratio.mean())) + 1e-9:
+        return f" actual/expected is a constant {float(ratio.mean()):.4g}: a missing or extra scale factor."
+    if float(offset.std()) < 1e-2 * abs(float(offset.mean())) + 1e-9:
+        return (f" actual - expected is a near-constant {float(offset.mean()):+.4g}"
+                + (": an extra or missing added term (a bias, padded lanes counted in a sum or max, an offset)."
+                   if varies else "; the expected values barely vary here, so an added term and a scale "
+                   "factor look alike: check both."))
     return ""
 
 

@@ -31,10 +31,17 @@ Verdict = Literal["faster", "slower", "tie", "not_measured"]
 Isolation = Literal["strict", "best-effort"]
 
 
-class Record(BaseModel):
-    """Base for all records: strict field names, JSON round-trip."""
+JSON_SAFE = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+"""The config every kiln record uses: unknown fields refused, and NaN / +-Inf written as the JSON
+strings "NaN", "Infinity", "-Infinity" (pydantic's default writes `null`, which a float field then
+refuses to read back: a kernel that leaves NaN in its output broke every later read of its record).
+The output stays standard JSON; reading it back gives the same floats."""
 
-    model_config = ConfigDict(extra="forbid")
+
+class Record(BaseModel):
+    """Base for all records: strict field names, JSON round-trip (NaN and infinities included)."""
+
+    model_config = JSON_SAFE
 
 
 # ----------------------------------------------------------------------------- options

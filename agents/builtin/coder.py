@@ -13,8 +13,9 @@ import re
 
 from kiln.agents.base import CoderReply, CoderTask, Usage
 from kiln.agents.builtin import space
-from kiln.agents.builtin.problem import Unsupported
+from kiln.agents.builtin.problem import BrokenProblem, Unsupported
 from kiln.agents.builtin.source import Analysis, analyze, read_header, render
+from kiln.tools.errors import KilnInputError
 
 UNSUPPORTED = "unsupported by the built-in coder: "
 RESOURCE_WORDS = ("out of resource", "outofresources", "shared memory", "registers", "too many resources")
@@ -35,6 +36,8 @@ class BuiltinCoder:
             an = analyze(task.problem_src)
         except Unsupported as err:
             return _fail(f"{UNSUPPORTED}{err}")
+        except BrokenProblem as err:
+            raise KilnInputError(f"{task.problem_name}: the reference problem is broken: {err}") from None
         knobs, visited, note = self._choose(an, task)
         if knobs is None:
             return _fail(note)

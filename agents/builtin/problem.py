@@ -22,6 +22,18 @@ class Unsupported(Exception):
     """The built-in coder does not cover this problem; the message says what."""
 
 
+class BrokenProblem(Exception):
+    """The problem's own code raised (get_inputs, get_init_inputs, Model's constructor): bad input,
+    not a gap in the templates. The message names the call and the error."""
+
+
+def _call(what: str, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as err:  # noqa: BLE001 - the user's code may raise anything
+        raise BrokenProblem(f"{what} raised {type(err).__name__}: {err}") from None
+
+
 @dataclass
 class Problem:
     """What the templates need from a problem: its traced graph and the Model's source pieces."""
@@ -89,7 +101,7 @@ def meta_inputs(ns: dict[str, Any]) -> list[Any]:
         with torch.device("meta"):
             return list(ns["get_inputs"]())
     except Exception:  # noqa: BLE001 - numpy interop and the like: draw them for real
-        return list(ns["get_inputs"]())
+        return list(_call("get_inputs()", ns["get_inputs"]))
 
 
 def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
@@ -107,7 +119,7 @@ def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
     `override` sets model attributes before tracing (to see what an attribute controls)."""
     ns = load_problem_src(src)
     torch.manual_seed(0)
-    model = ns["Model"](*ns["get_init_inputs"]())
+    model = _call("Model(*get_init_inputs())", lambda: ns["Model"](*ns["get_init_inputs"]()))
     for name, value in (override or {}).items():
         setattr(model, name, value)
     try:

@@ -77,7 +77,14 @@ class BuiltinProposer:
         return sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
 
     def _valid(self, src: str) -> bool:
-        """Run the reference on the case: it must build, stay small enough, finish and be finite."""
+        """Run the reference on the case: it must build, stay small enough, finish and be finite.
+        Seeded (without touching the caller's generator), so the verdict does not depend on what
+        ran in this process before."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return self._valid_seeded(src)
+
+    def _valid_seeded(self, src: str) -> bool:
         try:
             ns = load_problem_src(src)
             inputs = list(ns["get_inputs"]())

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from kiln.agents.llm.cache import SqliteLLMCache
 from kiln.agents.llm.transport import TransportSettings
 from kiln.tools.errors import KilnConfigError
+from kiln.tools.records import JSON_SAFE
 
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
 
@@ -38,7 +39,7 @@ DEFAULT_METHOD: dict[str, StructuredMethod] = {
 class LLMSpec(BaseModel):
     """One role's backend: provider, model (or script path), and the server URL if any."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(**JSON_SAFE, frozen=True)
 
     provider: str
     model: str = ""

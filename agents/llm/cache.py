@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -42,9 +43,14 @@ TRANSPORT_KWARGS = frozenset(
 )
 
 
+_CALL_TIMEOUT = re.compile(r"\('timeout', [^()]*?\)(, )?")
+
+
 def normalize_llm_string(llm_string: str) -> str:
-    """Drop transport kwargs from langchain's `dumps(model)---params` string."""
+    """Drop transport kwargs from langchain's `dumps(model)---params` string: the constructor's, and a
+    call's own `timeout` (cut to the minutes budget left, so it differs from call to call)."""
     head, sep, tail = llm_string.partition("---")
+    tail = _CALL_TIMEOUT.sub("", tail).replace(", ]", "]")
     try:
         data = json.loads(head)
     except ValueError:

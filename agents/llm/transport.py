@@ -12,7 +12,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from kiln.tools.records import JSON_SAFE
 
 T = TypeVar("T")
 
@@ -22,7 +24,7 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 class TransportSettings(BaseModel):
     """How one chat model talks to its server."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     timeout_s: float = Field(180.0, gt=0, description="per request")
     max_attempts: int = Field(4, ge=1, description="first try plus retries")
@@ -87,20 +89,35 @@ def describe(exc: BaseException) -> str:
     return f"{prefix}: {text}" if text else prefix
 
 
+def attempt_timeout_s(settings: TransportSettings, seconds_left: float | None) -> float | None:
+    """This attempt's timeout: the configured one, cut to the budget left (None: no minutes budget,
+    the client's own timeout applies). Raises BudgetExhausted when nothing is left."""
+    if seconds_left is None:
+        return None
+    if seconds_left <= 0.5:
+        raise BudgetExhausted("budget-minutes spent: no time left for another LLM request")
+    return min(settings.timeout_s, seconds_left)
+
+
 def call_with_retries(
-    fn: Callable[[], T],
+    fn: Callable[[float | None], T],
     settings: TransportSettings,
     *,
     on_retry: Callable[[int, BaseException, float], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    seconds_left: Callable[[], float | None] = lambda: None,
 ) -> T:
-    """Call `fn`, retrying retryable errors up to `settings.max_attempts` in all.
+    """Call `fn(timeout_s)`, retrying retryable errors up to `settings.max_attempts` in all.
 
-    Raises LLMCallError (unredacted; callers redact) naming the attempts and the last error.
+    With a minutes budget (`seconds_left` returns a number) every attempt's timeout and every wait
+    fits in what is left, so a hanging server cannot hold the run past its budget: once it is
+    spent, BudgetExhausted. Raises LLMCallError (unredacted; callers redact) naming the attempts
+    and the last error.
     """
     for attempt in range(1, settings.max_attempts + 1):
+        timeout = attempt_timeout_s(settings, seconds_left())
         try:
-            return fn()
+            return fn(timeout)
         except Exception as exc:  # noqa: BLE001 - every SDK error is classified below
             retry = is_retryable(exc) and attempt < settings.max_attempts
             if not retry:
@@ -108,6 +125,9 @@ def call_with_retries(
                 kind = "retryable" if is_retryable(exc) else "not retryable"
                 raise LLMCallError(f"LLM call failed {tries} ({kind}): {describe(exc)}") from None
             wait = backoff_s(attempt, settings, exc)
+            left = seconds_left()
+            if left is not None and left - wait <= 0.5:
+                raise BudgetExhausted(f"budget-minutes spent while retrying: {describe(exc)}") from None
             if on_retry is not None:
                 on_retry(attempt, exc, wait)
             sleep(wait)

@@ -13,10 +13,11 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from kiln.agents.base import Usage
 from kiln.tools.errors import KilnConfigError
+from kiln.tools.records import JSON_SAFE
 
 _SNAPSHOT = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
@@ -46,17 +47,21 @@ def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float | None:
 
 
 class Budgets(BaseModel):
-    """Limits for one run; None means unlimited."""
+    """The limits of one run (`kiln run`, and each sample of `kiln eval`); None means unlimited.
+    Reaching any one stops the run cleanly. The LLM tracker enforces usd / tokens / minutes before
+    every call; the graph enforces all five on its own edges."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
+    max_iters: int = Field(8, ge=1, description="--max-iters: Coder rounds")
     usd: float | None = Field(None, gt=0, description="--budget-usd")
     tokens: int | None = Field(None, gt=0, description="--budget-tokens (input + output)")
     minutes: float | None = Field(None, gt=0, description="--budget-minutes, wall clock of the run")
+    no_progress_iters: int = Field(4, ge=1, description="--no-progress: stop after K rounds without a better best")
 
 
 class RoleTotals(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     calls: int = 0
     cached_calls: int = 0
@@ -70,7 +75,7 @@ class RoleTotals(BaseModel):
 class UsageSummary(BaseModel):
     """What summary.json reports about LLM use; also what a resumed run restores from."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = JSON_SAFE
 
     calls: list[Usage] = Field(default_factory=list)
     by_role: dict[str, RoleTotals] = Field(default_factory=dict)
@@ -116,6 +121,12 @@ class UsageTracker:
 
     def elapsed_s(self) -> float:
         return self._offset_s + (self._clock() - self._start)
+
+    def seconds_left(self) -> float | None:
+        """What the minutes budget leaves (None without one): the bound on any request's timeout."""
+        if self.budgets.minutes is None:
+            return None
+        return self.budgets.minutes * 60 - self.elapsed_s()
 
     def restore(self, summary: UsageSummary) -> None:
         """Continue a resumed run: earlier calls and elapsed time count against the budgets."""

@@ -15,10 +15,12 @@ import jinja2
 PROMPTS_DIR = Path(__file__).parent
 EXAMPLES_DIR = PROMPTS_DIR / "examples"
 
-# few-shot examples per target language: (candidate file, problem file)
+# few-shot examples per target language: (candidate file, problem file). None of them is a
+# KernelBench problem or close to one (tests/agents/test_examples.py checks the op signatures):
+# an example that nearly solves a benchmark problem inflates the scores measured on it.
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
-    "triton": [("triton_softmax.py", "softmax.py"), ("triton_linear_gelu.py", "linear_gelu.py")],
-    "cuda": [("cuda_fastpath_relu.py", "relu.py"), ("cuda_load_inline_scale_add.py", "scale_add.py")],
+    "triton": [("triton_row_clip.py", "row_clip.py"), ("triton_pairwise_dist.py", "pairwise_dist.py")],
+    "cuda": [("cuda_fastpath_fake_quant.py", "fake_quant.py"), ("cuda_load_inline_scale_add.py", "scale_add.py")],
 }
 
 
@@ -37,6 +39,12 @@ def environment() -> jinja2.Environment:
 def render(template: str, **variables: Any) -> str:
     """Render `agents/prompts/<template>`; raises jinja2.UndefinedError on a missing variable."""
     return environment().get_template(template).render(**variables).strip() + "\n"
+
+
+def problem_block(name: str, src: str, note: str = "") -> str:
+    """The problem statement every role's request opens with, ending in a blank line: identical in
+    every call of a run, so it belongs to the prefix that providers cache."""
+    return render("problem.j2", problem_name=name, problem_src=src, note=note) + "\n"
 
 
 def examples(lang: str) -> list[dict[str, str]]:

@@ -10,8 +10,8 @@ from kiln.agents.llm.usage import Budgets
 from kiln.agents.registry import resolve_roles
 from kiln.tools.records import CheckRecord, CorrectnessRecord, TimingRecord
 
-PROBLEM = (Path(__file__).parents[2] / "agents" / "prompts" / "examples" / "problems" / "softmax.py").read_text()
-GOOD_KERNEL = (Path(__file__).parents[2] / "agents" / "prompts" / "examples" / "triton_softmax.py").read_text()
+PROBLEM = (Path(__file__).parent / "data" / "softmax.py").read_text()
+GOOD_KERNEL = (Path(__file__).parent / "data" / "triton_softmax.py").read_text()
 FAST = TransportSettings(timeout_s=5.0, max_attempts=3, backoff_base_s=0.01, backoff_max_s=0.05)
 
 

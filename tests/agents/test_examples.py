@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+from pathlib import Path
 
 import pytest
 
+from kiln.agents.casecheck import problem_ops
 from kiln.agents.prompts import example_paths
 from kiln.tools.check import check
 from kiln.tools.records import CheckOptions
@@ -63,3 +66,33 @@ def test_gpu_facts_read_from_the_h200():
     assert facts.device == "cuda" and facts.sm_count and facts.sm_count > 0
     assert facts.smem_per_sm_bytes and facts.l2_bytes and facts.capability
     assert facts.copy_gbps and facts.copy_gbps > 100  # measured by kiln's peak probe, then cached
+
+
+KB_OPS = json.loads((Path(__file__).parents[1] / "fixtures" / "kernelbench_ops.json").read_text())
+
+
+def overlaps(ops: dict[str, list[str]]) -> list[str]:
+    """KernelBench problems whose op signature is close to `ops`: the same heavy calls (Jaccard >= 0.5),
+    or, for pure arithmetic, nearly the same operators (Jaccard >= 0.6)."""
+    def jaccard(a: set, b: set) -> float:
+        return len(a & b) / len(a | b) if a | b else 1.0
+
+    out = []
+    for name, kb in KB_OPS.items():
+        mine, theirs = set(ops["heavy"]), set(kb["heavy"])
+        if mine and theirs and jaccard(mine, theirs) >= 0.5 or not mine and not theirs and jaccard(set(ops["arith"]), set(kb["arith"])) >= 0.6:
+            out.append(name)
+    return out
+
+
+def test_the_overlap_measure_catches_the_old_examples():
+    """softmax, Linear+GELU and ReLU were the old few-shots: each is (nearly) a KernelBench problem."""
+    assert "level1/23_Softmax" in overlaps({"heavy": ["softmax"], "arith": []})
+    assert "level2/86_Matmul_Divide_GELU" in overlaps({"heavy": ["gelu", "linear"], "arith": []})
+    assert "level1/19_ReLU" in overlaps({"heavy": ["relu"], "arith": []})
+    assert len(KB_OPS) == 200
+
+
+@pytest.mark.parametrize("lang,cand,prob", EXAMPLES, ids=IDS)
+def test_no_example_overlaps_kernelbench(lang, cand, prob):
+    assert overlaps(problem_ops(prob.read_text())) == []

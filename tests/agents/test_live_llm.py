@@ -6,12 +6,12 @@ KILN_LIVE_LLM picks the spec (default openai:gpt-4.1-mini); its provider's key m
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from kiln.agents.base import CoderTask
 from kiln.agents.llm.usage import Budgets
-from kiln.agents.prompts import EXAMPLES_DIR
 from kiln.agents.registry import resolve_roles
 from kiln.tools.check import check
 from kiln.tools.records import CheckOptions
@@ -24,7 +24,7 @@ KEY_VAR = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[SPEC.sp
 @pytest.mark.skipif(not os.environ.get(KEY_VAR), reason=f"{KEY_VAR} not set")
 def test_live_model_writes_a_correct_triton_kernel(tmp_path):
     roles = resolve_roles(SPEC, budgets=Budgets(tokens=60_000), cache_path=tmp_path / "cache.sqlite")
-    problem = EXAMPLES_DIR / "problems" / "relu.py"
+    problem = Path(__file__).parent / "data" / "relu.py"
     reply = roles.coder.write(CoderTask(mode="generate", problem_name="relu", problem_src=problem.read_text()))
     assert reply.ok, reply.error
     assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0

@@ -15,7 +15,7 @@ from .conftest import completion
 from .helpers import GOOD_KERNEL, case_source
 
 PLANTED = "sk-test-PLANTED-run-0123456789abcdef"
-PROBLEM = Path(__file__).parents[2] / "agents" / "prompts" / "examples" / "problems" / "softmax.py"
+PROBLEM = Path(__file__).parent / "data" / "softmax.py"
 VERDICT = {"mode": "optimization", "diagnosis": "fine", "bottleneck": None, "evidence": [], "plan": "",
            "next": "stop", "stop_reason": "done"}
 

@@ -45,8 +45,8 @@ def test_backoff_grows_is_capped_and_honours_retry_after():
 def test_call_with_retries_counts_attempts_and_sleeps():
     calls, sleeps = [], []
 
-    def flaky():
-        calls.append(1)
+    def flaky(timeout_s):
+        calls.append(timeout_s)
         if len(calls) < 3:
             raise StatusError(503)
         return "ok"
@@ -54,7 +54,7 @@ def test_call_with_retries_counts_attempts_and_sleeps():
     s = TransportSettings(max_attempts=3, backoff_base_s=0.5)
     assert call_with_retries(flaky, s, sleep=sleeps.append) == "ok" and len(sleeps) == 2
     with pytest.raises(LLMCallError, match="after 1 attempt \\(not retryable\\): HTTP 400"):
-        call_with_retries(lambda: (_ for _ in ()).throw(StatusError(400)), s, sleep=sleeps.append)
+        call_with_retries(lambda t: (_ for _ in ()).throw(StatusError(400)), s, sleep=sleeps.append)
 
 
 def test_redactor_masks_known_values_and_key_shapes():

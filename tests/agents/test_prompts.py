@@ -38,7 +38,7 @@ def test_every_template_fails_on_a_missing_variable(name):
 
 def test_missing_variable_in_coder_user_names_it():
     with pytest.raises(jinja2.UndefinedError, match="feedback_title"):
-        prompts.render("coder_user.j2", mode="repair", problem_name="p", problem_src="x", best_src=None,
+        prompts.render("coder_user.j2", mode="repair", dtype="fp32", problem_name="p", problem_src="x", best_src=None,
                        best_note="", last_src=None, feedback="err")
 
 
@@ -50,7 +50,7 @@ def test_coder_prompt_is_bounded_to_task_best_last_feedback():
     for part in ("BEST_KERNEL_SRC", "LAST_KERNEL_SRC", "IndexError at line 12", "class Model(nn.Module)"):
         assert part in user.content
     assert "What went wrong" in user.content and "Fix exactly the problem" in user.content
-    assert "softmax_rows" in system.content  # the few-shot example, pasted verbatim
+    assert "row_clip_kernel" in system.content  # the few-shot example, pasted verbatim
     long = coder_task("repair", feedback="x" * 50_000)
     assert len(LLMCoder(client(), max_feedback_chars=1000).messages(long)[1].content) < 8000
 
@@ -78,8 +78,8 @@ def test_cuda_prompt_teaches_kiln_fast_path_and_load_inline_form():
     system = LLMCoder(client()).messages(coder_task(lang="cuda"))[0].content
     assert "kiln.tools.cuda.CudaKernel" in system and "i64(" in system
     assert "no_implicit_headers=True" in system and "getCurrentCUDAStream" in system
-    assert "relu_f32" in system and "scale_add_launch" in system  # both CUDA examples
-    assert "softmax_rows" not in system
+    assert "fake_quant_f32" in system and "scale_add_launch" in system  # both CUDA examples
+    assert "row_clip_kernel" not in system
 
 
 def test_judge_and_proposer_prompts_render_from_records():

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kiln.agents.casecheck import candidate_facts, runtime_error, static_problem_error
+from kiln.agents.casecheck import runtime_error, static_problem_error
+from kiln.agents.facts import candidate_facts
 from kiln.agents.llm.client import LLMClient
 from kiln.agents.llm.redact import Redactor
 from kiln.agents.llm.scripted import ScriptedChatModel
@@ -60,8 +61,8 @@ def test_slow_case_rejected_and_env_is_clean(monkeypatch):
 
 
 def test_candidate_facts_read_masks_and_tiles():
-    src = ("BLOCK_SIZE = 128\nx = tl.load(p + offs)\ny = tl.load(q + offs, mask=m)\n"
-           "__shared__ float tile[256];\nint idx = blockIdx.x * blockDim.x;\n")
+    src = ("BLOCK_SIZE = 128\noffs = tl.arange(0, BLOCK_SIZE)\nx = tl.load(p + offs)\ny = tl.load(q + offs, mask=m)\n"
+           "CUDA = \"__shared__ float tile[256]; int idx = blockIdx.x * blockDim.x;\"\n")
     facts = "\n".join(candidate_facts(src))
-    assert "BLOCK_SIZE = 128" in facts and "129" in facts and "1 of 2 tl.load calls have no mask" in facts
+    assert "BLOCK_SIZE = 128" in facts and "129" in facts and "1 of 2 tl.load/tl.store calls have no mask" in facts
     assert "256 elements" in facts and "32-bit indices" in facts and "no .contiguous()" in facts

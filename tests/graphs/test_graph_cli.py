@@ -84,3 +84,38 @@ def test_summary_line_names_the_cost_honestly(capsys) -> None:
     assert "no LLM cost" in line(None, 0)  # built-in policies: nothing billed, not "unknown"
     assert "cost unknown" in line(None, 1200)  # a model kiln has no price for
     assert "$0.0123" in line(0.0123, 1200)
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_answered_at_once_and_the_run_can_resume(tmp_path):
+    """Ctrl-C (SIGINT to the whole foreground group, as a terminal sends it) is acknowledged within a
+    second, even while a check is in flight; the run exits 130 naming the --resume command."""
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "kiln.evals.cli", "run", str(PROBLEM), "--device", "cpu",
+                             "--out", str(out), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not (out / "events.jsonl").exists():
+        time.sleep(0.2)
+    time.sleep(1.0)  # the first check is in flight
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    first = proc.stderr.readline()
+    heard = time.monotonic() - t0
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130
+    assert first.startswith("kiln: Ctrl-C: stopping the work in flight") and heard < 2.0, (first, heard)
+    assert f"kiln run --resume {out}" in rest and "Traceback" not in rest
+
+
+def test_a_problem_whose_get_inputs_raises_is_one_line(tmp_path):
+    broken = tmp_path / "bad_inputs.py"
+    broken.write_text(PROBLEM.read_text().replace("return [torch.rand(rows, cols)]",
+                                                  "raise ValueError('no inputs for you')"))
+    done = kiln_run(str(broken), "--device", "cpu", "--max-iters", "1", "--out", str(tmp_path / "r"), "--quiet")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "get_inputs() raised ValueError: no inputs for you" in done.stderr

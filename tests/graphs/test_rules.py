@@ -9,6 +9,7 @@ import pytest
 from kiln.agents.base import JudgeDecision, Usage
 from kiln.graphs.context import RunOptions
 from kiln.graphs.judge import _route
+from kiln.graphs.judge import judge as judge_node
 from kiln.graphs.rules import budget_spent, hard_rules
 from kiln.graphs.state import Candidate, StressCase
 
@@ -85,10 +86,20 @@ def test_judge_routing_overrides(correct, stressed, said, goto, next_):
         assert update["status"] == "stopped"
 
 
-def test_iteration_budget_ends_the_loop_instead_of_coding():
-    ctx = SimpleNamespace(options=RunOptions(problem="/p.py", budgets={"max_iters": 2}))
-    got, _, update = _route(state(correct=False, iteration=2), ctx, decision("repair"))
-    assert got == "finish" and update["status"] == "budget"
+def test_iteration_budget_ends_the_loop_without_asking_the_judge(tmp_path):
+    """On the last iteration no Coder round follows, so the Judge's decision could not be acted on:
+    it is not asked (the transcripts paid for one such call per problem)."""
+    asked: list = []
+
+    class Judge:
+        def decide(self, inp):  # noqa: ANN001, ANN201
+            asked.append(inp)
+
+    ctx = SimpleNamespace(options=RunOptions(problem="/p.py", budgets={"max_iters": 2}), run_dir=tmp_path,
+                          judge=Judge())
+    cmd = judge_node(state(correct=False, iteration=2), SimpleNamespace(context=ctx))
+    assert cmd.goto == "finish" and cmd.update["status"] == "budget" and asked == []
+    assert "iteration budget spent" in cmd.update["stop_reason"]
 
 
 def test_budgets_count_tokens_cost_and_node_time():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from kiln.graphs.checks import check_options
 from kiln.graphs.context import RunContext, RunOptions
-from kiln.graphs.evaluate import check_options
 from kiln.tools.check import LocalEvaluator, check
 
 FIX = Path(__file__).parents[1] / "fixtures"

@@ -1,4 +1,3 @@
-# kiln few-shot example -- problem: problems/softmax.py -- lang: triton
 import torch
 import torch.nn as nn
 import triton

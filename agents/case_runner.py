@@ -1,6 +1,6 @@
-"""Run a stress case's reference once, in its own process: `python -m kiln.graphs.case_runner CASE OUT DEVICE`.
+"""Run a stress case's reference once, in its own process: `python -m kiln.agents.case_runner CASE OUT DEVICE`.
 
-Writes {"ok": bool, "error": str | None, "forward_s": float} to OUT. The parent enforces the time
+Writes {"ok": bool, "error": str | None, "forward_s": float, "input_numel": int} to OUT. The parent enforces the time
 limit and kills the whole process group when it is exceeded."""
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def _run(case: str, device: str) -> dict:
     outs = out if isinstance(out, (tuple, list)) else [out]
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         return {"ok": False, "error": f"forward returned {type(out).__name__}, not tensors"}
-    return {"ok": True, "error": None, "forward_s": time.monotonic() - t0}
+    numel = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+    return {"ok": True, "error": None, "forward_s": time.monotonic() - t0, "input_numel": numel}
 
 
 def main() -> None:

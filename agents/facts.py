@@ -1,0 +1,158 @@
+"""What a candidate kernel seems to assume, read from its syntax tree, for the Proposer to attack.
+
+Regexes got this wrong on real kernels: `BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 32` read as BLOCK_K = 64,
+a mask with nested parentheses read as missing, thresholds not named BLOCK* missed. The AST sees
+tuple assignments, keyword arguments of launches, comparisons against constants and every
+`tl.load` / `tl.store` call with its arguments, whatever their layout. CUDA sources live in Python
+strings, so the few CUDA facts are still read from the string's text.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from kiln.tools import pyparse
+
+SIZE_WORDS = ("BLOCK", "TILE", "CHUNK", "MAX", "MIN", "SIZE", "THRESH", "LIMIT", "SPLIT", "WARP", "GROUP", "NUM")
+
+
+def _int(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _is_size_name(name: str) -> bool:
+    return name.isupper() and any(w in name for w in SIZE_WORDS)
+
+
+def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[str, ast.AST]]:
+    """(name, value) of an assignment, tuple unpacking included: `A, B = 64, 32`."""
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List) \
+            and len(target.elts) == len(value.elts):
+        return [p for t, v in zip(target.elts, value.elts, strict=True) for p in _pairs(t, v)]
+    return []
+
+
+def constants(tree: ast.AST) -> dict[str, set[int]]:
+    """Every integer given to an upper-case size-like name: assignments, defaults, launch keywords."""
+    found: dict[str, set[int]] = {}
+
+    def note(name: str, node: ast.AST | None) -> None:
+        value = _int(node)
+        if value is not None and _is_size_name(name):
+            found.setdefault(name, set()).add(value)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name, value in _pairs(target, node.value):
+                    note(name, value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            note(node.target.id, node.value)
+        elif isinstance(node, ast.keyword) and node.arg:
+            note(node.arg, node.value)
+        elif isinstance(node, ast.arguments):
+            named = node.args[len(node.args) - len(node.defaults):] + node.kwonlyargs
+            defaults = list(node.defaults) + list(node.kw_defaults)
+            for arg, default in zip(named, defaults, strict=False):
+                note(arg.arg, default)
+    return found
+
+
+def thresholds(tree: ast.AST, names: dict[str, set[int]]) -> list[str]:
+    """Comparisons of a size against a constant (`if n <= FUSED_MAX_N`, `if K > 4096`)."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare) or len(node.comparators) != 1:
+            continue
+        left, right = node.left, node.comparators[0]
+        for var, bound in ((left, right), (right, left)):
+            values = names.get(bound.id, set()) if isinstance(bound, ast.Name) else {_int(bound)} - {None}
+            if values and isinstance(var, ast.Name | ast.Attribute | ast.Subscript | ast.Call):
+                text = ast.unparse(node)
+                out += [f"a branch on `{text}`: try sizes {v} and {v + 1}" for v in sorted(values) if v > 1]
+    return sorted(set(out))
+
+
+def _is_tl(call: ast.Call, name: str) -> bool:
+    f = call.func
+    return isinstance(f, ast.Attribute) and f.attr == name and isinstance(f.value, ast.Name) and f.value.id == "tl"
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _has_arange(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and _is_tl(n, "arange") for n in ast.walk(node))
+
+
+def vector_names(fn: ast.AST) -> set[str]:
+    """Names in a function that hold a block of offsets: built from tl.arange, directly or not."""
+    assigns = [(t.id, n.value) for n in ast.walk(fn) if isinstance(n, ast.Assign)
+               for t in n.targets if isinstance(t, ast.Name)]
+    vec: set[str] = set()
+    while True:
+        more = {name for name, value in assigns if name not in vec and (_has_arange(value) or _names(value) & vec)}
+        if not more:
+            return vec
+        vec |= more
+
+
+def unmasked(tree: ast.AST) -> tuple[int, int, list[int]]:
+    """(tl.load/tl.store calls, how many read or write a block of offsets with no mask, their lines).
+    A scalar access (one value per program, no tl.arange behind its offset) needs no mask."""
+    total, lines = 0, []
+    for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] or [tree]:
+        vec = vector_names(fn)
+        for node in ast.walk(fn):
+            for name, mask_pos in (("load", 1), ("store", 2)):
+                if not (isinstance(node, ast.Call) and _is_tl(node, name) and node.args):
+                    continue
+                total += 1
+                has_mask = any(k.arg == "mask" for k in node.keywords) or len(node.args) > mask_pos
+                pointer = node.args[0]
+                if not has_mask and (_has_arange(pointer) or _names(pointer) & vec):
+                    lines.append(node.lineno)
+    return total, len(lines), sorted(set(lines))
+
+
+def _attr_calls(tree: ast.AST) -> set[str]:
+    return {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+
+
+def _cuda_facts(src: str) -> list[str]:
+    facts = [f"a fixed shared-memory array of {n} elements: try dimensions just past it"
+             for n in sorted(set(re.findall(r"__shared__\s+\w+\s+\w+\[(\d+)\]", src)))]
+    if re.search(r"\bint\s+(idx|i|tid|index)\s*=\s*blockIdx", src):
+        facts.append("32-bit indices: very large tensors may overflow them")
+    return facts
+
+
+def candidate_facts(src: str, limit: int = 12) -> list[str]:
+    """Plain statements of what a kernel seems to assume, for the Proposer to attack."""
+    try:
+        tree = pyparse.parse(src)
+    except SyntaxError as err:
+        return [f"the source does not parse (line {err.lineno}); read it yourself"]
+    names = constants(tree)
+    facts = [f"{name} = {v}: try sizes {v}, {v + 1}, {2 * v - 1}" for name in sorted(names)
+             for v in sorted(names[name]) if v > 1]
+    facts += thresholds(tree, names)
+    calls = _attr_calls(tree)
+    if "next_power_of_2" in calls:
+        facts.append("a block size is the next power of two of a dimension: try 2^k and 2^k + 1")
+    total, n_bare, lines = unmasked(tree)
+    if n_bare:
+        where = ", ".join(str(n) for n in lines[:5])
+        facts.append(f"{n_bare} of {total} tl.load/tl.store calls have no mask (line {where}): sizes off the "
+                     "block grid may read or write past the end")
+    facts += _cuda_facts(src)
+    if not {"contiguous", "stride"} & calls:
+        facts.append("no .contiguous() and no strides: transposed or sliced inputs may be read wrongly")
+    facts += [f"asserts: {ast.unparse(n.test)}" for n in ast.walk(tree) if isinstance(n, ast.Assert)][:3]
+    return facts[:limit]

@@ -1,0 +1,151 @@
+"""Checks inside the loop: one candidate against the suite, with the check cache; its record turned
+into the candidate's verdict, reward and feedback; the retirement rule applied; and `settle`, which
+checks stale verdicts again before they are used for selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kiln.graphs import rundir
+from kiln.graphs.common import emit
+from kiln.graphs.context import RunContext
+from kiln.graphs.reward import reward_of
+from kiln.graphs.state import Candidate, TimeEntry
+from kiln.graphs.strategies import rank
+from kiln.graphs.suite import Suite, cost_lines, is_current, rank_current, slow_case, timed_out_case
+from kiln.tools.records import CheckOptions, CheckRecord
+
+SETTLE_LIMIT = 3
+"""At most this many stale candidates are checked again per node before the best is chosen."""
+
+
+def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
+    """The run's check options (`--trials`, `--dtype`, `--check-timeout`, `--seed`) plus the suite."""
+    return ctx.options.check.model_copy(update={"cases": [str(p) for p in cases]})
+
+
+def run_check(ctx: RunContext, cand: Candidate, cases: list[Path]) -> CheckRecord:
+    """One check, from the cache when this exact (source, cases, options) was checked before."""
+    assert cand.source_path is not None
+    path = ctx.run_dir / cand.source_path
+    options = check_options(ctx, cases)
+    key = rundir.check_key(path.read_text(), cases, options)
+    record = rundir.cached_check(ctx.run_dir, key)
+    if record is not None:
+        rundir.event(ctx.run_dir, "check_cached", id=cand.id, key=key)
+        return record
+    emit(stage="evaluate", candidate=cand.id)
+    record = ctx.evaluator.check(ctx.problem, path, options)
+    rundir.store_check(ctx.run_dir, key, record)
+    rundir.event(ctx.run_dir, "check", id=cand.id, key=key, status=record.status, cases=[p.stem for p in cases])
+    return record
+
+
+def failure_text(record: CheckRecord) -> str | None:
+    """What a repair needs, in the Coder's terms."""
+    if record.correct and record.status == "ok":
+        return None
+    parts = [f"Status: {record.status}."]
+    if record.compile and record.compile.errors:
+        parts.append("Compile errors:\n" + "\n".join(record.compile.errors[:5]))
+    if record.correctness and record.correctness.first_failure:
+        parts.append("Mismatch: " + record.correctness.first_failure)
+    parts += [f"Reason: {r}" for r in record.reasons[:5]]
+    if record.integrity:
+        parts += [f"Integrity {f.rule}: {f.evidence}" for f in record.integrity.findings if f.severity == "reject"]
+    if record.status == "timeout":
+        parts.append("Time per case (the check's time is shared by every case):\n" + "\n".join(cost_lines(record)))
+    if len(parts) == 1 and record.stderr_tail:
+        parts.append("stderr:\n" + record.stderr_tail[-1500:])
+    return rundir.redact("\n".join(parts))
+
+
+def failed_case_names(record: CheckRecord) -> list[str]:
+    trials = record.correctness.trials if record.correctness else []
+    return sorted({t.case for t in trials if not t.passed and t.case != "problem"})
+
+
+def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: list[Path]) -> Candidate:
+    """The candidate updated with a (new) check record, which is written next to its source."""
+    n = len(list((ctx.run_dir / "candidates" / cand.id).glob("check*.json")))
+    rel = f"candidates/{cand.id}/check{'' if n == 0 else f'_{n}'}.json"
+    rundir.write_json(ctx.run_dir, rel, record)
+    r = reward_of(record)
+    speedups = record.timing.speedups if record.timing and record.timing.measured else {}
+    eager, compiled = speedups.get("eager"), speedups.get("compile")
+    physics = record.integrity.physics if record.integrity else None
+    updated = cand.model_copy(update={
+        "status": record.status, "correct": r.correct, "frac_passed": r.frac_passed, "reward": r.reward,
+        "speedup_vs_eager": record.speedup_vs_eager, "speedup_vs_compile": record.speedup_vs_compile,
+        "speedup_eager_ci_low": eager.ci_low if eager else None,
+        "speedup_compile_ci_low": compiled.ci_low if compiled else None,
+        "pct_of_roofline": physics.pct_of_floor if physics else None,
+        "check_path": rel, "cases_checked": sorted(p.stem for p in cases),
+        "failed_cases": failed_case_names(record), "feedback": failure_text(record),
+        "timed_out_case": timed_out_case(record),
+    })
+    rundir.write_json(ctx.run_dir, f"candidates/{cand.id}/reward.json", {"candidate": cand.id, **r.model_dump()})
+    return updated
+
+
+def stage_times(record: CheckRecord, iteration: int) -> list[TimeEntry]:
+    """Compile and timing seconds as recorded; verification is the rest of the check's wall time
+    (stages that run side by side are not double-counted when the record has a total)."""
+    st = record.stages_s
+    compile_s, time_s = st.get("compile", 0.0), st.get("timing", 0.0)
+    if "total" in st:
+        verify_s = max(0.0, st["total"] - compile_s - time_s)
+    else:
+        verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing"))
+    out = {"compile": compile_s, "verify": verify_s, "time": time_s}
+    return [TimeEntry(iteration=iteration, kind=k, seconds=v) for k, v in out.items() if v]
+
+
+def best_after(cands: dict[str, Candidate], names: set[str]) -> str | None:
+    """The best candidate by a current verdict (stale ones only when none is current)."""
+    ranked = rank_current([c for c in cands.values() if c.source_path], names)
+    return ranked[0].id if ranked else None
+
+
+def check_candidate(ctx: RunContext, cand: Candidate, suite: Suite, it: int) -> tuple[Candidate, list[TimeEntry]]:
+    """Check `cand` with the suite. When its check ran out of time in a stress case it was passing,
+    the case is retired by rule (recorded, with why) and the candidate checked again without it."""
+    record = run_check(ctx, cand, suite.paths(ctx))
+    updated, times = apply_record(ctx, cand, record, suite.paths(ctx)), stage_times(record, it)
+    slow = slow_case(record, suite, cand.id, ctx.options.device)
+    if slow is None:
+        return updated, times
+    suite.retire(*slow)
+    rundir.event(ctx.run_dir, "case_retired", name=slow[0], reason=slow[1], candidate=cand.id)
+    record = run_check(ctx, updated, suite.paths(ctx))
+    return apply_record(ctx, updated, record, suite.paths(ctx)), times + stage_times(record, it)
+
+
+def could_pass(cand: Candidate) -> bool:
+    """Passed its suite, or failed it only by running out of time with no wrong result: a check
+    under today's suite could make it correct."""
+    return cand.correct or (cand.status == "timeout" and not cand.failed_cases and cand.timed_out_case is not None)
+
+
+def settle(ctx: RunContext, cands: dict[str, Candidate], suite: Suite, it: int,
+           limit: int = SETTLE_LIMIT) -> tuple[dict[str, Candidate], list[TimeEntry]]:
+    """Check stale verdicts again, best first, until no candidate that passed an older suite could
+    still beat the best current verdict (at most `limit` checks): the run's best is never a kernel
+    that fails the suite while one that passes it was only ever checked under an older one. Stale
+    failing candidates are not checked again: they rank after every current verdict."""
+    pool, changed, times = dict(cands), {}, []
+    for _ in range(limit):
+        names = suite.names()
+        current = rank([c for c in pool.values() if c.source_path and is_current(c, names)])
+        stale = rank([c for c in pool.values() if c.source_path and could_pass(c) and not is_current(c, names)])
+        if not stale or (current and current[0].reward >= stale[0].reward):
+            break
+        stale = stale[0]
+        rundir.event(ctx.run_dir, "recheck", id=stale.id, reason="checked under another suite",
+                     suite=sorted(suite.names()))
+        pool[stale.id], spent = check_candidate(ctx, stale, suite, it)
+        changed[stale.id] = pool[stale.id]
+        times += spent
+    return changed, times
+
+

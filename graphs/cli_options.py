@@ -1,0 +1,97 @@
+"""The command-line options of the loop, declared once for `kiln run` and `kiln eval`.
+
+Each flag's type, help text and default live here; defaults come from the models they fill
+(`LoopOptions`, `Budgets`, `CheckOptions`), so a default cannot drift between commands.
+`loop_options(...)` turns the flags into the one `LoopOptions` model; a bad value becomes
+`--flag must be ...`, the way `kiln check` words it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from kiln.agents.llm.usage import Budgets
+from kiln.graphs.context import LoopOptions
+from kiln.tools.errors import KilnConfigError
+from kiln.tools.flags import flag_error
+from kiln.tools.records import CheckOptions
+
+
+def _default(model: type, name: str) -> Any:
+    return model.model_fields[name].default
+
+
+LANG = "triton"
+TARGET_SPEEDUP = _default(LoopOptions, "target_speedup")
+MAX_ITERS = _default(Budgets, "max_iters")
+NO_PROGRESS = _default(Budgets, "no_progress_iters")
+TRIALS = _default(CheckOptions, "trials")
+CHECK_TIMEOUT = _default(CheckOptions, "timeout_s")
+DTYPE = _default(CheckOptions, "dtype")
+ISOLATION = _default(CheckOptions, "isolation")
+
+Lang = Annotated[str, typer.Option(help="triton | cuda: the kernel language")]
+Llm = Annotated[str | None, typer.Option(help="PROVIDER:MODEL for every role (openai:..., anthropic:..., "
+                                              "scripted:FILE); builtin when not given")]
+CoderLlm = Annotated[str | None, typer.Option(help="PROVIDER:MODEL for the Coder only (overrides --llm)")]
+JudgeLlm = Annotated[str | None, typer.Option(help="PROVIDER:MODEL for the Judge only (overrides --llm)")]
+ProposerLlm = Annotated[str | None, typer.Option(help="PROVIDER:MODEL for the Proposer only (overrides --llm)")]
+BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (vLLM, SGLang, Ollama, ...)")]
+TargetSpeedup = Annotated[float, typer.Option(help="stop once the speedup's 95% CI low end reaches this")]
+TargetBaseline = Annotated[str, typer.Option(help="eager | compile: what --target-speedup is measured against")]
+MaxIters = Annotated[int, typer.Option(help="Coder rounds at most")]
+Strategy = Annotated[str, typer.Option(help="linear | beam | mcts")]
+Device = Annotated[str, typer.Option(help="auto | cuda | cpu")]
+Dtype = Annotated[str, typer.Option(help="fp32 | bf16 | fp16: the dtype every check runs the problem in")]
+BudgetUsd = Annotated[float | None, typer.Option(help="stop once this much is spent (USD)")]
+BudgetTokens = Annotated[int | None, typer.Option(help="stop after this many tokens (input + output)")]
+BudgetMinutes = Annotated[float | None, typer.Option(help="stop after this many minutes; LLM requests in "
+                                                         "flight are cut to fit")]
+NoProgress = Annotated[int, typer.Option(help="stop after K Coder rounds without a better kernel")]
+Trials = Annotated[int, typer.Option(help="correctness trials per case and input distribution")]
+CheckTimeout = Annotated[float, typer.Option("--check-timeout", "--timeout",
+                                             help="seconds per check (its stages share them)")]
+Seed = Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check)")]
+Isolation = Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks")]
+Bwrap = Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")]
+LlmCache = Annotated[Path | None, typer.Option(help="LLM-response cache (SQLite) to reuse across runs")]
+
+
+def _abs_replay(spec: str | None) -> str | None:
+    """Replay scripts are stored by absolute path so --resume works from any directory."""
+    if spec and spec.startswith("replay:"):
+        path = Path(spec[len("replay:"):])
+        if not path.is_file():
+            raise KilnConfigError(f"replay script not found: {path}")
+        return f"replay:{path.resolve()}"
+    return spec
+
+
+def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None = None,
+                 judge_llm: str | None = None, proposer_llm: str | None = None, base_url: str | None = None,
+                 max_iters: int = MAX_ITERS, budget_usd: float | None = None, budget_tokens: int | None = None,
+                 budget_minutes: float | None = None, no_progress: int = NO_PROGRESS, trials: int = TRIALS,
+                 dtype: str = DTYPE, check_timeout: float = CHECK_TIMEOUT, seed: int | None = None,
+                 llm_cache: Path | None = None, isolation: str = ISOLATION, bwrap: str | None = None,
+                 **rest: Any) -> LoopOptions:
+    """The flags as one LoopOptions (device already resolved); KilnConfigError names the bad flag.
+    `--isolation strict` without the full sandbox is refused here, before any LLM call."""
+    roles = {"llm": _abs_replay(llm), "coder_llm": _abs_replay(coder_llm), "judge_llm": _abs_replay(judge_llm),
+             "proposer_llm": _abs_replay(proposer_llm), "base_url": base_url}
+    budgets = {"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens, "minutes": budget_minutes,
+               "no_progress_iters": no_progress}
+    check = {"trials": trials, "dtype": dtype, "timeout_s": check_timeout, "seed": seed, "isolation": isolation,
+             "bwrap": bwrap}
+    try:
+        loop = LoopOptions(device=device, roles=roles, budgets=budgets, check=check,
+                           llm_cache=str(llm_cache.resolve()) if llm_cache else None, **rest)
+    except ValidationError as err:
+        raise KilnConfigError(flag_error(err)) from None
+    from kiln.tools.check.sandbox import sandbox_for
+
+    sandbox_for(loop.check.isolation, loop.check.bwrap)
+    return loop

@@ -1,0 +1,121 @@
+"""The suite changes mid-run, and verdicts follow it (issues 12 and 16): a new stress case re-judges
+the old best before it ranks; a case a passing kernel cannot finish in time is retired by rule; when
+no kernel passes the final suite the summary says so; the Judge sees the failing case and hears
+when a rule overrode it; the Coder's "best kernel" label is true."""
+
+from __future__ import annotations
+
+import json
+
+from graph_helpers import CountingEvaluator, case_source, judge, kernel, reply, roles, run
+
+from kiln.agents.coder import LLMCoder
+from kiln.graphs.rundir import events
+
+
+def test_a_new_case_rejudges_the_old_best_before_it_ranks(tmp_path):
+    """Beam round 1 writes two kernels that pass the problem; the stressed one (c0001) fails the new
+    case. c0002 passed only the older suite: it is checked again with the case at once, passes,
+    and the run is solved without a second Proposer round."""
+    r = roles([reply("one_block"), reply("good")], [judge("repair")],
+              [{"cases": [{"name": "rows_300", "source": case_source(300)}]}, {"cases": []}])
+    ev = CountingEvaluator()
+    summary = run(tmp_path, r, ev, strategy="beam", beam_children=2, beam_width=2, max_iters=3)
+    assert summary.status == "solved" and summary.best.candidate == "c0002" and summary.best.correct
+    assert len(r.proposer.inputs) == 1  # no second round just to re-check c0002
+    rechecks = [e for e in events(tmp_path / "run") if e["kind"] == "recheck"]
+    assert [e["id"] for e in rechecks] == ["c0002"] and rechecks[0]["suite"] == ["rows_300"]
+    assert [cases for src, cases in ev.calls if src == kernel("good")] == [[], ["rows_300"]]
+
+
+def test_no_kernel_passing_the_final_suite_is_said_plainly(tmp_path):
+    r = roles([reply("one_block"), reply("no_relu"), reply("no_relu")],
+              [judge("stop", stop_reason="looks fine"), judge("repair")],
+              [{"cases": [{"name": "rows_300", "source": case_source(300)}]}])
+    summary = run(tmp_path, r, max_iters=3)
+    data = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary.status == "budget" and not summary.best.correct
+    assert data["suite_note"].startswith("no kernel passes every case of the final suite (the problem, rows_300)")
+    # the Judge saw the failing case's sizes and source, and then heard that its 'stop' was refused
+    first, second = r.judge.inputs[0], r.judge.inputs[1]
+    assert first.failing_case.name == "rows_300" and "rows = 300, cols = 129" in first.failing_case.sizes
+    assert "rows = 300" in first.failing_case.source
+    assert second.last_override and "'stop'" in second.last_override and "c0001" in second.last_override
+    assert len(r.judge.inputs) == 2  # not asked after the last Coder round
+    # the Coder was told the truth about the best kernel it was shown
+    task = r.coder.tasks[1]
+    assert task.best_src == kernel("one_block") and not task.best_correct
+    _, user = LLMCoder(client=None).messages(task)
+    assert "The best kernel so far (NOT correct: it fails the stress case(s) rows_300)" in user.content
+    assert "(correct" not in user.content
+
+
+def test_a_case_a_passing_kernel_cannot_finish_is_retired(tmp_path):
+    """Every trial that ran passed, but the case's calls do not fit the check's time: the case is
+    retired by rule (with a record) and the kernel checked again without it, not timed out forever."""
+    big = case_source(1000)  # 129k elements (27x the problem's): minutes per call for this kernel
+    r = roles([reply("slow_large")], [judge("repair")],
+              [{"cases": [{"name": "rows_1000", "source": big}]}, {"cases": []}])
+    summary = run(tmp_path, r, max_iters=2, check_timeout=30)
+    assert summary.status == "solved" and summary.best.correct, summary.stop_reason
+    assert list(summary.retired_cases) == ["rows_1000"]
+    reason = summary.retired_cases["rows_1000"]
+    assert reason.startswith("retired after c0001's check: every trial of the other cases passed")
+    assert "its inputs are 27x the problem's" in reason
+    retired = [e for e in events(tmp_path / "run") if e["kind"] == "case_retired"]
+    assert [e["name"] for e in retired] == ["rows_1000"]
+    first = json.loads((tmp_path / "run" / "candidates" / "c0001" / "check_1.json").read_text())
+    assert first["status"] == "timeout"
+
+
+def _timeout_record(trials: list[tuple[str, bool]], where: str = "big", cases: dict | None = None):
+    from kiln.tools.records import CheckRecord, CorrectnessRecord, TrialRecord
+
+    rows = [TrialRecord(case=c, distribution="x1", trial=i, passed=p) for i, (c, p) in enumerate(trials)]
+    return CheckRecord(problem="p.py", candidate="c.py", status="timeout",
+                       reasons=[f"timed out in stage correctness ({where}/x3/trial 0): stage 'correctness' "
+                                "exceeded its 9 s timeout"],
+                       correctness=CorrectnessRecord(atol=1e-4, rtol=1e-4, n_trials=len(rows),
+                                                     n_passed=sum(p for _, p in trials), trials=rows,
+                                                     cases=cases or {}))
+
+
+def _suite(numel: int | None = 1000, problem: int | None = 100):
+    from kiln.graphs.state import StressCase
+    from kiln.graphs.suite import Suite
+
+    case = StressCase(name="big", path="cases/big.py", valid=True, round=1, input_numel=numel, reference_s=0.2)
+    return Suite([case], problem_numel=problem)
+
+
+def test_the_retirement_rule_is_narrow():
+    from kiln.graphs.suite import Suite, slow_case
+    from kiln.tools.records import CaseSummary
+
+    passing = [("problem", True), ("big", True)]
+    assert slow_case(_timeout_record(passing), _suite(), "c1", "cpu")[0] == "big"
+    assert slow_case(_timeout_record([("problem", True), ("big", False)]), _suite(), "c1", "cpu") is None  # wrong
+    assert slow_case(_timeout_record(passing, where="problem"), _suite(), "c1", "cpu") is None  # the problem stays
+    assert slow_case(_timeout_record(passing), Suite([]), "c1", "cpu") is None  # not in the suite
+    # not one call on it finished: retired only when it is a large case (10x the problem's inputs here)
+    never = [("problem", True)]
+    name, reason = slow_case(_timeout_record(never), _suite(), "c1", "cpu")
+    assert name == "big" and "its inputs are 10x the problem's" in reason
+    assert slow_case(_timeout_record(never), _suite(numel=200), "c1", "cpu") is None  # 2x: a hang is a bug
+    assert slow_case(_timeout_record(never), _suite(problem=None), "c1", "cpu") is None  # size unknown
+    # the check's own per-case summary, when it has one, wins over the reason text
+    own = {"problem": CaseSummary(n_trials=8, n_passed=8, candidate_s=0.01),
+           "big": CaseSummary(n_trials=1, n_passed=1, candidate_s=22.4, reference_s=0.2, timed_out=True)}
+    name, reason = slow_case(_timeout_record(passing, where="elsewhere", cases=own), _suite(), "c1", "cpu")
+    assert name == "big" and "22.4 s under the Triton interpreter" in reason and "0.20 s" in reason
+
+
+def test_timeout_feedback_gives_per_case_times():
+    from kiln.graphs.checks import failure_text
+    from kiln.tools.records import CaseSummary
+
+    own = {"problem": CaseSummary(n_trials=24, n_passed=24, candidate_s=8.4, reference_s=0.24),  # totals
+           "big": CaseSummary(n_trials=1, n_passed=1, candidate_s=22.4, reference_s=0.2, timed_out=True)}
+    text = failure_text(_timeout_record([("problem", True), ("big", True)], cases=own))
+    assert "problem: 24 of 24 trials passed, 0.35 s per candidate call (reference 0.01 s)" in text
+    assert "big: 1 of 1 trials passed, 22.40 s per candidate call (reference 0.20 s); the time ran out here" in text

@@ -1,0 +1,51 @@
+"""The real model's transcripts replayed through the `scripted:` backend (the real LLM roles on a
+scripted chat model, the real evaluator, the Triton interpreter): the same outcomes as the recorded
+runs, or better ones where a fix changes the path.
+
+Recorded (`tests/fixtures/llm-transcripts/README.md`): 76, 99 and 40 solved; 45 ended `budget` after
+four Coder rounds and four Judge calls, every later candidate timing out on a stress case too large
+for the interpreter. Replayed: 45 is solved in two Coder rounds and one Judge call, the case retired
+by rule.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kiln.agents.base import GpuFacts
+from kiln.graphs.runner import run_problem
+from kiln.tools.check import LocalEvaluator
+
+TRANSCRIPTS = Path(__file__).parents[1] / "fixtures" / "llm-transcripts"
+
+
+def replay(tmp_path: Path, folder: str, **opts):
+    run = TRANSCRIPTS / folder
+    problem = next(p for p in run.glob("*.py"))
+    summary = run_problem(problem, out=tmp_path / "run", llm=f"scripted:{run / 'script.json'}",
+                          evaluator=LocalEvaluator(), gpu=GpuFacts(), device="cpu", max_iters=4, trials=1, **opts)
+    calls = {role: u.calls for role, u in summary.usage_by_role.items()}
+    original = json.loads((run / "original_calls.json").read_text())
+    return summary, calls, original
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder,calls", [("76", {"coder": 2, "judge": 1, "proposer": 1}),
+                                          ("99", {"coder": 1, "proposer": 1}),
+                                          ("40", {"coder": 1, "proposer": 1})])
+def test_solved_transcripts_stay_solved(tmp_path, folder, calls):
+    summary, got, original = replay(tmp_path, folder)
+    assert summary.status == "solved" and summary.best.correct, summary.stop_reason
+    assert got == calls and sum(got.values()) == len(original)
+
+
+@pytest.mark.slow
+def test_45_is_solved_once_the_slow_case_is_retired(tmp_path):
+    summary, got, original = replay(tmp_path, "45", check_timeout=150)
+    assert summary.status == "solved" and summary.best.correct, (summary.stop_reason, summary.suite_note)
+    assert list(summary.retired_cases) == ["large_batch_output_513"]
+    assert got == {"coder": 2, "judge": 1, "proposer": 1} and len(original) == 9
+    assert summary.stress_cases == 3 and summary.best.candidate == "c0002"
