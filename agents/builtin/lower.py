@@ -212,6 +212,16 @@ class Lowerer:
 
         return row_op(self, name, b, n)
 
+    def _k_gnorm(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_model_ops import gnorm_op
+
+        return gnorm_op(self, name, b, n)
+
+    def _k_pool(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_model_ops import pool_op
+
+        return pool_op(self, name, b, n)
+
     def _k_matmul(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
         from kiln.agents.builtin.lower_rows import matmul_op
 

@@ -49,6 +49,8 @@ SPECS |= {
     "matmul": ("matmul", (("input", REQ), ("other", REQ))),
     "mm": ("matmul", (("input", REQ), ("other", REQ))),
     "linear": ("matmul", (("input", REQ), ("weight", REQ), ("bias", None))),
+    "group_norm": ("gnorm", (("input", REQ), ("num_groups", REQ), ("weight", None), ("bias", None), ("eps", 1e-5))),
+    "adaptive_avg_pool2d": ("pool", (("input", REQ), ("output_size", REQ))),
     "t": ("transpose", X),
     "transpose": ("transpose", (("input", REQ), ("dim0", 0), ("dim1", 1))),
     "contiguous": ("unary", X),
