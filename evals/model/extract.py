@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from kiln.evals.model import sigs
-from kiln.evals.model.profile import HEAD_MARK
 from kiln.evals.model.records import ArgSpec, CallSig, OpGroup
+from kiln.evals.model.sigs import HEAD_MARK
 
 DRAW_HELPER = '''
 

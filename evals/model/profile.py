@@ -19,6 +19,7 @@ import torch
 
 from kiln.evals.model.capture import Call, Recorder, record, recording
 from kiln.evals.model.records import CallSig, OpGroup, ProfileRecord
+from kiln.evals.model.sigs import HEAD_MARK
 
 BW_BYTES_PER_US = 4.0e6  # 4 TB/s, an H200's copy bandwidth (kiln measured 4.2)
 PEAK_FLOPS_PER_US = {"float32": 6.0e7, "bfloat16": 7.0e8, "float16": 7.0e8}
@@ -27,7 +28,6 @@ RANDOM_OPS = {"F.dropout", "torch.dropout", "F.dropout2d", "torch.rand_like", "t
 HEADS = re.compile(r"^(F\.(group_norm|layer_norm|rms_norm|linear|silu|gelu|softmax)|torch\.softmax|\.softmax|module:.*)$")
 TAILS = re.compile(r"^(F\.(silu|gelu|relu|mish|sigmoid)|torch\.(sigmoid|tanh|mul|add)|\.(sigmoid|tanh|to|mul|add)"
                    r"|op:__(r?mul|r?add)__)$")
-HEAD_MARK = "@head"
 
 
 def _nbytes(shape: list[int], dtype: str) -> int:

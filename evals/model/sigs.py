@@ -17,6 +17,9 @@ import torch.nn.functional as F
 
 from kiln.evals.model.records import ArgSpec, TensorSig
 
+HEAD_MARK = "@head"
+"""In a fused pair's tail signature: the argument that is the head's output."""
+
 OPERATORS = {"__add__": "+", "__radd__": "+", "__sub__": "-", "__mul__": "*", "__rmul__": "*",
              "__truediv__": "/", "__matmul__": "@", "__neg__": "-"}
 

@@ -1,0 +1,333 @@
+"""Patch a live model with verified kernels, without editing its source.
+
+- *Function sites* (`F.group_norm`, `x.softmax(-1)`, ...): a `TorchFunctionMode` is entered around
+  the forward of the modules where the calls happen (their *scopes*); a call whose function, argument
+  shapes, dtypes, strides, devices and values match a kernel's recorded signature runs the kernel; any
+  other call (another shape, autograd needed, ...) runs the original op.
+- *Module sites* (RMSNorm classes): the module instance's `forward` is wrapped the same way.
+- *Fused pairs* (`group_norm -> silu`, `softmax(fp32) -> .to(bf16)`): the head returns an empty
+  placeholder and remembers its call; when the next call is the expected tail on that placeholder, one
+  fused kernel produces the tail's result. Anything else that touches the placeholder first (another
+  op, the end of the scope) fills it with the head's real result, so no reader ever sees it empty.
+- Under `torch.compile` each kernel is a `torch.library` custom op with a fake implementation (the
+  recorded output shape), or, with compile policy "original", the original ops (inductor fuses them).
+  Fused placeholders are eager-only.
+
+Everything is undone by `Applied.remove()`. Kernels are inference kernels: a call that needs
+autograd falls back to the original op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from kiln.evals.model import sigs
+from kiln.evals.model.records import BundleEntry, CallSig
+
+HEAD_MARK = sigs.HEAD_MARK
+_OPS: dict[str, Any] = {}
+
+
+def load_kernel_module(path: Path) -> Any:
+    name = f"kiln_bundle_kernel_{abs(hash(str(path.resolve()))) % 10**10}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Kernel:
+    """A kernel file's ModelNew, built once per set of live parameters (it shares their storage)."""
+
+    def __init__(self, module: Any, out: Any, op_name: str) -> None:
+        self.cls = module.ModelNew
+        self.out = out
+        self.cache: dict[tuple, torch.nn.Module] = {}
+        self.op_name = op_name
+
+    def instance(self, params: list[torch.Tensor]) -> torch.nn.Module:
+        key = tuple((p.data_ptr(), p._version, p.dtype) for p in params)
+        inst = self.cache.get(key)
+        if inst is None:
+            if len(self.cache) > 256:
+                self.cache.clear()
+            with torch.no_grad():
+                inst = self.cls(*params)
+            self.cache[key] = inst
+        return inst
+
+    def __call__(self, acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return custom_op(self)(acts, params)
+        with torch.no_grad():
+            return self.instance(params)(*acts)
+
+
+def custom_op(k: Kernel) -> Any:
+    """The kernel as `torch.ops.kiln_bundle.<name>`, with a fake (meta) implementation for compile."""
+    if k.op_name in _OPS:
+        return _OPS[k.op_name]
+    out = k.out
+
+    @torch.library.custom_op(f"kiln_bundle::{k.op_name}", mutates_args=())
+    def op(acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return k.instance(params)(*acts).clone()
+
+    @op.register_fake
+    def _(acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+        dtype = getattr(torch, out.dtype)
+        return torch.empty_strided(out.shape, out.stride, dtype=dtype, device=acts[0].device)
+
+    _OPS[k.op_name] = op
+    return op
+
+
+def _flat(sig: CallSig, args: tuple, kwargs: dict) -> list[Any] | None:
+    """The call's values in the signature's order (positional, then keywords by name), or None if the
+    call's form differs from the recorded one."""
+    n_pos = sum(1 for a in sig.args if not a.name)
+    names = [a.name for a in sig.args if a.name]
+    if len(args) != n_pos or sorted(kwargs) != names:
+        return None
+    return [*args, *[kwargs[k] for k in names]]
+
+
+def matches(sig: CallSig, values: list[Any], skip_head: bool = False) -> bool:
+    for spec, v in zip(sig.args, values, strict=True):
+        if skip_head and spec.param == HEAD_MARK:
+            continue
+        if not sigs.signature_matches(spec, v):
+            return False
+        if isinstance(v, torch.Tensor) and v.requires_grad and torch.is_grad_enabled():
+            return False
+    return True
+
+
+def split(sig: CallSig, values: list[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    acts = [v for s, v in zip(sig.args, values, strict=True) if s.kind == "tensor" and s.param != HEAD_MARK]
+    params = [v for s, v in zip(sig.args, values, strict=True) if s.kind == "param"]
+    return acts, params
+
+
+@dataclass
+class Site:
+    entry: BundleEntry
+    kernel: Kernel
+
+    def try_run(self, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        values = _flat(self.entry.sig, args, kwargs)
+        if values is None or not matches(self.entry.sig, values):
+            return False, None
+        acts, params = split(self.entry.sig, values)
+        return True, self.kernel(acts, params)
+
+
+@dataclass
+class Pending:
+    site: Site
+    func: Callable
+    args: tuple
+    kwargs: dict
+    values: list[Any]
+
+
+@dataclass
+class Table:
+    single: dict[Any, list[Site]] = field(default_factory=dict)
+    fused: dict[Any, list[Site]] = field(default_factory=dict)
+    compile_kernels: bool = True
+    calls: dict[str, int] = field(default_factory=dict)  # group -> kernel calls (for tests and reports)
+
+    def count(self, group: str) -> None:
+        self.calls[group] = self.calls.get(group, 0) + 1
+
+
+class KilnMode(TorchFunctionMode):
+    """Routes matching calls to kernels; every other call runs unchanged."""
+
+    def __init__(self, table: Table) -> None:
+        super().__init__()
+        self.table = table
+        self.pending: dict[int, tuple[torch.Tensor, Pending]] = {}
+
+    def __torch_function__(self, func: Callable, types_: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if self.pending:
+            done, out = self._pending_call(func, args, kwargs)
+            if done:
+                return out
+        compiling = torch.compiler.is_compiling()
+        if compiling and not self.table.compile_kernels:
+            return func(*args, **kwargs)
+        if not compiling:
+            for site in self.table.fused.get(func, ()):
+                values = _flat(site.entry.sig, args, kwargs)
+                if values is not None and matches(site.entry.sig, values):
+                    return self._defer(site, func, args, kwargs, values)
+        for site in self.table.single.get(func, ()):
+            ok, out = site.try_run(args, kwargs)
+            if ok:
+                self.table.count(site.entry.group)
+                return out
+        return func(*args, **kwargs)
+
+    def _defer(self, site: Site, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> torch.Tensor:
+        o = site.entry.sig.out
+        assert o is not None
+        ph = torch.empty_strided(o.shape, o.stride, dtype=getattr(torch, o.dtype), device=values[0].device
+                                 if isinstance(values[0], torch.Tensor) else None)
+        self.pending[id(ph)] = (ph, Pending(site, func, args, kwargs, values))
+        return ph
+
+    def _pending_call(self, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        found = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and id(v) in self.pending]
+        for ph in found:
+            _, p = self.pending[id(ph)]
+            tail = p.site.entry.tail
+            assert tail is not None
+            values = _flat(tail, args, kwargs)
+            if func is sigs.resolve(tail.op) and values is not None and _is_head(tail, values, ph) \
+                    and matches(tail, values, skip_head=True):
+                del self.pending[id(ph)]
+                acts, params = split(p.site.entry.sig, p.values)
+                tacts, tparams = split(tail, values)
+                self.table.count(p.site.entry.group)
+                return True, p.site.kernel(acts + tacts, params + tparams)
+            self.fill(id(ph))
+        return False, None
+
+    def fill(self, key: int) -> None:
+        ph, p = self.pending.pop(key)
+        with torch.no_grad():
+            ph.copy_(p.func(*p.args, **p.kwargs))
+
+    def fill_all(self) -> None:
+        for key in list(self.pending):
+            self.fill(key)
+
+
+def _is_head(tail: CallSig, values: list[Any], ph: torch.Tensor) -> bool:
+    return any(s.param == HEAD_MARK and v is ph for s, v in zip(tail.args, values, strict=True))
+
+
+@dataclass
+class Applied:
+    """A model with kernels patched in; `remove()` (or leaving the `with` block) restores it."""
+
+    model: torch.nn.Module
+    table: Table
+    mode: KilnMode
+    originals: list[tuple[torch.nn.Module, Any]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    depth: int = 0
+
+    def remove(self) -> None:
+        for mod, fwd in reversed(self.originals):
+            if fwd is None:
+                mod.__dict__.pop("forward", None)
+            else:
+                mod.forward = fwd
+        self.originals.clear()
+
+    def __enter__(self) -> Applied:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    @contextlib.contextmanager
+    def scope(self) -> Any:
+        if torch.compiler.is_compiling() and not self.table.compile_kernels:
+            yield
+            return
+        self.depth += 1
+        try:
+            if self.depth == 1:
+                with self.mode:
+                    try:
+                        yield
+                    finally:
+                        self.mode.fill_all()
+            else:
+                yield
+        finally:
+            self.depth -= 1
+
+
+def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callable], Callable]) -> None:
+    """Replace one module instance's forward (its class and state dict are untouched)."""
+    own = mod.__dict__.get("forward")
+    applied.originals.append((mod, own))
+    inner = own if own is not None else types.MethodType(type(mod).forward, mod)
+    mod.forward = make(inner)
+
+
+def scoped(applied: Applied) -> Callable[[Callable], Callable]:
+    def make(inner: Callable) -> Callable:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            with applied.scope():
+                return inner(*args, **kwargs)
+        return forward
+    return make
+
+
+def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[[Callable], Callable]:
+    def make(inner: Callable) -> Callable:
+        def forward(x: Any, *rest: Any, **kw: Any) -> Any:
+            if not rest and not kw and not (torch.compiler.is_compiling() and not applied.table.compile_kernels):
+                eps = getattr(mod, "eps", getattr(mod, "variance_epsilon", None))
+                ok, out = site.try_run((x, mod.weight), {"eps": float(eps) if eps is not None else None})
+                if ok:
+                    applied.table.count(site.entry.group)
+                    return out
+            return inner(x, *rest, **kw)
+        return forward
+    return make
+
+
+def apply_entries(model: torch.nn.Module, sites: list[Site], compile_kernels: bool) -> Applied:
+    table = Table(compile_kernels=compile_kernels)
+    applied = Applied(model, table, KilnMode(table))
+    scopes: list[str] = []
+    for site in sites:
+        e = site.entry
+        if e.kind == "module":
+            for path in e.module_paths:
+                mod = _submodule(model, path)
+                if mod is None or type(mod).__name__ != e.module_class:
+                    applied.missing.append(f"{e.group}: no {e.module_class} at {path or '<model>'}")
+                    continue
+                wrap_forward(applied, mod, module_site(applied, site, mod))
+            continue
+        func = sigs.resolve(e.sig.op)
+        (table.fused if e.kind == "fused" else table.single).setdefault(func, []).append(site)
+        scopes += [s for s in e.scopes if s not in scopes]
+    for path in scopes:
+        mod = _submodule(model, path)
+        if mod is None:
+            applied.missing.append(f"no module at {path}")
+            continue
+        wrap_forward(applied, mod, scoped(applied))
+    return applied
+
+
+def _submodule(model: torch.nn.Module, path: str) -> torch.nn.Module | None:
+    try:
+        return model.get_submodule(path) if path else model
+    except AttributeError:
+        return None
