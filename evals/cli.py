@@ -27,6 +27,7 @@ COMMANDS = {
     "eval": "kiln.evals.cli_eval:eval_",
     "report": "kiln.evals.cli_report:report",
     "ui": "kiln.evals.ui.cli:ui",
+    "model": "kiln.evals.model.cli:model",
 }
 
 

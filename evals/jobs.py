@@ -175,7 +175,7 @@ def _agent(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evalua
                               llm=cfg.llm, coder_llm=cfg.coder_llm, judge_llm=cfg.judge_llm,
                               proposer_llm=cfg.proposer_llm, base_url=cfg.base_url,
                               target_speedup=cfg.target_speedup, strategy=cfg.strategy, trials=cfg.trials,
-                              check_timeout_s=cfg.check_timeout_s, max_iters=cfg.max_iters,
+                              check_timeout_s=cfg.check_timeout_s, max_iters=cfg.max_iters, dtype=cfg.dtype,
                               budget_usd=cfg.budget_usd, budget_tokens=cfg.budget_tokens,
                               budget_minutes=cfg.budget_minutes)
     best_check = summary.best.check_path

@@ -53,6 +53,7 @@ class RunOptions(BaseModel):
     budgets: Budgets = Field(default_factory=lambda: Budgets())
     trials: int = Field(3, ge=1, description="correctness trials per case and distribution")
     seed: int | None = Field(None, description="fixed check seed; None: a fresh secret seed per check")
+    dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="the dtype checks run the problem in")
     check_timeout_s: float = Field(300.0, gt=0)
     case_timeout_s: float = Field(60.0, gt=0, description="a stress case slower than this is rejected")
     max_cases: int = Field(4, ge=1, description="cases asked of the Proposer per round")

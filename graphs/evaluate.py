@@ -19,8 +19,8 @@ from kiln.tools.records import CheckOptions, CheckRecord
 
 def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
     o = ctx.options
-    return CheckOptions(device=o.device, trials=o.trials, cases=[str(p) for p in cases], timeout_s=o.check_timeout_s,
-                        seed=o.seed)
+    return CheckOptions(device=o.device, dtype=o.dtype, trials=o.trials, cases=[str(p) for p in cases],
+                        timeout_s=o.check_timeout_s, seed=o.seed)
 
 
 def run_check(ctx: RunContext, cand: Candidate, cases: list[Path]) -> CheckRecord:

@@ -11,6 +11,8 @@ message that names each mismatch. A bundle holds code: load only bundles you tru
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,11 +38,9 @@ def current_guard(model: torch.nn.Module) -> EnvGuard:
     """The environment a model runs in: device, GPU name, dtype of its floating parameters, versions."""
     p = next((t for t in model.parameters() if t.is_floating_point()), None)
     device = p.device if p is not None else torch.device("cpu")
-    try:
-        import triton
-
-        tv: str | None = triton.__version__
-    except ImportError:
+    try:  # the version without importing Triton (whose interpreter switch is read at import)
+        tv: str | None = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
         tv = None
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     return EnvGuard(device=device.type, gpu_name=gpu, dtype=dtype_name(p.dtype) if p is not None else "float32",
@@ -65,6 +65,8 @@ class Bundle:
         self.folder, self.manifest = folder, manifest
 
     def sites(self, only: set[str] | None = None) -> list[Site]:
+        if self.manifest.guard.device == "cpu":  # CPU bundles (tests, dry runs): Triton's interpreter
+            os.environ.setdefault("TRITON_INTERPRET", "1")
         out = []
         for e in self.manifest.entries:
             if only is not None and e.group not in only:

@@ -224,6 +224,10 @@ def _params(model: torch.nn.Module) -> dict[int, str]:
 
 
 def select(profile: ProfileRecord, top: int, min_share: float) -> list[OpGroup]:
-    """The hot groups to optimise: the top K by share with at least min_share (skipped ones excluded)."""
-    ok = [g for g in profile.groups if g.skipped is None and g.share >= min_share]
-    return ok[:top]
+    """The hot groups to optimise: the top K single ops by share with at least min_share (skipped ones
+    excluded), and the fused pairs offered on top of them (their head or tail is one of those)."""
+    singles = [g for g in profile.groups if g.kind != "fused" and g.skipped is None and g.share >= min_share][:top]
+    keys = {g.sig.key() for g in singles}
+    fused = [g for g in profile.groups if g.kind == "fused" and g.skipped is None and g.share >= min_share
+             and (g.sig.key() in keys or (g.tail is not None and g.tail.key() in keys))]
+    return singles + fused
