@@ -109,6 +109,7 @@ class Recorder(TorchFunctionMode):
         with self._range(len(self.calls)):
             out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor) and any(isinstance(a, torch.Tensor) for a in (*args, *kwargs.values())):
+            args, kwargs = sigs.normalize(func, args, kwargs)
             self._record(name, args, kwargs, out)
         return out
 

@@ -86,7 +86,7 @@ def custom_op(k: Kernel) -> Any:
     @torch.library.custom_op(f"kiln_bundle::{k.op_name}", mutates_args=())
     def op(acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
-            return k.instance(params)(*acts).clone()
+            return k.instance(params)(*acts)
 
     @op.register_fake
     def _(acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
@@ -129,7 +129,9 @@ class Site:
     entry: BundleEntry
     kernel: Kernel
 
-    def try_run(self, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+    def try_run(self, args: tuple, kwargs: dict, func: Any = None) -> tuple[bool, Any]:
+        if func is not None:
+            args, kwargs = sigs.normalize(func, args, kwargs)
         values = _flat(self.entry.sig, args, kwargs)
         if values is None or not matches(self.entry.sig, values):
             return False, None
@@ -176,11 +178,11 @@ class KilnMode(TorchFunctionMode):
             return func(*args, **kwargs)
         if not compiling:
             for site in self.table.fused.get(func, ()):
-                values = _flat(site.entry.sig, args, kwargs)
+                values = _flat(site.entry.sig, *sigs.normalize(func, args, kwargs))
                 if values is not None and matches(site.entry.sig, values):
                     return self._defer(site, func, args, kwargs, values)
         for site in self.table.single.get(func, ()):
-            ok, out = site.try_run(args, kwargs)
+            ok, out = site.try_run(args, kwargs, func)
             if ok:
                 self.table.count(site.entry.group)
                 return out
@@ -200,7 +202,7 @@ class KilnMode(TorchFunctionMode):
             _, p = self.pending[id(ph)]
             tail = p.site.entry.tail
             assert tail is not None
-            values = _flat(tail, args, kwargs)
+            values = _flat(tail, *sigs.normalize(func, args, kwargs))
             if func is sigs.resolve(tail.op) and values is not None and _is_head(tail, values, ph) \
                     and matches(tail, values, skip_head=True):
                 del self.pending[id(ph)]
@@ -313,8 +315,13 @@ def apply_entries(model: torch.nn.Module, sites: list[Site], compile_kernels: bo
                     applied.missing.append(f"{e.group}: no {e.module_class} at {path or '<model>'}")
                     continue
                 wrap_forward(applied, mod, module_site(applied, site, mod))
+            custom_op(site.kernel)
             continue
         func = sigs.resolve(e.sig.op)
+        sigs.positional_names(func)
+        if e.tail is not None:
+            sigs.positional_names(sigs.resolve(e.tail.op))
+        custom_op(site.kernel)  # registered now: torch.compile must not trace its creation
         (table.fused if e.kind == "fused" else table.single).setdefault(func, []).append(site)
         scopes += [s for s in e.scopes if s not in scopes]
     for path in scopes:

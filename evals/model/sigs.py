@@ -8,6 +8,7 @@ a Python operator on tensors (`x * y`). Anything else cannot be written back and
 
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 from typing import Any
@@ -26,6 +27,37 @@ OPERATORS = {"__add__": "+", "__radd__": "+", "__sub__": "-", "__mul__": "*", "_
 
 class NotWritable(Exception):
     """A value or function that a problem file cannot reproduce; the message says what."""
+
+
+_POSITIONAL: dict[Any, tuple[str, ...] | None] = {}
+
+
+def positional_names(func: Any) -> tuple[str, ...] | None:
+    """The names a Python function's arguments may be given positionally (None for builtins); read
+    once, outside torch.compile, so tracing never mutates this table."""
+    if func not in _POSITIONAL:
+        try:
+            params = inspect.signature(func).parameters.values()
+            kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            _POSITIONAL[func] = tuple(p.name for p in params if p.kind in kinds)
+        except (TypeError, ValueError):
+            _POSITIONAL[func] = None
+    return _POSITIONAL[func]
+
+
+def normalize(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """One form for every way of writing a call: keyword arguments that could be positional become
+    positional (`F.group_norm(x, 32, weight=w)` is `F.group_norm(x, 32, w)`; torch.compile passes them
+    positionally). Builtins without a Python signature stay as written."""
+    names = _POSITIONAL.get(func) if torch.compiler.is_compiling() else positional_names(func)
+    if not names or not kwargs:
+        return args, kwargs
+    out, kw = list(args), dict(kwargs)
+    for name in names[len(args):]:
+        if name not in kw:
+            break
+        out.append(kw.pop(name))
+    return tuple(out), kw
 
 
 def func_name(func: Any) -> str:

@@ -182,8 +182,8 @@ def build(spec: str) -> Target:
     if not isinstance(model, torch.nn.Module):
         raise TargetError(f"{spec}: the factory's model is a {type(model).__name__}, not a torch.nn.Module")
     args, kwargs = split_inputs(inputs)
-    return Target(name=spec.split("?")[0].replace("/", "_").replace(":", "-"), model=model.eval(), args=args,
-                  kwargs=kwargs)
+    name = f"{Path(head).stem}:{rest}" if head.endswith(".py") else spec.split("?")[0]
+    return Target(name=name, model=model.eval(), args=args, kwargs=kwargs)
 
 
 def _move(v: Any, device: str, dtype: torch.dtype) -> Any:
