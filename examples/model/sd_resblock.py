@@ -7,7 +7,6 @@ benchmark runs where diffusers is not installed. 320 channels, 64x64, batch 2 by
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
 class ResBlock(nn.Module):
