@@ -91,8 +91,9 @@ def table(folder: Path) -> str:
                    f"{100 * e.get('coverage', 0):.1f}% | {e.get('compile_policy', '-')} |")
         for o in r["ops"]:
             comp = o.get("speedup_compile")
+            vs_compile = f"{comp['value']:.2f}x" if comp else "-"
             ops.append(f"| {row['part']} | `{o['group']}` ({o['op']}) | {100 * o['share']:.1f}% | {o['status']} | "
-                       f"{_ci(o.get('speedup'))} | {f'{comp['value']:.2f}x' if comp else '-'} | {o['reason'][:80]} |")
+                       f"{_ci(o.get('speedup'))} | {vs_compile} | {o['reason'][:80]} |")
     return "\n".join(e2e) + "\n\n" + "\n".join(ops)
 
 
