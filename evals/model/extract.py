@@ -158,6 +158,8 @@ def write_problem(g: OpGroup, model: torch.nn.Module, model_name: str, folder: P
                   kept: dict[str, Any] | None) -> Problem:
     """The problem file for a group (and its params file), verified on the real call when kept."""
     folder.mkdir(parents=True, exist_ok=True)
+    if kept is not None and kept["sig"].key() == g.sig.key():  # the real call's activation statistics
+        g = g.model_copy(update={"sig": kept["sig"]})
     path = folder / f"{g.id}.py"
     src, names = render(g, model_name, folder / f"{g.id}.params.pt")
     pnames = [a.param for a in names.params]

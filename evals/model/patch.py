@@ -214,8 +214,15 @@ class KilnMode(TorchFunctionMode):
         return False, None
 
     def fill(self, key: int) -> None:
+        """The head's real result into its placeholder (its own kernel when one is patched)."""
         ph, p = self.pending.pop(key)
         with torch.no_grad():
+            for site in self.table.single.get(p.func, ()):
+                ok, out = site.try_run(p.args, p.kwargs, p.func)
+                if ok:
+                    self.table.count(site.entry.group)
+                    ph.copy_(out)
+                    return
             ph.copy_(p.func(*p.args, **p.kwargs))
 
     def fill_all(self) -> None:
