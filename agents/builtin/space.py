@@ -60,7 +60,7 @@ def default(family: str, variant: str, device: str) -> dict:
 # knobs that a search step never changes (kept in the config so kernels are self-describing)
 FIXED: dict[str, dict] = {
     "elementwise": {"waves": 4, "num_stages": 1},
-    "row": {"waves": 4, "onepass_max": 16384, "chunk": 2048, "block_n": 128},
+    "row": {"waves": 4, "onepass_max": 16384, "chunk": 2048, "block_n": 128, "evict": 1},
     "matmul": {"group_m": 8},
     "gnorm": {"onepass_max": 8192},
 }

@@ -24,11 +24,15 @@ from kiln.evals.model.sigs import HEAD_MARK
 DRAW_HELPER = '''
 
 def _kiln_draw(shape, stride, q):
-    """Values drawn by inverse CDF from the activation's quantiles q (range, skew, zeros kept)."""
+    """Values drawn by inverse CDF from the activation's quantiles q (range, skew, zeros kept), laid
+    out with the call's strides (a broadcast dim, stride 0, is drawn once and expanded)."""
     qs = torch.tensor(q, dtype=torch.float64)
-    pos = torch.rand(shape, dtype=torch.float64) * (len(q) - 1)
+    base = [1 if st == 0 else n for n, st in zip(shape, stride)]
+    pos = torch.rand(base, dtype=torch.float64) * (len(q) - 1)
     i = pos.floor().long().clamp(max=len(q) - 2)
     x = (qs[i] + (qs[i + 1] - qs[i]) * (pos - i)).float()
+    if 0 in stride:
+        return x.expand(shape)
     out = torch.empty_strided(shape, stride, dtype=torch.float32)
     out.copy_(x)
     return out
