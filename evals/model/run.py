@@ -26,6 +26,7 @@ from kiln.evals.model.optimise import OptimiseOptions, best_kernel, confirm, dec
 from kiln.evals.model.records import (
     BundleEntry,
     BundleManifest,
+    E2ERecord,
     ModelReport,
     OpGroup,
     OpOutcome,
@@ -138,11 +139,18 @@ class Run:
         patched = [e.group for e in b.manifest.entries]
         if not patched or not self.comparable:
             return b
-        self.say(f"end-to-end check of {len(patched)} patched group(s) over {self.o.seeds} seed(s)")
-        tol = self.o.e2e_tol or TOL[DTYPE_NAMES[self.o.dtype]]
-        gain = {k: g.share * (1 - 1 / max(_speed(outcomes, k), 1e-9)) for k, g in groups.items()}
-        rec, keep = run_e2e(t, b, patched, seeds=self.o.seeds, tol=tol, device=self.o.device, gain=gain,
-                            share={k: g.share for k, g in groups.items()})
+        cache = self.dir / "e2e.json"
+        if cache.exists():
+            saved = json.loads(cache.read_text())
+            rec, keep = E2ERecord.model_validate(saved["record"]), saved["keep"]
+        else:
+            self.say(f"end-to-end check of {len(patched)} patched group(s) over {self.o.seeds} seed(s)")
+            tol = self.o.e2e_tol or TOL[DTYPE_NAMES[self.o.dtype]]
+            gain = {k: g.share * (1 - 1 / max(_speed(outcomes, k), 1e-9)) for k, g in groups.items()}
+            rec, keep = run_e2e(t, b, patched, seeds=self.o.seeds, tol=tol, device=self.o.device, gain=gain,
+                                share={k: g.share for k, g in groups.items()})
+            rec.coverage = coverage(list(groups.values()), keep)
+            cache.write_text(json.dumps({"record": rec.model_dump(mode="json"), "keep": keep}))
         self.report.e2e = rec
         for oc in outcomes:
             if oc.status == "patched" and oc.group not in keep:
@@ -187,6 +195,21 @@ class Run:
         self._skip("model", error)
         write_report(self.dir, self.report)
         return None
+
+
+def coverage(groups: list[OpGroup], patched: list[str]) -> float:
+    """Share of the original forward's time in calls a patched kernel runs: a single op group counts
+    whole when patched, else by the fraction of its calls that patched fused pairs take."""
+    fused = [g for g in groups if g.kind == "fused" and g.id in patched]
+    total = 0.0
+    for g in groups:
+        if g.kind == "fused":
+            continue
+        key = g.sig.key()
+        taken = sum(f.count for f in fused if f.sig.key() == key or (f.tail is not None and f.tail.key() == key))
+        frac = 1.0 if g.id in patched else min(1.0, taken / g.count if g.count else 0.0)
+        total += g.share * frac
+    return total
 
 
 def _speed(outcomes: list[OpOutcome], key: str) -> float:
