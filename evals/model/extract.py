@@ -9,8 +9,6 @@ that does not is skipped, with the error, never optimised.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import torch
 from kiln.evals.model import sigs
 from kiln.evals.model.records import ArgSpec, CallSig, OpGroup
 from kiln.evals.model.sigs import HEAD_MARK
+from kiln.tools.check.worker import load_module
 
 DRAW_HELPER = '''
 
@@ -143,16 +142,6 @@ def render(g: OpGroup, model: str, params_file: Path | None) -> tuple[str, Names
     return "\n".join(lines), names
 
 
-def _load(path: Path) -> Any:
-    name = f"kiln_model_problem_{abs(hash(str(path))) % 10**8}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _param_tensors(model: torch.nn.Module, names: list[str]) -> list[torch.Tensor]:
     table = dict(model.named_parameters(remove_duplicate=False)) | dict(model.named_buffers(remove_duplicate=False))
     return [table[n].detach().cpu() for n in names]
@@ -179,7 +168,7 @@ def write_problem(g: OpGroup, model: torch.nn.Module, model_name: str, folder: P
 def verify(path: Path, names: Names, kept: dict[str, Any] | None, g: OpGroup) -> tuple[bool, str | None]:
     """Run the problem's Model on the real call's inputs: it must give the real output."""
     try:
-        mod = _load(path)
+        mod = load_module(str(path), "model_problem")
         ref = mod.Model(*mod.get_init_inputs())
         drawn = mod.get_inputs()
     except Exception as err:  # noqa: BLE001 - a broken extraction is a skipped group, with why

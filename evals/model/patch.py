@@ -20,8 +20,6 @@ autograd falls back to the original op.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,15 +37,16 @@ _OPS: dict[str, Any] = {}
 
 
 def load_kernel_module(path: Path) -> Any:
-    name = f"kiln_bundle_kernel_{abs(hash(str(path.resolve()))) % 10**10}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """A bundle's kernel file as a module (imported once per process)."""
+    from kiln.tools.check.worker import load_module
+
+    key = str(path.resolve())
+    if key not in _MODULES:
+        _MODULES[key] = load_module(key, "bundle_kernel")
+    return _MODULES[key]
+
+
+_MODULES: dict[str, Any] = {}
 
 
 class Kernel:

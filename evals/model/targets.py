@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,13 +70,10 @@ def from_file(path: str, factory: str) -> tuple[torch.nn.Module, Any]:
     file = Path(path)
     if not file.is_file():
         raise TargetError(f"target file not found: {file}")
-    name = f"kiln_model_target_{abs(hash(str(file.resolve()))) % 10**8}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
+    from kiln.tools.check.worker import load_module
+
     try:
-        spec.loader.exec_module(mod)
+        mod = load_module(str(file.resolve()), "model_target")
     except Exception as err:  # noqa: BLE001 - the user's file: one line, never a traceback
         raise TargetError(f"{file} does not import: {type(err).__name__}: {err}{_where(err, file)}") from None
     fn = getattr(mod, factory, None)
