@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # machines install offline; any torch >= 2.4 works (see pyproject.toml).
 TORCH ?= torch==2.13.0
 
-.PHONY: setup browser test check demo clean
+.PHONY: setup browser sandbox test check demo clean
 
 $(BIN)/kiln: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -15,18 +15,22 @@ $(BIN)/kiln: pyproject.toml setup.py
 	$(BIN)/pip install -q -e '.[dev,ray,anthropic,profile]'
 	touch $(BIN)/kiln
 
-setup: $(BIN)/kiln
+setup: $(BIN)/kiln sandbox
 
 # The HTML report and `kiln ui` are tested in a real headless Chromium (Debian's package); the UI's tests
 # drive it through Playwright (pip, in the dev extra), never through Playwright's own browser download.
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
-test: setup browser
+# The OS sandbox's outer layer for LLM-written code (Debian's package; kiln doctor shows the level).
+sandbox:
+	@command -v bwrap >/dev/null || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }
+
+test: setup browser sandbox
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q
 
 check: setup
-	$(BIN)/ruff check tools agents graphs evals tests
+	$(BIN)/ruff check tools agents graphs evals rewards tests
 	$(BIN)/mypy tools
 
 demo: setup

@@ -1,4 +1,5 @@
-"""Map the four top-level code folders onto the `kiln` namespace (kiln.tools, kiln.agents, ...).
+"""Map the top-level code folders onto the `kiln` namespace (kiln.tools, kiln.agents, ..., and
+kiln.rewards, the reward callable for RL trainers).
 
 `kiln` is an implicit namespace package: nothing installs a generic top-level `tools`, `agents`,
 `graphs` or `evals`, which other distributions use.
@@ -6,7 +7,7 @@
 
 from setuptools import find_packages, setup
 
-LAYERS = ("tools", "agents", "graphs", "evals")
+LAYERS = ("tools", "agents", "graphs", "evals", "rewards")
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}

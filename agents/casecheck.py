@@ -1,7 +1,8 @@
 """Checks on Proposer cases before they join a verification suite.
 
 A case must be the problem's own `Model`, verbatim, with its own `get_inputs`/`get_init_inputs`;
-and it must run the reference to completion, quickly, in a clean subprocess that sees no secrets.
+and it must run the reference to completion, quickly, in the OS sandbox (`kiln.tools.check.sandbox`:
+no network, no secrets, nothing but its own scratch dir to write, nothing of the user's to read).
 Also: what a candidate kernel seems to assume (block sizes, masks, contiguity), read from its
 source, so the Proposer can aim at it.
 """
@@ -9,10 +10,7 @@ source, so the Proposer can aim at it.
 from __future__ import annotations
 
 import ast
-import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,7 +18,6 @@ from pathlib import Path
 from kiln.tools import pyparse
 
 NAME_OK = re.compile(r"^[a-z0-9_]{1,60}$")
-ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME")
 
 _RUNNER = r"""
 import importlib.util, sys, torch
@@ -64,30 +61,28 @@ def static_problem_error(case_src: str, problem_src: str) -> str | None:
     return None
 
 
-def _clean_env(device: str) -> dict[str, str]:
-    env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
+def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+                  bwrap: str | None = None) -> str | None:
+    """Run the case's reference once, confined like a check's workers (a one-shot sandboxed run: a
+    scrubbed environment, its own dir the only place to write); None when it works."""
+    from kiln.tools.check import scratch
+    from kiln.tools.check.confine import Confinement
+    from kiln.tools.check.isolation import run_isolated, scrubbed_env
+    from kiln.tools.check.sandbox import sandbox_for
 
-
-def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0) -> str | None:
-    """Run the case's reference once in a fresh process (new session, clean env); None when it works."""
-    with tempfile.TemporaryDirectory(prefix="kiln-case-") as tmp:
+    box = sandbox_for(isolation, bwrap)
+    with tempfile.TemporaryDirectory(prefix="case-", dir=scratch.root()) as tmp:
         path = Path(tmp) / "case.py"
         path.write_text(case_src)
-        proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(path), device], cwd=tmp,
-                                env=_clean_env(device), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-        try:
-            _, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return f"too slow: the reference did not finish in {timeout_s:.0f} s"
-    if proc.returncode != 0:
-        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-        return f"the reference fails on it: {lines[-1] if lines else f'exit {proc.returncode}'}"
+        env = scrubbed_env(device=device, gpu_index=0, cache_dir=Path(tmp) / "cache")
+        env.pop("TRITON_INTERPRET", None)  # the reference is PyTorch: nothing to interpret
+        res = run_isolated([sys.executable, "-c", _RUNNER, str(path), device], env=env, cwd=Path(tmp),
+                           timeout_s=timeout_s, confinement=Confinement(write=(tmp,)), sandbox=box)
+    if res.timed_out:
+        return f"too slow: the reference did not finish in {timeout_s:.0f} s"
+    if res.returncode != 0:
+        lines = [ln for ln in res.stderr_tail.strip().splitlines() if ln.strip()]
+        return f"the reference fails on it: {lines[-1] if lines else f'exit {res.returncode}'}"
     return None
 
 

@@ -27,7 +27,11 @@ COMMANDS = {
     "eval": "kiln.evals.cli_eval:eval_",
     "report": "kiln.evals.cli_report:report",
     "ui": "kiln.evals.ui.cli:ui",
+<<<<<<< HEAD
     "model": "kiln.evals.model.cli:model",
+=======
+    "curriculum": "kiln.evals.curriculum.cli:curriculum",
+>>>>>>> main
 }
 
 
@@ -50,6 +54,11 @@ def _split_config(argv: list[str]) -> tuple[str | None, list[str]]:
 
 
 def main() -> None:
+    from kiln.tools.check import scratch
+    from kiln.tools.check.sandbox import harden_self
+
+    harden_self()  # before anything reads an API key: no process of ours may read this one's memory
+    scratch.at_start()  # stale scratch roots of dead kiln processes go; this one's goes on SIGTERM
     from kiln.evals.config import ENV_PREFIX, config_path, load_default_map
 
     try:

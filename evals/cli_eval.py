@@ -98,6 +98,8 @@ def eval_(
     cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
     timeout: Annotated[float, typer.Option(help="seconds per check")] = 300.0,
     trials: Annotated[int, typer.Option(help="correctness trials per input distribution")] = 5,
+    isolation: Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks")] = "best-effort",
+    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")] = None,
 ) -> None:
     """Run kiln over many problems; resumable (rerun the same command to continue)."""
     refs = _problems(target, root, level, problems)
@@ -107,10 +109,13 @@ def eval_(
                           proposer_llm=proposer_llm, base_url=base_url, lang=lang, device=device, dtype=dtype,
                           max_iters=max_iters, target_speedup=target_speedup, strategy=strategy,
                           budget_usd=budget_usd, budget_tokens=budget_tokens, budget_minutes=budget_minutes,
-                          check_timeout_s=timeout, trials=trials)
+                          check_timeout_s=timeout, trials=trials, isolation=isolation, bwrap=bwrap)
     except ValueError as err:
         raise KilnInputError(str(err).splitlines()[-1] if str(err) else "bad option") from None
     _validate_roles(cfg)
+    from kiln.tools.check.sandbox import sandbox_for
+
+    sandbox_for(cfg.isolation, cfg.bwrap)  # --isolation strict without the full sandbox: refused at start
     run_dir = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
     evaluator = _evaluator(executor, ray_address, device, cpu_slots)
     budget = BatchBudget(usd=batch_budget_usd, tokens=batch_budget_tokens, minutes=batch_budget_minutes)

@@ -49,10 +49,11 @@ class SlottedEvaluator:
         if not options.fork_server:
             return []
         from kiln.tools.check.pipeline import cache_root
+        from kiln.tools.check.sandbox import sandbox_for
         from kiln.tools.check.servers import warm_fork_servers
 
         device, indices = ("cuda", self._gpus) if self.on_gpu else ("cpu", [options.gpu_index])
-        return warm_fork_servers(device, indices, cache_root(options))
+        return warm_fork_servers(device, indices, cache_root(options), sandbox_for(options.isolation, options.bwrap))
 
     def check(self, problem: Path, candidate: Path, options: CheckOptions) -> CheckRecord:
         slot = self._slots.get()

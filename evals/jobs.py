@@ -42,6 +42,8 @@ class BatchConfig(BaseModel):
     budget_minutes: float | None = None
     check_timeout_s: float = 300.0
     trials: int = 5
+    isolation: Literal["strict", "best-effort"] = "best-effort"
+    bwrap: str | None = None
 
 
 class CandidateRow(BaseModel):
@@ -96,7 +98,8 @@ def gpu_facts(device: str):  # noqa: ANN201 - GpuFacts lives in kiln.agents (imp
 
 
 def check_options(cfg: BatchConfig) -> CheckOptions:
-    return CheckOptions(device=cfg.device, dtype=cfg.dtype, trials=cfg.trials, timeout_s=cfg.check_timeout_s)
+    return CheckOptions(device=cfg.device, dtype=cfg.dtype, trials=cfg.trials, timeout_s=cfg.check_timeout_s,
+                        isolation=cfg.isolation, bwrap=cfg.bwrap)
 
 
 def run_job(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evaluator, run_dir: Path) -> JobResult:

@@ -57,6 +57,8 @@ def run(
     seed: Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check); "
                                              "with --llm-cache, a rerun then replays the run exactly")] = None,
     quiet: Annotated[bool, typer.Option(help="no live display")] = False,
+    isolation: Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks")] = "best-effort",
+    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")] = None,
 ) -> None:
     """Run the Coder / Judge / Proposer loop on PROBLEM until the kernel is verified and fast enough."""
     from pydantic import ValidationError
@@ -67,6 +69,9 @@ def run(
     progress = Progress(live=not quiet)
     if resume is None and problem is None:
         raise KilnInputError("give a PROBLEM file, or --resume RUN_DIR")
+    from kiln.tools.check.sandbox import sandbox_for
+
+    sandbox_for(isolation, bwrap)  # --isolation strict without the full sandbox: refused before any LLM call
     run_dir = resume or out or default_run_dir(problem)
     try:
         if resume is not None:
@@ -76,7 +81,7 @@ def run(
                 problem, out=run_dir, progress=progress, lang=lang, llm=_abs_replay(llm),
                 coder_llm=_abs_replay(coder_llm), judge_llm=_abs_replay(judge_llm),
                 proposer_llm=_abs_replay(proposer_llm), base_url=base_url, target_speedup=target_speedup, target_baseline=target_baseline,
-                strategy=strategy, device=device, trials=trials, seed=seed,
+                strategy=strategy, device=device, trials=trials, seed=seed, isolation=isolation, bwrap=bwrap,
                 llm_cache=str(llm_cache.resolve()) if llm_cache else None,
                 budgets={"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens,
                          "minutes": budget_minutes, "no_progress_iters": no_progress})

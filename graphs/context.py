@@ -59,6 +59,8 @@ class RunOptions(BaseModel):
     max_cases: int = Field(4, ge=1, description="cases asked of the Proposer per round")
     roofline_stop_pct: float = Field(90.0, description="stop once the best is this close to its floor")
     recursion_limit: int = Field(0, ge=0, description="0: derived from the budgets")
+    isolation: Literal["strict", "best-effort"] = Field("best-effort", description="the OS sandbox's level")
+    bwrap: str | None = Field(None, description="bubblewrap binary (None: on PATH)")
 
 
 ProfileFn = Callable[[Path, Path], tuple[str | None, str | None]]

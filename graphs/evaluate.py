@@ -20,7 +20,7 @@ from kiln.tools.records import CheckOptions, CheckRecord
 def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
     o = ctx.options
     return CheckOptions(device=o.device, dtype=o.dtype, trials=o.trials, cases=[str(p) for p in cases],
-                        timeout_s=o.check_timeout_s, seed=o.seed)
+                        timeout_s=o.check_timeout_s, seed=o.seed, isolation=o.isolation, bwrap=o.bwrap)
 
 
 def run_check(ctx: RunContext, cand: Candidate, cases: list[Path]) -> CheckRecord:

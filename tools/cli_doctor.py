@@ -169,9 +169,25 @@ def check_cache(cache_dir: Path) -> DoctorItem:
     return DoctorItem(name="compile cache", status="OK", detail=detail)
 
 
-def collect(cache_dir: Path) -> list[DoctorItem]:
+def check_sandbox(bwrap: str | None = None) -> DoctorItem:
+    """The OS sandbox for LLM-written code: which layers are in force here (kiln.tools.check.sandbox)."""
+    from kiln.tools.check.sandbox import describe
+
+    rec = describe(bwrap)
+    version = f"bwrap {rec.bwrap_version}" if rec.bwrap else "no bwrap"
+    detail = f"{version}, Landlock ABI {rec.landlock_abi}, {len(rec.layers)} of {len(rec.layers) + len(rec.missing)} layers"
+    if rec.complete:
+        return DoctorItem(name="sandbox", status="OK", detail=detail + " (--isolation strict can run)")
+    gaps = "; ".join(f"{k}: {v}" for k, v in rec.missing.items())
+    return DoctorItem(name="sandbox", status="WARN", detail=f"{detail}; missing {gaps}"[:400],
+                      fix="apt-get install bubblewrap (or --bwrap PATH); until then --isolation strict refuses "
+                          "and best-effort runs candidates with the layers above only")
+
+
+def collect(cache_dir: Path, bwrap: str | None = None) -> list[DoctorItem]:
     checks: list[Callable[[], DoctorItem]] = [check_python, check_gpu, check_cuda, check_fast_path, check_ninja,
-                                              check_ncu, check_interpreter, lambda: check_cache(cache_dir)]
+                                              check_ncu, check_interpreter, lambda: check_cache(cache_dir),
+                                              lambda: check_sandbox(bwrap)]
     items = []
     for fn in checks:
         try:
@@ -198,11 +214,12 @@ def render(items: list[DoctorItem]) -> None:
 def doctor(
     json_out: Annotated[bool, typer.Option("--json", help="print the items as JSON instead of a table")] = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="compile cache to inspect (default: kiln's)")] = None,
+    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary to probe (default: on PATH)")] = None,
 ) -> None:
-    """Check GPUs, driver, CUDA, nvcc, torch, Triton, Nsight Compute and the compile cache."""
+    """Check GPUs, driver, CUDA, nvcc, torch, Triton, Nsight Compute, the compile cache and the sandbox."""
     from kiln.tools.compile import default_cache_root
 
-    items = collect(cache_dir or default_cache_root())
+    items = collect(cache_dir or default_cache_root(), bwrap)
     if json_out:
         print(json.dumps([it.model_dump() for it in items], indent=2))
     else:

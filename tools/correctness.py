@@ -28,7 +28,18 @@ def tolerances(dtype: str, atol: float | None, rtol: float | None) -> tuple[floa
 # ----------------------------------------------------------------------------- packing (worker side)
 
 
-def _walk(obj: Any, name: str, meta: list[dict], tensors: dict[str, Any], seed: int) -> None:
+def leaves(obj: Any, name: str = "out") -> list[tuple[str, Any]]:
+    """(name, leaf) pairs of one forward() result, in pack order: tensors and numbers are leaves,
+    tuples/lists/dicts are walked ('out[0]', "out['k']"). `kiln.tools.numerics` names outputs the
+    same way, so its per-output data lines up with the pack's."""
+    if isinstance(obj, (tuple, list)):
+        return [leaf for i, item in enumerate(obj) for leaf in leaves(item, f"{name}[{i}]")]
+    if isinstance(obj, dict):
+        return [leaf for key in sorted(obj, key=str) for leaf in leaves(obj[key], f"{name}[{key!r}]")]
+    return [(name, obj)]
+
+
+def _pack_leaf(name: str, obj: Any, meta: list[dict], tensors: dict[str, Any], seed: int) -> None:
     if isinstance(obj, torch.Tensor):
         meta.append({"name": name, "kind": "tensor", "cls": type(obj).__name__, "device": str(obj.device),
                      "dtype": str(obj.dtype).removeprefix("torch."), "shape": list(obj.shape)})
@@ -38,12 +49,6 @@ def _walk(obj: Any, name: str, meta: list[dict], tensors: dict[str, Any], seed: 
             # a plain torch.Tensor copy: a subclass would not survive the parent's weights_only load
             # (its class is in the metadata, and a subclass output fails the comparison as a type)
             tensors[name] = obj.detach().to("cpu", copy=True).contiguous().as_subclass(torch.Tensor)
-    elif isinstance(obj, (tuple, list)):
-        for i, item in enumerate(obj):
-            _walk(item, f"{name}[{i}]", meta, tensors, seed)
-    elif isinstance(obj, dict):
-        for key in sorted(obj, key=str):
-            _walk(obj[key], f"{name}[{key!r}]", meta, tensors, seed)
     elif isinstance(obj, (bool, int, float)) or obj is None:
         meta.append({"name": name, "kind": "number", "value": obj})
     else:
@@ -56,7 +61,8 @@ def pack(output: Any, seed: int = 0) -> dict[str, Any]:
     Both sides of a comparison must pack with the same `seed` (the run's secret)."""
     meta: list[dict] = []
     tensors: dict[str, Any] = {}
-    _walk(output, "out", meta, tensors, seed)
+    for name, leaf in leaves(output):
+        _pack_leaf(name, leaf, meta, tensors, seed)
     return {"meta": meta, "tensors": tensors}
 
 
@@ -88,11 +94,12 @@ def _desc(m: dict) -> str:
     return f"a {m.get('cls', '?')} object"
 
 
-def _structure(exp: dict, act: dict) -> Mismatch | None:
+def structure(exp: dict, act: dict) -> Mismatch | None:
+    """The first difference in output count, kind, class, shape, dtype or device; None if none."""
     em, am = exp["meta"], act["meta"]
     if len(em) != len(am):
         return Mismatch(output="out", reason="count", expected_desc=f"{len(em)} output(s)",
-                        actual_desc=f"{len(am)} output(s)",
+                        actual_desc=f"{len(am)} output(s)", rule="structure",
                         message=f"forward() returned {len(am)} output value(s); the reference returns {len(em)}.")
     for e, a in zip(em, am, strict=True):
         bad = _meta_mismatch(e, a)
@@ -115,30 +122,36 @@ def _meta_mismatch(e: dict, a: dict) -> Mismatch | None:
         reason = "device"
     else:
         return None
-    return Mismatch(output=name, reason=reason, expected_desc=_desc(e), actual_desc=_desc(a),
+    return Mismatch(output=name, reason=reason, expected_desc=_desc(e), actual_desc=_desc(a), rule="structure",
                     message=f"{name}: expected {_desc(e)}, got {_desc(a)} ({reason} differs).")
 
 
 def compare(exp: dict, act: dict, *, atol: float, rtol: float) -> Mismatch | None:
     """None when every output matches; else the first output that doesn't, with details."""
-    bad = _structure(exp, act)
+    bad = structure(exp, act)
     if bad:
         return bad
     for e, a in zip(exp["meta"], act["meta"], strict=True):
-        if e["kind"] == "number":
-            if not _number_close(e["value"], a["value"], atol, rtol):
-                return Mismatch(output=e["name"], reason="values", expected_desc=repr(e["value"]),
-                                actual_desc=repr(a["value"]), n_mismatch=1, n_total=1, mismatch_frac=1.0,
-                                message=f"{e['name']}: expected {e['value']!r}, got {a['value']!r}.")
-        elif e["kind"] == "tensor":
-            et, at = exp["tensors"][e["name"]], act["tensors"][e["name"]]
-            if sketch.is_sketch(et) or sketch.is_sketch(at):
-                bad = compare_sketches(et, at, atol=atol, rtol=rtol, name=e["name"])
-            else:
-                bad = compare_tensors(et, at, atol=atol, rtol=rtol, name=e["name"])
-            if bad:
-                return bad
+        bad = compare_output(e, a, exp, act, atol=atol, rtol=rtol)
+        if bad:
+            return bad
     return None
+
+
+def compare_output(e: dict, a: dict, exp: dict, act: dict, *, atol: float, rtol: float) -> Mismatch | None:
+    """One output of two packed results whose structure matches (`structure`), by atol/rtol."""
+    if e["kind"] == "number":
+        if _number_close(e["value"], a["value"], atol, rtol):
+            return None
+        return Mismatch(output=e["name"], reason="values", expected_desc=repr(e["value"]),
+                        actual_desc=repr(a["value"]), n_mismatch=1, n_total=1, mismatch_frac=1.0,
+                        message=f"{e['name']}: expected {e['value']!r}, got {a['value']!r}.")
+    if e["kind"] != "tensor":
+        return None
+    et, at = exp["tensors"][e["name"]], act["tensors"][e["name"]]
+    if sketch.is_sketch(et) or sketch.is_sketch(at):
+        return compare_sketches(et, at, atol=atol, rtol=rtol, name=e["name"])
+    return compare_tensors(et, at, atol=atol, rtol=rtol, name=e["name"])
 
 
 def relative_l2(exp: dict, act: dict) -> float | None:
@@ -175,19 +188,29 @@ def compare_sketches(e: dict, a: dict, *, atol: float, rtol: float, name: str) -
         return Mismatch(output=name, reason="type", message=f"{name}: the two sides sampled different positions.")
     bad = compare_tensors(e["values"], a["values"], atol=atol, rtol=rtol, name=name)
     if bad is not None:
-        pos = sketch.sketch_positions(e)
-        for entry in bad.first:
-            entry.index = sketch.unravel(int(pos[entry.index[0]]), e["shape"])
-        shape = tuple(e["shape"])
-        bad.expected_desc = bad.actual_desc = str(shape)
-        bad.message = (f"{bad.message} (checked on a sample of {bad.n_total} of the output's "
-                       f"{math.prod(shape)} elements; indices are in the full tensor)")
-        return bad
-    why = sketch.stats_mismatch(e, a, rtol)
+        return on_full_tensor(bad, e)
+    return stats_report(sketch.stats_mismatch(e, a, rtol), e, name)
+
+
+def on_full_tensor(bad: Mismatch, sk: dict) -> Mismatch:
+    """A mismatch found on a sketch's sample, reported at its positions in the full tensor."""
+    pos = sketch.sketch_positions(sk)
+    for entry in bad.first:
+        entry.index = sketch.unravel(int(pos[entry.index[0]]), sk["shape"])
+    shape = tuple(sk["shape"])
+    bad.expected_desc = bad.actual_desc = str(shape)
+    bad.message = (f"{bad.message} (checked on a sample of {bad.n_total} of the output's "
+                   f"{math.prod(shape)} elements; indices are in the full tensor)")
+    return bad
+
+
+def stats_report(why: str | None, sk: dict, name: str) -> Mismatch | None:
+    """A whole-tensor disagreement of two sketches (`sketch.stats_mismatch`) as a Mismatch."""
     if why is None:
         return None
-    return Mismatch(output=name, reason="nan" if "NaN" in why else "values", expected_desc=str(tuple(e["shape"])),
-                    actual_desc=str(tuple(a["shape"])), n_total=math.prod(e["shape"]), message=f"{name}: {why}.")
+    shape = str(tuple(sk["shape"]))
+    return Mismatch(output=name, reason="nan" if "NaN" in why else "values", expected_desc=shape,
+                    actual_desc=shape, n_total=math.prod(sk["shape"]), message=f"{name}: {why}.")
 
 
 def _number_close(e: Any, a: Any, atol: float, rtol: float) -> bool:
@@ -212,17 +235,18 @@ def compare_tensors(e: torch.Tensor, a: torch.Tensor, *, atol: float, rtol: floa
     else:
         work = _work_dtype(e, a)
         ew, aw = e.to(work), a.to(work)
-        ok = (aw - ew).abs_() <= ew.abs().mul_(rtol).add_(atol)
+        # an infinite reference allows no tolerance (inf <= inf would pass any finite value): only itself
+        ok = (aw - ew).abs_() <= ew.abs().mul_(rtol).add_(atol).nan_to_num_(posinf=0.0)
         if not bool(ok.all()):
             ok |= (aw == ew) | (torch.isnan(aw) & torch.isnan(ew))
     n_bad = ok.numel() - int(ok.sum())
     if n_bad == 0:
         return None
-    return _report(ew, aw, ok, name=name, atol=atol, rtol=rtol, n_bad=n_bad)
+    return report_mismatch(ew, aw, ok, name=name, tol_desc=f"atol={atol:g}, rtol={rtol:g}", n_bad=n_bad)
 
 
-def _report(e: torch.Tensor, a: torch.Tensor, ok: torch.Tensor, *, name: str, atol: float, rtol: float,
-            n_bad: int) -> Mismatch:
+def report_mismatch(e: torch.Tensor, a: torch.Tensor, ok: torch.Tensor, *, name: str, tol_desc: str,
+                    n_bad: int) -> Mismatch:
     """Error statistics over the mismatching elements (one gather, so huge outputs stay cheap)."""
     bad = ~ok
     e_bad, a_bad = e[bad].double(), a[bad].double()
@@ -241,14 +265,14 @@ def _report(e: torch.Tensor, a: torch.Tensor, ok: torch.Tensor, *, name: str, at
     mm = Mismatch(output=name, reason="nan" if new_nan else "values", expected_desc=str(tuple(e.shape)),
                   actual_desc=str(tuple(a.shape)), max_abs_err=max_abs, max_rel_err=max_rel,
                   n_mismatch=n_bad, n_total=total, mismatch_frac=n_bad / max(total, 1), first=first)
-    mm.message = _message(mm, atol, rtol) + _hint(e_bad, a_bad, ok, new_nan)
+    mm.message = _message(mm, tol_desc) + _hint(e_bad, a_bad, ok, new_nan)
     return mm
 
 
-def _message(mm: Mismatch, atol: float, rtol: float) -> str:
+def _message(mm: Mismatch, tol_desc: str) -> str:
     shown = "; ".join(f"{m.index}: expected {m.expected:.6g}, got {m.actual:.6g}" for m in mm.first)
     return (f"{mm.output}: {mm.n_mismatch} of {mm.n_total} elements ({100 * mm.mismatch_frac:.3g}%) are "
-            f"outside atol={atol:g}, rtol={rtol:g}; max abs err {mm.max_abs_err:.4g}, max rel err "
+            f"outside {tol_desc}; max abs err {mm.max_abs_err:.4g}, max rel err "
             f"{mm.max_rel_err:.4g}. First mismatches: {shown}.")
 
 

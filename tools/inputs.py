@@ -3,8 +3,13 @@
 Every trial draws fresh inputs from the run's secret seed: `torch`, `random` and `numpy` are seeded
 with a per-(case, distribution, trial) seed, then the problem's own `get_inputs()` runs. Hidden
 distributions scale its floating tensors by x1, x3, x0.01 and x(-1) (KernelBench inputs are mostly
-`torch.rand`, never negative). Floating tensors are then cast to the run's dtype and moved to the
-device, as KernelBench does; integers and other numbers pass through unchanged.
+`torch.rand`, never negative), and, to cover an op's domain (a fit valid only on the tested range
+fails), by x1000, x0.001 and a heavy-tailed factor with the same sign pattern (each element times
+exp(2 z), z ~ N(0, 1) clipped to +-4: magnitudes from 3e-4 to 3e3 times the drawn value in one
+tensor). Those three are `wide`: the reference worker drops one for a problem when the reference's
+outputs are not finite on it (`exp(1000 x)` overflows), and says so in the record. Floating tensors
+are then cast to the run's dtype and moved to the device, as KernelBench does; integers and other
+numbers pass through unchanged.
 """
 
 from __future__ import annotations
@@ -12,13 +17,38 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from kiln.tools import chunked
 
-DISTRIBUTIONS: dict[str, float] = {"x1": 1.0, "x3": 3.0, "x0.01": 0.01, "neg": -1.0}
+
+class Distribution(NamedTuple):
+    scale: float
+    words: str
+    wide: bool = False  # dropped for a problem whose reference is not finite on it
+    heavy: bool = False  # times a per-element heavy-tailed factor (same sign pattern)
+
+
+DISTRIBUTIONS: dict[str, Distribution] = {
+    "x1": Distribution(1.0, "inputs as drawn by get_inputs()"),
+    "x3": Distribution(3.0, "inputs scaled x3"),
+    "x0.01": Distribution(0.01, "inputs scaled x0.01"),
+    "neg": Distribution(-1.0, "inputs negated (x -1)"),
+    "x1000": Distribution(1000.0, "inputs scaled x1000", wide=True),
+    "x0.001": Distribution(0.001, "inputs scaled x0.001", wide=True),
+    "heavy": Distribution(1.0, "inputs times a heavy-tailed factor exp(2z), same signs", wide=True, heavy=True),
+}
+HEAVY_SIGMA, HEAVY_CLIP = 2.0, 4.0
+
+
+def trial_count(dist: str, trials: int) -> int:
+    """Trials per case for one distribution: `trials` for the four basic ones, half (at least one)
+    for the wide ones, whose job (reaching the op's whole domain) one or two draws already do."""
+    return max(1, trials // 2) if DISTRIBUTIONS[dist].wide else trials
+
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -61,16 +91,30 @@ def _numbers(v: Any) -> bool:
     return isinstance(v, (bool, int, float))
 
 
-def prepare(values: list[Any], *, dtype: str, device: str, scale: float = 1.0) -> tuple[Any, ...]:
-    """Scale floating tensors by the distribution, cast to the run dtype, move to the device."""
+def prepare(values: list[Any], *, dtype: str, device: str, scale: float = 1.0, heavy_seed: int | None = None
+            ) -> tuple[Any, ...]:
+    """Scale floating tensors by the distribution (and, with `heavy_seed`, a heavy-tailed factor
+    per element), cast to the run dtype, move to the device."""
     out = []
-    for v in values:
+    for i, v in enumerate(values):
         if isinstance(v, torch.Tensor):
             if v.is_floating_point():
-                v = (v * scale if scale != 1.0 else v).to(DTYPES[dtype])
+                v = v * scale if scale != 1.0 else v
+                if heavy_seed is not None:
+                    v = heavy_tailed(v, derive_seed(heavy_seed, "heavy", i))
+                v = v.to(DTYPES[dtype])
             v = v.to(device)
         out.append(v)
     return tuple(out)
+
+
+def heavy_tailed(v: torch.Tensor, seed: int) -> torch.Tensor:
+    """v * exp(HEAVY_SIGMA * z), z ~ N(0, 1) clipped to +-HEAVY_CLIP, drawn on v's device from
+    `seed` (so both workers, on the same device, make the same tensor)."""
+    gen = torch.Generator(device=v.device)
+    gen.manual_seed(seed)
+    z = torch.randn(v.shape, generator=gen, device=v.device, dtype=v.dtype)
+    return v * z.clamp_(-HEAVY_CLIP, HEAVY_CLIP).mul_(HEAVY_SIGMA).exp_()
 
 
 def make_inputs(get_inputs: Callable[[], Any], *, secret: int, case: str, dist: str, trial: int,
@@ -85,7 +129,8 @@ def inputs_from_seed(get_inputs: Callable[[], Any], *, seed: int, dist: str, dty
     secret the seed was derived from)."""
     seed_all(seed)
     values = validate(_draw_on(device, get_inputs, seed), "get_inputs()")
-    return prepare(values, dtype=dtype, device=device, scale=DISTRIBUTIONS[dist])
+    d = DISTRIBUTIONS[dist]
+    return prepare(values, dtype=dtype, device=device, scale=d.scale, heavy_seed=seed if d.heavy else None)
 
 
 def _draw_on(device: str, get_inputs: Callable[[], Any], seed: int) -> Any:

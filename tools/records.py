@@ -28,6 +28,7 @@ Severity = Literal["info", "warn", "reject"]
 Baseline = Literal["eager", "eager_tf32", "compile"]
 ALL_BASELINES: tuple[Baseline, ...] = ("eager", "eager_tf32", "compile")
 Verdict = Literal["faster", "slower", "tie", "not_measured"]
+Isolation = Literal["strict", "best-effort"]
 
 
 class Record(BaseModel):
@@ -61,6 +62,9 @@ class CheckOptions(Record):
     gpu_index: int = 0
     speedup_threshold: float = Field(1.0, description="'faster' only if the CI's low end is above this")
     fork_server: bool = Field(True, description="fork workers from a pre-imported server (saves ~2 s/check)")
+    isolation: Isolation = Field("best-effort", description="strict: refuse to run unless every sandbox layer is "
+                                                            "in force; best-effort: use what works, say what not")
+    bwrap: str | None = Field(None, description="bubblewrap binary (None: `bwrap` on PATH)")
     time_on_cpu: bool = Field(False, description="run the timing stage on the CPU with host clocks: only to test "
                                                  "the timing protocol, the numbers mean nothing there")
     run_rejected: bool = Field(False, description="execute a candidate the static scan rejected anyway (to test "
@@ -103,11 +107,28 @@ class Mismatch(Record):
     mismatch_frac: float = 0.0
     first: list[MismatchEntry] = Field(default_factory=list)
     message: str = ""
+    rule: str = Field("atol_rtol", description="the rule that decided: 'numerics' (kiln.tools.tolerance), "
+                                               "'atol_rtol' (a fixed tolerance), 'exact' (integers, bools), "
+                                               "'structure' (count, shape, dtype, device, type)")
+    max_err_over_tol: float | None = Field(None, description="numerics rule: the worst |actual - expected| / "
+                                                             "allowed error (> 1 fails)")
+
+
+class OutputVerdict(Record):
+    """How one output of one trial was judged, and what the fixed-tolerance rule would have said."""
+
+    output: str = Field(description="'out', 'out[1]', ...")
+    rule: str = Field(description="numerics | atol_rtol | exact | structure")
+    why: str = Field("", description="why this rule decided (an override, numerics unavailable, ...)")
+    passed: bool
+    legacy_atol_rtol_passed: bool | None = Field(None, description="|a - e| <= atol + rtol |e| against the "
+                                                                   "native-dtype reference (the rule before issue 16)")
+    max_err_over_tol: float | None = Field(None, description="numerics rule: worst error / allowed error")
 
 
 class TrialRecord(Record):
     case: str = Field(description="'problem' or the case file's stem")
-    distribution: str = Field(description="x1 | x3 | x0.01 | neg")
+    distribution: str = Field(description="x1 | x3 | x0.01 | neg | x1000 | x0.001 | heavy")
     trial: int
     phase: Literal["first_call", "second_call", "before_reference", "after_reference"] = Field(
         "first_call", description="which of the trial's two calls on the same inputs (older records: "
@@ -119,6 +140,11 @@ class TrialRecord(Record):
     rel_l2_err: float | None = Field(None, description="||actual - expected|| / ||expected|| over the output "
                                                         "(worst output) when the trial passed")
     candidate_s: float | None = Field(None, description="wall time of this call in the candidate's worker")
+    rule: str = Field("atol_rtol", description="numerics when every float output was judged by the numerics "
+                                               "rule, else the rule of the first output that was not")
+    legacy_atol_rtol_passed: bool | None = Field(None, description="the verdict of the fixed atol/rtol rule "
+                                                                   "against the native-dtype reference")
+    outputs: list[OutputVerdict] = Field(default_factory=list, description="per output: the rule that decided")
 
 
 class CaseSummary(Record):
@@ -147,6 +173,14 @@ class CorrectnessRecord(Record):
                                                   "the score does not depend on the order of cases")
     cases: dict[str, CaseSummary] = Field(default_factory=dict)
     not_attempted: list[str] = Field(default_factory=list, description="groups the check's time ran out on")
+    rule: str = Field("atol_rtol", description="numerics (the default: kiln.tools.tolerance) or atol_rtol "
+                                               "(--atol/--rtol given)")
+    legacy_atol_rtol_passed: bool | None = Field(None, description="what the fixed atol/rtol rule (before issue "
+                                                                   "16) says over the same trials, hidden-error "
+                                                                   "rejection included; None: not every trial "
+                                                                   "was compared")
+    dropped_distributions: dict[str, str] = Field(default_factory=dict, description="input distributions left "
+                                                  "out for this problem, and why (the reference is not finite)")
 
 
 class TimingStat(Record):
@@ -269,6 +303,9 @@ class TimingIntegrity(Record):
     hidden_us_per_call: float | None = Field(None, description="loop wall - events - overhead, per call: time the "
                                                                "candidate's events did not show")
     n_calls_loop: int | None = Field(None, description="timed calls in the loop kiln's clock bracketed")
+    parent_per_call_us: float | None = Field(None, description="kiln's clock per timed call, the harness overhead "
+                                                               "taken off: the mean time a call really took")
+    median_us: float | None = Field(None, description="the median of the samples the candidate reported")
 
 
 class IntegrityRecord(Record):
@@ -283,6 +320,18 @@ class IntegrityRecord(Record):
 
 
 # ----------------------------------------------------------------------------- the verdict
+
+
+class IsolationRecord(Record):
+    """The OS sandbox that contained this check's workers (`kiln.tools.check.sandbox`)."""
+
+    level: Isolation = "best-effort"
+    complete: bool = Field(False, description="every layer below is in force")
+    layers: list[str] = Field(default_factory=list, description="layers in force (bwrap, pid-namespace, landlock-fs, ...)")
+    missing: dict[str, str] = Field(default_factory=dict, description="layer -> why it is not in force")
+    bwrap: str | None = Field(None, description="the bubblewrap binary used for the outer layer")
+    bwrap_version: str | None = None
+    landlock_abi: int = Field(0, description="the kernel's Landlock ABI (0: none)")
 
 
 class CheckRecord(Record):
@@ -302,6 +351,7 @@ class CheckRecord(Record):
     timing: TimingRecord | None = None
     integrity: IntegrityRecord | None = None
     env: EnvRecord | None = None
+    isolation: IsolationRecord | None = None
     stages_s: dict[str, float] = Field(default_factory=dict, description="spawn, compile, correctness, timing")
     stderr_tail: str = ""
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -160,14 +160,17 @@ def test_interpreter_name_error_is_a_compile_error(tmp_path):
 
 
 def test_stale_build_lock_of_a_dead_worker_is_removed(tmp_path):
-    from kiln.tools.compile.importer import OWNER_FILE, clear_stale_locks
+    from kiln.tools.compile.importer import clear_stale_locks
 
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
+    claim = ("import sys\nfrom pathlib import Path\nfrom kiln.tools.compile.importer import clear_stale_locks\n"
+             "clear_stale_locks(Path(sys.argv[1]))\nprint('claimed', flush=True)\nsys.stdin.read()")
     (tmp_path / "ext_name").mkdir()
     lock = tmp_path / "ext_name" / "lock"
     lock.write_text("")
-    (tmp_path / OWNER_FILE).write_text(str(dead.pid))
-    assert clear_stale_locks(tmp_path) == [lock] and not lock.exists()
-    lock.write_text("")  # now owned by this live process: left alone
+    live = subprocess.Popen([sys.executable, "-c", claim, str(tmp_path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert live.stdout.readline().strip() == "claimed"
+    lock.write_text("")  # the live worker's build lock: left alone
     assert clear_stale_locks(tmp_path) == [] and lock.exists()
+    live.communicate("")  # that worker ends (or is killed): its claim goes with it
+    assert clear_stale_locks(tmp_path) == [lock] and not lock.exists()

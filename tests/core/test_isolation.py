@@ -65,9 +65,12 @@ def test_stage_deadline_kills_the_whole_group(tmp_path: Path) -> None:
 def test_untimed_stage_and_signals(tmp_path: Path) -> None:
     env = scrubbed_env(device="cpu", gpu_index=0, cache_dir=tmp_path)
     hb = tmp_path / "hb.json"
-    code = ("import os, signal, time\nfrom kiln.tools.check.isolation import beat\n"
-            f"beat({str(hb)!r}, 'await')\ntime.sleep(1.5)\nos.kill(os.getpid(), signal.SIGSEGV)\n")
-    proc = start_isolated([sys.executable, "-c", code], env=env, cwd=tmp_path, timeout_s=1.0, heartbeat=hb,
+    # the beat written by hand (what `beat` writes): importing kiln first can take a loaded machine
+    # longer than the timeout, before the worker is in its untimed stage at all
+    code = ("import json, os, signal, time\n"
+            f"open({str(hb)!r} + '.tmp', 'w').write(json.dumps({{'stage': 'await', 'detail': '', 't': time.time()}}))\n"
+            f"os.replace({str(hb)!r} + '.tmp', {str(hb)!r})\ntime.sleep(3)\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    proc = start_isolated([sys.executable, "-S", "-c", code], env=env, cwd=tmp_path, timeout_s=1.5, heartbeat=hb,
                           untimed_stages=("await",))
     res = proc.wait()
     assert not res.timed_out and res.signal_name == "SIGSEGV" and res.returncode == -11

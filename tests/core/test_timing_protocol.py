@@ -54,3 +54,6 @@ def test_the_parent_bound_on_the_loop() -> None:
     assert rules(_ti(hidden_us_per_call=400.0)) == ["timing.parent-bound"]  # 400 us/call nobody accounts for
     assert rules(_ti(hidden_us_per_call=40.0)) == []  # within the slack (20 us + a quarter of the overhead)
     assert rules(_ti(hidden_us_per_call=-90.0)) == ["timing.parent-bound"]  # faster than the harness itself
+    # a forgery that keeps the samples' sum but reports a median 5x too small
+    assert rules(_ti(median_us=100.0, parent_per_call_us=500.0)) == ["timing.parent-bound"]
+    assert rules(_ti(median_us=450.0, parent_per_call_us=500.0)) == []  # honest: median near the mean

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from kiln.tools.check.zygote import Zygote
 
 POISON = '''import torch
@@ -90,3 +92,19 @@ def test_servers_for_different_gpus_start_side_by_side(monkeypatch) -> None:
         t.join(15)
     assert sorted(started) == ["0", "1"], "each GPU's server starts exactly once"
     assert got[0] is got[2] and got[1] is got[3] and got[0] is not got[1]
+
+
+def test_a_sandboxed_server_leaves_the_same_preloads_out(tmp_path: Path) -> None:
+    """Inside bubblewrap (the check's default when it is installed) the server still probes its
+    forks and starts again without a spoiling preload: the restart keeps its sandbox plan."""
+    from kiln.tools.check.sandbox import sandbox_for
+
+    box = sandbox_for()
+    if box.bwrap is None:
+        pytest.skip("no bubblewrap here (kiln doctor)")
+    env = _env(tmp_path, "kiln_test_clean,kiln_test_poison,json")
+    z = Zygote(env, box.server_command([sys.executable, "-m", "kiln.tools.check.zygote"], env=env, write=[]))
+    try:
+        assert z.skipped == ["kiln_test_poison"] and z.alive() and z.confined
+    finally:
+        z.close()

@@ -20,7 +20,9 @@ def test_warm_starts_the_fork_server_the_checks_then_use(tmp_path: Path, monkeyp
     assert threads
     for t in threads:
         t.join(120)
-    key = ("cpu", 0, sys.executable)
+    from kiln.tools.check.sandbox import sandbox_for
+
+    key = ("cpu", 0, sys.executable, sandbox_for().key)  # one server per sandbox configuration
     server = zygote._POOL.get(key)
     assert server is not None and server.alive()
     data = Path(__file__).parents[1] / "core" / "data"

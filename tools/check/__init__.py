@@ -3,7 +3,8 @@
 `check()` and `LocalEvaluator` are the public entry points (`api`); `session` drives one check's
 workers (`reference`, `candidate`, `baseline` in `worker` processes, over `channel`), `compare`,
 `merge` and `timing` judge what they report in kiln's own process, `caches` is the only code that
-reads or writes kiln's caches, `isolation`, `zygote` and `servers` contain and start the processes.
+reads or writes kiln's caches, `isolation`, `zygote` and `servers` contain and start the processes,
+inside the OS sandbox (`sandbox`: bubblewrap outside, `confine`'s namespaces and Landlock inside).
 Submodules import without this package pulling in the whole pipeline (workers import them).
 """
 

@@ -50,10 +50,12 @@ def resolve_device(device: str) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _work_root() -> str | None:
-    """Trial outputs go to RAM when there is a tmpfs (they are written and read once)."""
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > 2 << 30 else None
+def _work_root() -> str:
+    """This kiln process's scratch root (kiln.tools.check.scratch): in RAM when /dev/shm has room
+    (trial outputs are written and read once); the sandbox mounts it for the workers."""
+    from kiln.tools.check import scratch
+
+    return str(scratch.root())
 
 
 def stage_timeouts(o: CheckOptions) -> dict[str, float]:
@@ -105,6 +107,9 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     cases = [load_problem(Path(c), what="case", model_optional=True) for c in options.cases]
     rec = CheckRecord(problem=prob.path, candidate=str(Path(candidate).resolve()),
                       device=resolve_device(options.device), dtype=options.dtype, status="error")
+    from kiln.tools.check.sandbox import sandbox_for  # strict without a full sandbox: refused here
+
+    rec.isolation = sandbox_for(options.isolation, options.bwrap).record
     try:
         cand = load_candidate(Path(candidate), prob)
     except KilnInputError as exc:
@@ -157,4 +162,4 @@ class LocalEvaluator:
 
 
 def new_workdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="kiln-check-", dir=_work_root()))
+    return Path(tempfile.mkdtemp(prefix="check-", dir=_work_root()))

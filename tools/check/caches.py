@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kiln.tools.check.session import Session
 
-REFERENCE_VERSION = 2  # bump when the cached reference-side facts change meaning
+REFERENCE_VERSION = 3  # bump when the cached reference-side facts change meaning (3: degenerate holds weight
+# independence only; the rest is judged in the parent across the trials' draws, issue 16)
 HARNESS_VERSION = 2  # bump when the timing harness changes what a baseline sample means
 BASELINE_MAX_AGE_S = 7 * 24 * 3600.0
 

@@ -16,6 +16,7 @@ DEVICES = ("auto", "cuda", "cpu")
 DTYPES = ("fp32", "bf16", "fp16")
 POLICIES = ("strict", "partial")
 STATIC = ("allowlist", "denylist")
+ISOLATION = ("strict", "best-effort")
 
 
 def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
@@ -39,6 +40,10 @@ def check(
     no_time: Annotated[bool, typer.Option("--no-time", help="skip timing even on a GPU")] = False,
     seed: Annotated[int | None, typer.Option(help="fixed seed (default: a fresh secret one)")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the full CheckRecord here")] = None,
+    isolation: Annotated[str, typer.Option(help="strict (refuse without the full OS sandbox) | best-effort")]
+    = "best-effort",
+    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary or unpacked .deb folder (default: on PATH)")]
+    = None,
 ) -> None:
     """Compile, verify and (on a GPU) time one candidate against a problem."""
     from kiln.tools.check import check as run_check
@@ -50,7 +55,8 @@ def check(
     options = CheckOptions(
         device=_choice(device, DEVICES, "--device"), dtype=_choice(dtype, DTYPES, "--dtype"),
         trials=trials, cases=[str(c) for c in case or []], timeout_s=timeout,
-        policy=_choice(policy, POLICIES, "--policy"), static=_choice(static, STATIC, "--static"), atol=atol, rtol=rtol, time=not no_time, seed=seed,
+        policy=_choice(policy, POLICIES, "--policy"), static=_choice(static, STATIC, "--static"), atol=atol,
+        rtol=rtol, time=not no_time, seed=seed, isolation=_choice(isolation, ISOLATION, "--isolation"), bwrap=bwrap,
     )
     record = run_check(problem, candidate, options)
     if json_out is not None:

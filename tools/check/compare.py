@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kiln.tools.correctness import compare, first_failure, relative_l2
-from kiln.tools.records import CaseSummary, Finding, Mismatch, TrialRecord
+from kiln.tools.correctness import first_failure, relative_l2
+from kiln.tools.inputs import DISTRIBUTIONS
+from kiln.tools.integrity import degenerate
+from kiln.tools.records import CaseSummary, DegenerateRecord, Finding, Mismatch, TrialRecord
+from kiln.tools.tolerance import judge
 
-DIST_WORDS = {"x1": "inputs as drawn by get_inputs()", "x3": "inputs scaled x3", "x0.01": "inputs scaled x0.01",
-              "neg": "inputs negated (x -1)"}
+DIST_WORDS = {name: d.words for name, d in DISTRIBUTIONS.items()}
 PHASE_WORDS = {"first_call": "first call", "second_call": "second call on the same inputs"}
 MAX_PACK_BYTES = 1 << 34  # a candidate's output file above 16 GiB is refused unread
 
@@ -30,6 +32,12 @@ class Comparison:
     groups_planned: list[str] = field(default_factory=list)
     not_attempted: list[str] = field(default_factory=list)
     cases: dict[str, CaseSummary] = field(default_factory=dict)
+    # tolerance (issue 16): the rule in force, the fixed atol/rtol rule's verdict over the same trials
+    # (None: not every trial ran), groups the reference dropped (not finite), the problem's degeneracy
+    rule: str = "numerics"
+    legacy_passed: bool | None = None
+    dropped: dict[str, str] = field(default_factory=dict)
+    degenerate: DegenerateRecord | None = None
 
     @property
     def score(self) -> float | None:
@@ -76,15 +84,26 @@ class TrialData:
 
 
 class TrialComparer:
-    """Compares trials as the session hands them over, and keeps the running verdict."""
+    """Compares trials as the session hands them over, and keeps the running verdict. `numerics`:
+    the numerics rule decides (kiln.tools.tolerance); False when --atol/--rtol were given."""
 
-    def __init__(self, atol: float, rtol: float) -> None:
-        self.atol, self.rtol = atol, rtol
-        self.cmp = Comparison()
+    def __init__(self, atol: float, rtol: float, *, dtype: str = "fp32", numerics: bool = False) -> None:
+        self.atol, self.rtol, self.dtype, self.numerics = atol, rtol, dtype, numerics
+        self.cmp = Comparison(rule="numerics" if numerics else "atol_rtol")
+        self.digests: dict[tuple[str, int], tuple[Any, dict]] = {}  # (dist, trial) -> (input_fp, digest)
 
     @property
     def failed(self) -> bool:
-        return self.cmp.problem_error is not None or any(not t.passed for t in self.cmp.trials)
+        """The candidate failed, and its remaining trials would tell nothing new: a candidate that
+        fails only one of the two rules runs on, so both verdicts are on record (issue 16)."""
+        if self.cmp.problem_error is not None:
+            return True
+        new = any(not t.passed for t in self.cmp.trials)
+        return new and (not self.numerics or any(not t.legacy_atol_rtol_passed for t in self.cmp.trials))
+
+    def drop(self, group: str, why: str) -> None:
+        """The reference is not finite on this (case, wide distribution): no trials of it."""
+        self.cmp.dropped[group] = why
 
     def add(self, d: TrialData) -> list[TrialRecord]:
         if d.ref["input_fp"] != d.cand["input_fp"]:
@@ -100,6 +119,7 @@ class TrialComparer:
 
     def _records(self, d: TrialData) -> list[TrialRecord]:
         expected = load_pack(d.ref["output"])
+        self._digest(d, expected)
         files = d.packed.get("files") if isinstance(d.packed.get("files"), dict) else {}
         try:  # the candidate's process wrote these: anything unreadable is its failure, not ours
             first = load_pack(files["first"])
@@ -115,18 +135,36 @@ class TrialComparer:
             if out and actual is first:  # bitwise-identical output: same verdict, no second comparison
                 out.append(out[0].model_copy(update={"phase": phase, "candidate_s": _secs(secs)}, deep=True))
                 continue
-            mm = compare(expected, actual, atol=self.atol, rtol=self.rtol)
-            rel = relative_l2(expected, actual) if mm is None else None
-            out.append(TrialRecord(case=d.case, distribution=d.dist, trial=d.trial, phase=phase, passed=mm is None,
-                                   mismatch=mm, input_mutated=bool(d.cand.get("mutated")), rel_l2_err=rel,
-                                   candidate_s=_secs(secs)))
+            # tolerance (issue 16): the numerics rule (or atol/rtol when given), and the fixed rule's verdict
+            j = judge(expected, actual, dtype=self.dtype, atol=self.atol, rtol=self.rtol, numerics=self.numerics)
+            rel = relative_l2(expected, actual) if j.mismatch is None or j.legacy_passed else None
+            out.append(TrialRecord(case=d.case, distribution=d.dist, trial=d.trial, phase=phase,
+                                   passed=j.mismatch is None, mismatch=j.mismatch,
+                                   input_mutated=bool(d.cand.get("mutated")), rel_l2_err=rel, candidate_s=_secs(secs),
+                                   rule=j.rule, legacy_atol_rtol_passed=j.legacy_passed, outputs=j.outputs))
         return out
+
+    def _digest(self, d: TrialData, expected: dict) -> None:
+        """Keep a small digest of the problem's reference outputs for the degenerate check (the
+        first trial of each distribution and a second x1 draw), before the session deletes them."""
+        if d.case == "problem" and (d.trial == 0 or (d.dist, d.trial) == ("x1", 1)):
+            self.digests[(d.dist, d.trial)] = (d.ref.get("input_fp"), degenerate.digest(expected))
+
+    def _degenerate(self) -> DegenerateRecord | None:
+        fps = {k: fp for k, (fp, _) in self.digests.items()}
+        keys = degenerate.draws(list(DISTRIBUTIONS), fps)
+        if not keys:
+            return None
+        return degenerate.assess_packs([(dist, self.digests[(dist, t)][1]) for dist, t in keys], dtype=self.dtype,
+                                       atol=self.atol, rtol=self.rtol, numerics=self.numerics)
 
     def finish(self, *, complete: bool) -> Comparison:
         """`complete`: every planned trial ran (no early stop, no time-out)."""
         cmp = self.cmp
         bad = next((t for t in cmp.trials if not t.passed), None)
         cmp.passed = complete and bad is None and cmp.problem_error is None and bool(cmp.trials)
+        cmp.legacy_passed = _legacy_verdict(cmp, complete)
+        cmp.degenerate = self._degenerate()
         if cmp.passed:
             hidden_error(cmp, self.rtol)
         if bad is not None:
@@ -143,9 +181,18 @@ def _secs(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _legacy_verdict(cmp: Comparison, complete: bool) -> bool | None:
+    """What the fixed atol/rtol rule (its hidden-error rejection included) says over the same trials."""
+    if any(not t.legacy_atol_rtol_passed for t in cmp.trials):
+        return False
+    if not complete or cmp.problem_error is not None or not cmp.trials:
+        return None
+    return not any((t.rel_l2_err or 0.0) >= GROSS_REL_L2 for t in cmp.trials)
+
+
 def _mutation(cmp: Comparison, records: list[TrialRecord]) -> None:
     for r in records:
-        r.passed = False
+        r.passed = r.legacy_atol_rtol_passed = False
     if not cmp.input_mutated:
         cmp.input_mutated = True
         t = records[0]
@@ -166,8 +213,9 @@ KernelBench's 23_Softmax's do (1/393216 each). Past it the hidden error rejects 
 def hidden_error(cmp: Comparison, rtol: float) -> None:
     """Warn when every element passed but the output as a whole is off by more than rtol: an
     error below atol in absolute terms (a wrong normalisation on a small-valued output, say).
-    Reject when it is off by `GROSS_REL_L2` or more (zeros for outputs that all lie below atol)."""
-    rels = [t for t in cmp.trials if t.passed and t.rel_l2_err is not None]
+    Reject when it is off by `GROSS_REL_L2` or more (zeros for outputs that all lie below atol).
+    Trials the numerics rule judged have no fixed atol to hide under (issue 16): not checked."""
+    rels = [t for t in cmp.trials if t.passed and t.rel_l2_err is not None and t.rule != "numerics"]
     worst = max(rels, key=lambda t: t.rel_l2_err or 0.0, default=None)
     if worst is None or (worst.rel_l2_err or 0.0) <= HIDDEN_ERROR_FACTOR * rtol:
         return

@@ -2,11 +2,15 @@
 
 * `scrubbed_env`: an allowlisted environment (no API keys, tokens or provider variables), the GPU
   pinned, per-candidate Triton cache, `TRITON_INTERPRET=1` on CPU.
-* `start_isolated` / `IsolatedProc.poll` / `run_isolated`: a new session (`setsid`) so the whole
-  process group (ninja, nvcc, ...) can be killed; rlimits (no core files, bounded open files, an
-  address-space cap only when asked: CUDA reserves huge virtual ranges, see NOTES.md); stdout and
-  stderr go to files (never a pipe that can fill up); per-stage deadlines enforced here, in the parent,
-  by reading the heartbeat file the worker rewrites at each stage (`beat`).
+* `start_isolated` / `IsolatedProc.poll` / `run_isolated`: a worker forked by the fork server
+  (`zygote`) or exec'd here, contained by the OS sandbox when given a `Confinement` and a `Sandbox`
+  (`kiln.tools.check.confine`, `kiln.tools.check.sandbox`), else in a new session (`setsid`) so its
+  whole process group (ninja, nvcc, ...) can be killed; rlimits (no core files, bounded open files,
+  an address-space cap only when asked: CUDA reserves huge virtual ranges, see NOTES.md); stdout
+  and stderr go to files (never a pipe that can fill up); per-stage deadlines enforced here, in the
+  parent, by reading the heartbeat file the worker rewrites at each stage (`beat`). A sandboxed
+  worker's pid is not kiln's to signal (another PID namespace): kills go through the fork server
+  (or kill the launcher's bubblewrap), exit codes come from status files in kiln's control dir.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import contextlib
 import json
 import os
 import re
-import resource
 import signal
 import subprocess
 import time
@@ -23,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from kiln.tools.check.procs import Forked, Popened, _limits, pid_alive  # noqa: F401 - kiln's names for them
 
 ALLOW = {
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SHELL",
@@ -33,7 +38,6 @@ ALLOW = {
 }
 DENY = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|^(OPENAI|ANTHROPIC|AZURE|AWS|GOOGLE|"
                   r"GEMINI|HF|HUGGING|MISTRAL|COHERE|GROQ|TOGETHER|DEEPSEEK|LANGCHAIN|LANGSMITH|GITHUB|GH)_")
-ENV_NOFILE = 4096
 TAIL_CHARS = 4000
 
 
@@ -89,61 +93,17 @@ def read_beat(path: Path | None) -> dict:
         return {}
 
 
-def _limits(as_limit_bytes: int | None) -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    cap = ENV_NOFILE if hard == resource.RLIM_INFINITY else min(ENV_NOFILE, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (cap, hard))
-    if as_limit_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (as_limit_bytes, as_limit_bytes))
-
-
-class _Forked:
-    """A worker forked by the fork server (kiln.tools.check.zygote), with the bits of Popen we use."""
-
-    def __init__(self, zygote: Any, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
-                 as_limit: int | None) -> None:
-        self.zygote = zygote
-        self.returncode: int | None = None
-        self.status = stderr.with_suffix(".status")
-        self.pid = zygote.spawn(argv, env=env, cwd=cwd, stderr=stderr, status=self.status, as_limit=as_limit)
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                self.returncode = int(self.status.read_text())
-            except (OSError, ValueError):
-                if not self.zygote.alive() and not pid_alive(self.pid):
-                    self.returncode = -signal.SIGKILL  # server gone: the status is lost
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        end = time.monotonic() + (timeout if timeout is not None else 1e9)
-        while self.poll() is None:
-            if time.monotonic() > end:
-                raise subprocess.TimeoutExpired("worker", timeout or 0)
-            time.sleep(0.005)
-        assert self.returncode is not None
-        return self.returncode
-
-
-def pid_alive(pid: int) -> bool:
-    """Is a process with this pid alive (ours or not)?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class IsolatedProc:
-    """A running worker. `poll()` enforces deadlines; returns a ProcResult once it has ended."""
+    """A running worker. `poll()` enforces deadlines; returns a ProcResult once it has ended.
+
+    `confinement` (what it may read and write) and `sandbox` (`kiln.tools.check.sandbox.Sandbox`)
+    contain it: a forked worker contains itself in the fork server, which the sandbox started; an
+    exec'd one runs through the sandbox's one-shot launcher."""
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
                  heartbeat: Path | None, stage_timeouts: dict[str, float] | None,
-                 as_limit_bytes: int | None, untimed_stages: tuple[str, ...], zygote: Any = None) -> None:
+                 as_limit_bytes: int | None, untimed_stages: tuple[str, ...], zygote: Any = None,
+                 confinement: Any = None, sandbox: Any = None) -> None:
         self.heartbeat, self.stage_timeouts = heartbeat, dict(stage_timeouts or {})
         self.timeout_s, self.untimed = timeout_s, set(untimed_stages)
         self.stderr_path = Path(cwd) / f"stderr.{os.getpid()}.{time.monotonic_ns()}.log"
@@ -151,15 +111,12 @@ class IsolatedProc:
         self.t0 = self.stage_t0 = time.monotonic()
         self.untimed_s, self.stage, self.detail = 0.0, None, ""
         self.result: ProcResult | None = None
-        self.proc: Any
+        self.proc: Forked | Popened
         if zygote is not None and argv[1:3] == ["-m", "kiln.tools.check.worker"]:
-            self.proc = _Forked(zygote, argv[3:], env, Path(cwd), self.stderr_path, as_limit_bytes)
+            conf = confinement.as_dict() if confinement is not None else None
+            self.proc = Forked(zygote, argv[3:], env, Path(cwd), self.stderr_path, as_limit_bytes, conf)
             return
-        with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
-            self.proc = subprocess.Popen(  # noqa: S603 - argv is ours, the candidate is a file it reads
-                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, preexec_fn=lambda: _limits(as_limit_bytes),
-            )
+        self.proc = Popened(argv, env, Path(cwd), self.stderr_path, as_limit_bytes, sandbox, confinement)
 
     def _track_stage(self, now: float) -> None:
         info = read_beat(self.heartbeat)
@@ -194,20 +151,13 @@ class IsolatedProc:
         return None
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:  # a forked worker killed before its setsid(): no group yet
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.proc.pid, signal.SIGKILL)
-        except PermissionError:
-            pass
+        self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
 
     def _finish(self, *, timed_out: bool, reason: str | None) -> ProcResult:
-        # kill stragglers left in the group (ninja, nvcc, threads that forked) even on a clean exit
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        # kill stragglers (ninja, nvcc, daemons) even on a clean exit: its namespace, else its group
+        self.proc.kill()
         self._track_stage(time.monotonic())
         rc = self.proc.returncode
         self.result = ProcResult(
@@ -237,21 +187,22 @@ def tail(path: Path, n_chars: int = TAIL_CHARS) -> str:
 def start_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
                    heartbeat: Path | None = None, stage_timeouts: dict[str, float] | None = None,
                    as_limit_bytes: int | None = None, untimed_stages: tuple[str, ...] = (),
-                   zygote: Any = None) -> IsolatedProc:
+                   zygote: Any = None, confinement: Any = None, sandbox: Any = None) -> IsolatedProc:
     """Start a worker without waiting (the check runs the reference and candidate side by side).
     With a fork server (`kiln.tools.check.zygote.Zygote`), `python -m kiln.tools.check.worker ...` is forked from
     it instead of exec'd: same containment, no import cost."""
     return IsolatedProc(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
                         stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes,
-                        untimed_stages=untimed_stages, zygote=zygote)
+                        untimed_stages=untimed_stages, zygote=zygote, confinement=confinement, sandbox=sandbox)
 
 
 def run_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float,
                  heartbeat: Path | None = None, stage_timeouts: dict[str, float] | None = None,
-                 as_limit_bytes: int | None = None) -> ProcResult:
-    """Run a worker to completion (or to its deadline, then kill its whole process group)."""
+                 as_limit_bytes: int | None = None, confinement: Any = None, sandbox: Any = None) -> ProcResult:
+    """Run a worker to completion (or to its deadline, then kill it and all it started)."""
     return start_isolated(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
-                          stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes).wait()
+                          stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes,
+                          confinement=confinement, sandbox=sandbox).wait()
 
 
 def default_as_limit(device: str) -> int | None:

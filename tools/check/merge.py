@@ -27,7 +27,8 @@ def correctness_record(cmp: Comparison, atol: float, rtol: float,
     return CorrectnessRecord(passed=cmp.passed, atol=atol, rtol=rtol, n_trials=len(cmp.trials), n_passed=n_passed,
                              trials=cmp.trials, first_failure=cmp.first_failure, input_mutated=cmp.input_mutated,
                              n_planned=cmp.n_planned, score=cmp.score, cases=_cases(cmp, ref_replies or {}),
-                             not_attempted=cmp.not_attempted)
+                             not_attempted=cmp.not_attempted, rule=cmp.rule, legacy_atol_rtol_passed=cmp.legacy_passed,
+                             dropped_distributions=cmp.dropped)  # tolerance (issue 16): the last three
 
 
 def _cases(cmp: Comparison, ref_replies: dict[str, dict[str, Any]]) -> dict[str, CaseSummary]:
@@ -48,18 +49,22 @@ def _cases(cmp: Comparison, ref_replies: dict[str, dict[str, Any]]) -> dict[str,
 
 
 def integrity_record(rec: CheckRecord, static: list[Finding], policy: str, cmp_findings: list[Finding], *,
-                     static_mode: str = "allowlist") -> IntegrityRecord:
-    """Static findings, correctness-side findings, and what `rec.extra` holds from the workers."""
+                     static_mode: str = "allowlist", degenerate: DegenerateRecord | None = None) -> IntegrityRecord:
+    """Static findings, correctness-side findings, and what `rec.extra` holds from the workers;
+    `degenerate`: the parent's judgement across the trials' input draws (issue 16)."""
     x = rec.extra
     integ = IntegrityRecord(policy=policy, static=static_mode, findings=[*static, *cmp_findings])
     if "accounting" in x:  # the runtime stage ran: judge its evidence here, never trust its verdict
         integ.accounting = _validated(OpAccounting, x.pop("accounting"))
-        integ.findings += _runtime_findings(integ.accounting, x.pop("runtime_findings", None), policy)
+        integ.findings += runtime_findings(integ.accounting, x.pop("runtime_findings", None), policy)
     facts = x.pop("reference_facts", None) or {}
     if isinstance(facts.get("physics"), dict):
         integ.physics = PhysicsRecord.model_validate(facts["physics"])
     if isinstance(facts.get("degenerate"), dict):
         integ.degenerate = DegenerateRecord.model_validate(facts["degenerate"])
+    if degenerate is not None:  # tolerance (issue 16): across input draws, plus the reference's weight test
+        reasons = degenerate.reasons + (integ.degenerate.reasons if integ.degenerate else [])
+        integ.degenerate = DegenerateRecord(degenerate=bool(reasons), reasons=reasons)
     if isinstance(x.get("timing_integrity"), dict):
         integ.timing = TimingIntegrity.model_validate(x.pop("timing_integrity"))
     return integ
@@ -76,7 +81,7 @@ INVALID = Finding(rule="runtime.evidence-invalid", severity="reject",
                   evidence="the candidate's worker returned runtime evidence kiln cannot read")
 
 
-def _runtime_findings(acc: OpAccounting | None, raw: Any, policy: str) -> list[Finding]:
+def runtime_findings(acc: OpAccounting | None, raw: Any, policy: str) -> list[Finding]:
     """The accounting judged under the policy in this process, plus the worker's hygiene findings
     (evidence that can only count against the candidate). Unreadable evidence is a rejection."""
     from kiln.tools.integrity.runtime import judge

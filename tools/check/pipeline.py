@@ -15,28 +15,32 @@ from kiln.tools.problem import CandidateInfo, ProblemInfo
 from kiln.tools.records import CheckOptions, CheckRecord, Finding
 
 
-def fork_server(device: str, gpu_index: int) -> Any:
+def fork_server(device: str, gpu_index: int, box: Any = None) -> Any:
     """The process-wide fork server for this device (None: workers start as fresh interpreters)."""
     from kiln.tools.check.servers import fork_server_for
 
-    return fork_server_for(device, gpu_index, caches.root())
+    return fork_server_for(device, gpu_index, caches.root(), box)
 
 
 def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
                 options: CheckOptions, *, static: list[Finding], seed: int) -> CheckRecord:
     from kiln.tools.check.merge import integrity_record
+    from kiln.tools.check.sandbox import sandbox_for
     from kiln.tools.check.session import Session
 
+    box = sandbox_for(options.isolation, options.bwrap)
     work = new_workdir()
     try:
-        zygote = fork_server(rec.device, options.gpu_index) if options.fork_server else None
+        zygote = fork_server(rec.device, options.gpu_index, box) if options.fork_server else None
         s = Session(rec, prob, cases, cand, options, static=static, secret=seed, work=work,
-                    budgets=stage_timeouts(options), zygote=zygote)
+                    budgets=stage_timeouts(options), zygote=zygote, sandbox=box)
         out = s.run()
         cmp_findings = s.comparer.cmp.findings if s.comparer else []
-        out.integrity = integrity_record(out, static, options.policy, cmp_findings, static_mode=options.static)
+        out.integrity = integrity_record(out, static, options.policy, cmp_findings, static_mode=options.static,
+                                         degenerate=s.comparer.cmp.degenerate if s.comparer else None)  # issue 16
         if out.timing is None:
             out.timing = _not_timed(out, options)
+            out.timing.reason = out.extra.pop("not_timed", None) or out.timing.reason
         out.env = out.timing.env if out.timing and out.timing.env else out.env
         return out
     finally:

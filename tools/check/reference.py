@@ -10,12 +10,13 @@ parent picks, so timed outputs are re-checked outside the candidate's process.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from kiln.tools.check.worker import JobSpec, Worker, WorkerError, load_module, save_output, sync
-from kiln.tools.correctness import pack
+from kiln.tools import numerics
+from kiln.tools.check.worker import JobSpec, Worker, WorkerError, load_module, save_output
 from kiln.tools.inputs import (
     DTYPES,
     InputsError,
@@ -47,6 +48,7 @@ class Case:
         self.init = prepare(validate(self.mod.get_init_inputs(), "get_init_inputs()"), dtype=dtype, device="cpu")
         seed_all(model_seed)
         self.model = self.model_mod.Model(*self.init).to(device=device, dtype=DTYPES[dtype])
+        self.numerics: numerics.Numerics | str | None = None  # tolerance (issue 16): set up by op_setup
 
     def inputs(self, seed: int, dist: str, dtype: str, device: str) -> tuple:
         return inputs_from_seed(self.mod.get_inputs, seed=seed, dist=dist, dtype=dtype, device=device)
@@ -58,9 +60,11 @@ class ReferenceWorker(Worker):
     def __init__(self, spec: JobSpec) -> None:
         super().__init__(spec)
         self.cases: dict[str, Case] = {}
+        self.dropped: dict[tuple[str, str], str] = {}  # tolerance (issue 16): (case, dist) -> why
 
-    def op_setup(self, seeds: dict[str, dict[str, int]]) -> dict[str, Any]:
-        """Build every case's Model; save its weights for the candidate to copy."""
+    def op_setup(self, seeds: dict[str, dict[str, int]], numerics_rule: bool = False) -> dict[str, Any]:
+        """Build every case's Model (and, for the numerics rule, its high-precision and |.| copies:
+        `kiln.tools.numerics`); save its weights for the candidate to copy."""
         out: dict[str, Any] = {}
         for c in self.spec.cases:
             try:
@@ -69,6 +73,7 @@ class ReferenceWorker(Worker):
             except InputsError as exc:
                 raise WorkerError("input", f"case {c.name}: {exc}") from exc
             self.cases[c.name] = case
+            case.numerics = numerics.build(case.model, self.spec.dtype) if numerics_rule else None
             weights = self.spec.output_path(f"weights-{c.name}")
             torch.save({k: v.detach().cpu() for k, v in case.model.state_dict().items()}, weights)
             out[c.name] = {"weights": str(weights), "weights_fp": fingerprint(
@@ -76,7 +81,12 @@ class ReferenceWorker(Worker):
         return {"cases": out}
 
     def op_trial(self, case: str, dist: str, trial: int, seed: int, key: int, tag: str,
-                 file_max_bytes: int = INPUT_FILE_MAX_BYTES) -> dict[str, Any]:
+                 file_max_bytes: int = INPUT_FILE_MAX_BYTES, drop_nonfinite: bool = False) -> dict[str, Any]:
+        """One trial's reference output, packed with `key` (and its numerics). `drop_nonfinite`
+        (a wide distribution, issue 16): when the first trial's output is not finite, the
+        distribution is dropped for this case, and every trial of it answers {'dropped': why}."""
+        if (case, dist) in self.dropped:
+            return {"dropped": self.dropped[(case, dist)]}
         c = self.cases[case]
         try:
             inputs = c.inputs(seed, dist, self.spec.dtype, self.spec.device)
@@ -87,10 +97,14 @@ class ReferenceWorker(Worker):
         if input_bytes(inputs) <= file_max_bytes:
             inputs_file = str(self.spec.output_path(f"in-{tag}"))
             torch.save([v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in pristine], inputs_file)
-        with torch.no_grad():
-            out = c.model(*inputs)
-        sync(self.spec.device)
-        packed = pack(out, key)
+        # tolerance (issue 16): the packed output plus its numerics (numerics.reference_trial)
+        packed, why = numerics.reference_trial(c.model, c.numerics, inputs, pristine, seed=key,
+                                               drop_nonfinite=drop_nonfinite and trial == 0)
+        if packed is None:
+            self.dropped[(case, dist)] = why or "not finite"
+            if inputs_file:
+                Path(inputs_file).unlink(missing_ok=True)
+            return {"dropped": self.dropped[(case, dist)]}
         save_output(self.spec.output_path(f"ref-{tag}"), packed)
         return {"input_fp": fingerprint(pristine), "mutated": not _same(inputs, pristine),
                 "inputs_file": inputs_file, "input_bytes": input_bytes(pristine), "output": str(self.spec.output_path(f"ref-{tag}")),
@@ -105,7 +119,8 @@ class ReferenceWorker(Worker):
         return {"bytes_moved": nbytes, "flops": flops}
 
     def op_degenerate(self, seed_a: int, seed_b: int) -> dict[str, Any]:
-        """Is the problem degenerate (output constant, near zero, independent of inputs or weights)?"""
+        """Is the problem's output independent of its weights? (Constant, near-zero and input-independent
+        outputs are judged in the parent across the trials' draws: compare.TrialComparer, issue 16.)"""
         from kiln.tools.integrity import degenerate
 
         first = self.spec.cases[0]

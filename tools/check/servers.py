@@ -13,18 +13,26 @@ from kiln.tools import pyparse
 from kiln.tools.check.isolation import scrubbed_env
 
 
-def fork_server_for(device: str, gpu_index: int, cache_root: Path) -> Any:
-    """The fork server for this device (None: workers start as fresh interpreters)."""
+def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = None) -> Any:
+    """The fork server for this device (None: workers start as fresh interpreters), inside the
+    sandbox `box` (kiln.tools.check.sandbox.Sandbox) when given."""
     from kiln.tools.check.zygote import get_zygote
 
     _preimport_parent()
-    return get_zygote((device, gpu_index, sys.executable), zygote_env(device, gpu_index, cache_root))
+    env = zygote_env(device, gpu_index, cache_root)
+    if box is None:
+        return get_zygote((device, gpu_index, sys.executable), env)
+    from kiln.tools.check.sandbox import server_mounts
+
+    command = box.server_command([sys.executable, "-m", "kiln.tools.check.zygote"], env=env,
+                                 write=server_mounts(cache_root))
+    return get_zygote((device, gpu_index, sys.executable, box.key), env, command)
 
 
-def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path) -> list[threading.Thread]:
+def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path, box: Any = None) -> list[threading.Thread]:
     """Start the fork servers of these GPUs now, side by side, in background threads: a batch's
     first checks then find them running instead of each waiting seconds for its own."""
-    threads = [threading.Thread(target=fork_server_for, args=(device, g, cache_root), daemon=True)
+    threads = [threading.Thread(target=fork_server_for, args=(device, g, cache_root, box), daemon=True)
                for g in gpu_indices]
     for t in threads:
         t.start()

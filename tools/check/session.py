@@ -22,11 +22,19 @@ from typing import Any
 
 from kiln.tools.check import caches
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
+from kiln.tools.check.confine import SANDBOX_EXIT
 from kiln.tools.check.isolation import ProcResult
 from kiln.tools.check.worker import CaseSpec, JobSpec
-from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, ok, worker_env
+from kiln.tools.check.workers import (
+    CommandFailed,
+    WorkerGone,
+    WorkerHandle,
+    ok,
+    worker_confinement,
+    worker_env,
+)
 from kiln.tools.errors import KilnInputError
-from kiln.tools.inputs import DISTRIBUTIONS, derive_seed
+from kiln.tools.inputs import DISTRIBUTIONS, derive_seed, trial_count
 from kiln.tools.problem import CandidateInfo, ProblemInfo
 from kiln.tools.records import CheckOptions, CheckRecord, CompileRecord, Finding
 
@@ -51,8 +59,9 @@ class Trial:
 
 
 def plan(cases: list[CaseSpec], dists: list[str], trials: int) -> list[Trial]:
-    """Every (case, distribution) group's first trial, then every group's second, and so on."""
-    return [Trial(c.name, d, t) for t in range(trials) for c in cases for d in dists]
+    """Every (case, distribution) group's first trial, then every group's second, and so on (the
+    wide distributions get fewer: `inputs.trial_count`, issue 16)."""
+    return [Trial(c.name, d, t) for t in range(trials) for c in cases for d in dists if t < trial_count(d, trials)]
 
 
 class Failure(Exception):
@@ -68,8 +77,8 @@ class Session:
 
     def __init__(self, rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
                  options: CheckOptions, *, static: list[Finding], secret: int, work: Path,
-                 budgets: dict[str, float], zygote: Any) -> None:
-        self.rec, self.prob, self.cand, self.o = rec, prob, cand, options
+                 budgets: dict[str, float], zygote: Any, sandbox: Any = None) -> None:
+        self.rec, self.prob, self.cand, self.o, self.box = rec, prob, cand, options, sandbox
         self.static, self.secret, self.work, self.budgets, self.zygote = static, secret, work, budgets, zygote
         self.cases = _stage(work, prob, cases, cand)
         self.cand_path = str(work / "shared" / "candidate.py")
@@ -86,6 +95,7 @@ class Session:
         self.used: dict[str, float] = {}  # candidate command time per stage
         self.cand_started = False
         self.timed = options.time and (rec.device == "cuda" or options.time_on_cpu)
+        self.numerics = options.atol is None and options.rtol is None  # tolerance (issue 16): the default rule
         self.timing_plan: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ seeds
@@ -104,7 +114,8 @@ class Session:
 
     def _start(self, spec: JobSpec, cache_dir: Path) -> WorkerHandle:
         return WorkerHandle(spec, env=worker_env(spec, cache_dir), zygote=self.zygote,
-                            backstop_s=self.o.timeout_s + SPAWN_SLACK_S)
+                            backstop_s=self.o.timeout_s + SPAWN_SLACK_S,
+                            confinement=worker_confinement(spec, cache_dir), sandbox=self.box)
 
     def cand_deadline(self) -> float:
         """The candidate's next command may use what is left of its stage's budget: time counts only
@@ -137,7 +148,7 @@ class Session:
                                cand_cache)
         self.ref = self._start(self._spec("reference"), caches.root() / "zygote")
         self.enter("compile")
-        self.ref.send("setup", seeds=self.case_seeds())
+        self.ref.send("setup", seeds=self.case_seeds(), numerics_rule=self.numerics)
         dists = list(DISTRIBUTIONS)
         self.todo = plan(self.cases, dists, self.o.trials)
         self.n_groups = len(self.cases) * len(dists)
@@ -197,12 +208,15 @@ class Session:
         from kiln.tools.correctness import tolerances
 
         atol, rtol = tolerances(self.o.dtype, self.o.atol, self.o.rtol)
-        self.comparer = TrialComparer(atol, rtol)
+        self.comparer = TrialComparer(atol, rtol, dtype=self.o.dtype, numerics=self.numerics)
         todo = self.todo
         self.comparer.cmp.groups_planned = sorted({t.group for t in todo})
         self.comparer.cmp.n_planned = 2 * len(todo)
         self.enter("correctness")
         done = self._run_trials(todo, self.n_groups)
+        dropped = self.comparer.cmp.dropped  # tolerance (issue 16): groups the reference is not finite on
+        self.comparer.cmp.groups_planned = [g for g in self.comparer.cmp.groups_planned if g not in dropped]
+        self.comparer.cmp.n_planned = 2 * sum(t.group not in dropped for t in todo)
         cmp = self.comparer.finish(complete=done == len(todo))
         cmp.not_attempted = sorted({t.group for t in todo[done:]} - {_grp(t) for t in cmp.trials})
         self.rec.stages_s["correctness"] = self._since("correctness")
@@ -217,7 +231,7 @@ class Session:
         while self.ref_queued < min(len(self.todo), upto):
             q = self.todo[self.ref_queued]
             self.ref.send("trial", case=q.case, dist=q.dist, trial=q.trial, seed=self.seed(q.case, q.dist, q.trial),
-                          key=self.seed("key", q.tag), tag=q.tag)
+                          key=self.seed("key", q.tag), tag=q.tag, drop_nonfinite=DISTRIBUTIONS[q.dist].wide)
             self.ref_queued += 1
 
     def _run_trials(self, todo: list[Trial], n_groups: int) -> int:
@@ -230,6 +244,9 @@ class Session:
         for i, t in enumerate(todo):
             self._queue_reference(i + 1 + LOOKAHEAD)
             first = self._start_trial(t)
+            if first is None:  # tolerance (issue 16): a dropped wide distribution, no candidate call
+                ran = i + 1
+                continue
             if pending is not None:
                 self._compare(pending)
                 pending = None
@@ -241,11 +258,15 @@ class Session:
             self._compare(pending)
         return ran
 
-    def _start_trial(self, t: Trial) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Send the candidate this trial's inputs; (the reference's reply, the command's args)."""
-        assert self.cnd is not None
+    def _start_trial(self, t: Trial) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """Send the candidate this trial's inputs; (the reference's reply, the command's args), or
+        None when the reference dropped the trial's distribution (not finite on it, issue 16)."""
+        assert self.cnd is not None and self.comparer is not None
         self.enter("correctness", f"{t.case}/{t.dist}/trial {t.trial}")
         ref = self.ref_ahead.pop(0) if self.ref_ahead else self._ref_recv()
+        if ref.get("dropped"):
+            self.comparer.drop(t.group, str(ref["dropped"]))
+            return None
         self.ref_replies[t.tag] = ref
         self.input_bytes = max(self.input_bytes, int(ref.get("input_bytes") or 0))
         args: dict[str, Any] = {"case": t.case, "dist": t.dist}
@@ -294,8 +315,23 @@ class Session:
             raise
         self.rec.extra["accounting"] = reply.get("accounting")
         self.rec.extra["runtime_findings"] = reply.get("findings") or []
+        if self._runtime_rejects():  # the verdict is rejected already: don't spend the GPU timing it
+            self.timed = False
+            self.rec.extra["not_timed"] = "not measured (rejected by the runtime integrity checks)"
         self.rec.extra["reference_facts"] = facts or self._reference_facts()
         self.rec.stages_s["integrity"] = self._since("integrity")
+
+    def _runtime_rejects(self) -> bool:
+        from kiln.tools.check.merge import runtime_findings
+        from kiln.tools.records import OpAccounting
+
+        acc = self.rec.extra.get("accounting")
+        try:
+            parsed = OpAccounting.model_validate(acc) if isinstance(acc, dict) else None
+        except ValueError:
+            parsed = None
+        findings = runtime_findings(parsed, self.rec.extra.get("runtime_findings"), self.o.policy)
+        return any(f.severity == "reject" for f in findings)
 
     def _reference_facts(self) -> dict[str, Any]:
         work, deg = self._ref_recv(), self._ref_recv()
@@ -378,6 +414,10 @@ class Session:
             return Failure("timeout", [f"timed out in stage {where}: the stage exceeded {limit}{times}"], tail)
         if gone.why:
             return Failure("crashed", [f"the candidate worker {gone.why} in stage {where}"], tail)
+        if res.returncode == SANDBOX_EXIT and "kiln sandbox:" in tail:
+            last = next((ln for ln in reversed(tail.splitlines()) if "kiln sandbox:" in ln), "")
+            return Failure("error", [f"kiln could not contain the candidate's worker, so it did not run: {last.strip()}"],
+                           tail)
         if res.returncode == 0:
             return Failure("crashed", [f"the candidate worker exited early (exit code 0) in stage {where}: "
                                        "os._exit or sys.exit in the candidate?"], tail)

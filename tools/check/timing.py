@@ -56,6 +56,8 @@ def time_check(s: Session) -> None:
     loop_s = LOOP_SHARE * s.budgets["timing"] / (1 + len(s.o.baselines))
     s._ref_call("release")
     cand = _candidate_loop(s, timing, loop_s)
+    if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
+        s.cnd.close()
     base = {**plan["cached"], **_measure_baselines(s, plan["missing"], loop_s, n_sets)}
     rec = TimingRecord(measured=True, method=METHOD.format(n=n_sets), candidate=summarize(cand["samples_us"]))
     for name in s.o.baselines:
@@ -82,10 +84,12 @@ def _samples(reply: dict[str, Any]) -> list[float]:
     """The raw per-call times a worker reported, validated (finite, positive, bounded count)."""
     raw = reply.get("samples_us")
     if not isinstance(raw, list) or not raw or len(raw) > MAX_SAMPLES:
-        raise ValueError("no valid timing samples")
+        n = len(raw) if isinstance(raw, list) else type(raw).__name__
+        raise ValueError(f"no valid timing samples ({n})")
     out = [float(x) for x in raw if isinstance(x, (int, float)) and not isinstance(x, bool)]
-    if len(out) != len(raw) or not all(math.isfinite(x) and x > 0 for x in out):
-        raise ValueError("timing samples that are not positive finite numbers")
+    bad = [x for x in out if not (math.isfinite(x) and x >= 0)]
+    if len(out) != len(raw) or bad:
+        raise ValueError(f"timing samples that are not finite non-negative numbers (e.g. {bad[:3] or raw[:3]})")
     return out
 
 
@@ -145,7 +149,11 @@ def _one_baseline(s: Session, name: str, loop_s: float) -> dict[str, Any]:
         return {"error": str(exc.error.get("message", ""))[:300]}
     t0 = time.monotonic()
     reply = s.base.call("time_loop", s.ref_deadline(), name=name, max_time_s=loop_s)
-    run = {"samples_us": _samples(reply), "wall_s": time.monotonic() - t0, "n_calls": reply.get("n_calls")}
+    try:
+        samples = _samples(reply)
+    except ValueError as exc:  # kiln's own harness on the problem's Model: reported, not fatal
+        return {"error": f"the {name} baseline's timing run returned {exc}"}
+    run = {"samples_us": samples, "wall_s": time.monotonic() - t0, "n_calls": reply.get("n_calls")}
     if name == "eager":
         run["peak_bytes"] = s.base.call("peak_memory", s.ref_deadline()).get("peak_bytes")
     return run
@@ -179,6 +187,8 @@ def _parent_bound(ti: TimingIntegrity, cand: dict[str, Any], eager: dict[str, An
     n = len(cand["samples_us"])
     ti.overhead_us = round(overhead_s * 1e6, 3)
     ti.hidden_us_per_call = round((cand["wall_s"] - events_s - n * overhead_s) / n * 1e6, 3)
+    ti.parent_per_call_us = round(max(0.0, cand["wall_s"] / n - overhead_s) * 1e6, 3)
+    ti.median_us = round(sorted(cand["samples_us"])[n // 2], 3)
 
 
 def _recheck(s: Session, timing: dict[str, Any], cand: dict[str, Any]) -> tuple[int, int]:

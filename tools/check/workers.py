@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.tools.check.channel import ChannelError, ParentChannel
+from kiln.tools.check.confine import Confinement
 from kiln.tools.check.isolation import (
     IsolatedProc,
     ProcResult,
@@ -50,13 +51,30 @@ class CommandFailed(Exception):
 
 
 def worker_env(spec: JobSpec, cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    return scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_dir, extra=extra)
+    """The worker's environment: scrubbed, and its temporary files and home inside its own dir (the
+    only place it may write: Triton's JIT and nvcc write temporaries)."""
+    tmp, home = Path(spec.work_dir) / "tmp", Path(spec.work_dir) / "home"
+    for d in (tmp, home):
+        d.mkdir(parents=True, exist_ok=True)
+    return scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_dir,
+                        extra={**(extra or {}), "TMPDIR": str(tmp), "HOME": str(home)})
+
+
+def worker_confinement(spec: JobSpec, cache_dir: Path) -> Confinement:
+    """What a worker may reach (kiln.tools.check.sandbox): read its check's shared dir (problem,
+    cases, candidate), write its own dir and, but for the reference (which runs the Proposer's
+    case modules), its compile-cache dir."""
+    work = Path(spec.work_dir)
+    write = [str(work)] + ([str(cache_dir)] if spec.role != "reference" else [])
+    write += [spec.profile_dir] if spec.profile_dir else []
+    return Confinement(read=(str(work.parent / "shared"),), write=tuple(write))
 
 
 class WorkerHandle:
     """One running worker and its command channel."""
 
-    def __init__(self, spec: JobSpec, *, env: dict[str, str], zygote: Any, backstop_s: float) -> None:
+    def __init__(self, spec: JobSpec, *, env: dict[str, str], zygote: Any, backstop_s: float,
+                 confinement: Any = None, sandbox: Any = None) -> None:
         self.spec, self.role = spec, spec.role
         work = Path(spec.work_dir)
         work.mkdir(parents=True, exist_ok=True)
@@ -65,7 +83,8 @@ class WorkerHandle:
         argv = [sys.executable, "-m", "kiln.tools.check.worker", spec.role, str(work / "job.json")]
         self.started = time.monotonic()
         self.proc: IsolatedProc = start_isolated(argv, env=env, cwd=work, timeout_s=backstop_s,
-                                                 as_limit_bytes=default_as_limit(spec.device), zygote=zygote)
+                                                 as_limit_bytes=default_as_limit(spec.device), zygote=zygote,
+                                                 confinement=confinement, sandbox=sandbox)
         self.pending: list[tuple[str, str]] = []  # (op, id) of commands sent, replies not yet read
 
     def send(self, op: str, **args: Any) -> None:

@@ -1,17 +1,23 @@
 """A fork server for check workers: one Python that has already imported torch, Triton and kiln's
 worker code (but never touched CUDA) forks each worker, so a check does not pay ~1.5-2 s of imports
 twice. The server itself starts from a scrubbed environment: no secret is in its memory to inherit.
+With the OS sandbox (`kiln.tools.check.sandbox`) the server runs inside bubblewrap and each worker
+it forks contains itself (`kiln.tools.check.confine.enter`) before any worker code runs.
 
-Protocol (the parent is `Zygote`): one JSON line per request on the server's stdin
-(`{"argv": [...], "env": {...}, "cwd": ..., "stderr": ..., "as_limit": ..., "status": ...}`), one
-JSON line back with the child's pid. The child calls `setsid()`, applies the rlimits, points fds 0/1
-at /dev/null and fd 2 at its stderr file, replaces its environment, and runs
-`kiln.tools.check.worker.main`. When the server reaps a child it writes its wait status to the request's
-`status` file, which the parent polls. EOF on stdin (the parent died) stops the server.
+Protocol (the parent is `Zygote`): one JSON line per request on the server's stdin, one JSON line
+back. `{"op": "spawn", "argv": [...], "env": {...}, "cwd": ..., "stderr": ..., "as_limit": ...,
+"status": ..., "confine": {"read": [...], "write": [...]}}` answers `{"pid": N}`: N is the worker's
+pid *in the server's PID namespace* (not kiln's), a handle for `{"op": "kill", "pid": N}`, which
+SIGKILLs the worker and everything it started. The child points fds 0/1 at /dev/null and fd 2 at its
+stderr file, takes the request's environment, contains itself, applies the rlimits and runs
+`kiln.tools.check.worker.main`. When the server reaps a worker it kills what the worker left
+behind and writes its exit code (or -signal) to the request's `status` file (kiln's control dir,
+where no worker may write), which the parent polls. EOF on stdin (the parent died) stops the server.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib
 import json
@@ -20,7 +26,9 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 PRELOAD = ("torch", "numpy", "triton", "triton.language", "torch.utils.flop_counter",
            "kiln.tools.check.reference", "kiln.tools.check.candidate", "kiln.tools.check.baseline",
@@ -39,23 +47,47 @@ SKIP_ENV = "KILN_ZYGOTE_SKIP"
 # ----------------------------------------------------------------------------- server (its own process)
 
 
-def _child(req: dict) -> None:
-    """In the forked child: contain, redirect, run the worker, never return."""
+def _redirect(stderr: str) -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.dup2(err, 2)
+    os.close(null)
+    os.close(err)
+
+
+def _contain(req: dict, plan: Any) -> None:
+    """The inner layer when the server has a plan and the request a confinement, else a new session."""
+    conf = req.get("confine")
+    if plan is None or conf is None:
+        os.setsid()
+        return
+    from kiln.tools.check import confine
+
+    try:
+        confine.enter(confine.Confinement.from_dict(conf), plan)
+    except OSError as exc:  # never run a worker half-contained
+        os.write(2, f"kiln sandbox: {exc}\n".encode(errors="replace"))
+        os._exit(confine.SANDBOX_EXIT)
+
+
+def _child(req: dict, plan: Any) -> None:
+    """In the forked child: redirect, contain, run the worker, never return."""
     code = 1
     try:
         sys.dont_write_bytecode = True  # the server may cache bytecode; a worker (candidate code) never
-        os.setsid()
+        _redirect(req["stderr"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        import tempfile
+
+        tempfile.tempdir = None  # the server's imports cached its TMPDIR: the worker's is its own dir
+        _contain(req, plan)
         from kiln.tools.check.isolation import _limits
 
         _limits(req.get("as_limit"))
-        null = os.open(os.devnull, os.O_RDWR)
-        err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(null, 0)
-        os.dup2(null, 1)
-        os.dup2(err, 2)
         os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
         from kiln.tools.check.worker import main
 
         sys.argv = ["kiln-worker", *req["argv"]]
@@ -72,20 +104,46 @@ def _child(req: dict) -> None:
         os._exit(code)
 
 
-def _reap(status_files: dict[int, str]) -> None:
-    while status_files:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
+class _Workers:
+    """The server's book of running workers: status file and namespace init per worker pid."""
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan
+        self.status: dict[int, str] = {}
+        self.init: dict[int, int | None] = {}
+
+    def spawn(self, req: dict) -> int:
+        from kiln.tools.check.confine import fork_worker
+
+        confined = self.plan is not None and req.get("confine") is not None
+        pid, init = fork_worker(self.plan) if confined else (os.fork(), None)
         if pid == 0:
-            return
-        path = status_files.pop(pid, None)
-        if path:
-            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            tmp = f"{path}.tmp"
-            Path(tmp).write_text(str(code))
-            os.replace(tmp, path)
+            _child(req, self.plan)
+        self.status[pid], self.init[pid] = req["status"], init
+        return pid
+
+    def kill(self, pid: int) -> None:
+        from kiln.tools.check.confine import kill_worker
+
+        if pid in self.status:
+            kill_worker(pid, self.init.get(pid))
+
+    def reap(self) -> None:
+        from kiln.tools.check.confine import kill_worker, wait_code, write_status
+
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            path = self.status.pop(pid, None)
+            if path:
+                kill_worker(0, self.init.pop(pid, None))  # what it left behind dies with its namespace
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, 9)
+                write_status(path, wait_code(status))
 
 
 def fork_is_clean() -> bool:
@@ -121,33 +179,44 @@ def _preload() -> None:
             importlib.import_module(name)
         if not fork_is_clean():  # start again without it (the import cannot be undone)
             os.environ[SKIP_ENV] = ",".join(sorted(skip | {name}))
-            os.execv(sys.executable, [sys.executable, "-m", "kiln.tools.check.zygote"])
+            os.execv(sys.executable, [sys.executable, "-m", "kiln.tools.check.zygote", *sys.argv[1:]])
 
 
-def serve() -> None:
+def _handle(workers: _Workers, req: dict) -> dict:
+    if req.get("op") == "kill":
+        workers.kill(int(req["pid"]))
+        return {"ok": True}
+    return {"pid": workers.spawn(req)}
+
+
+def serve(argv: list[str]) -> None:
+    plan = None
+    if argv[:1] == ["--plan"]:
+        from kiln.tools.check.confine import Plan
+
+        plan = Plan.from_json(argv[1])
+        from kiln.tools.check.confine import warm
+
+        warm()  # what every worker's Landlock rules need, computed once here, not per fork
     _preload()
     out = sys.stdout
     out.write(f"ready skipped={os.environ.get(SKIP_ENV, '')}\n")
     out.flush()
-    status_files: dict[int, str] = {}
-    buf = b""
+    workers, buf = _Workers(plan), b""
     while True:
         ready, _, _ = select.select([0], [], [], 0.01)
-        _reap(status_files)
+        workers.reap()
         if not ready:
             continue
         chunk = os.read(0, 65536)
-        if not chunk:  # the parent is gone
+        if not chunk:  # the parent is gone: so are its workers
+            for pid in list(workers.status):
+                workers.kill(pid)
             return
         buf += chunk
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
-            req = json.loads(line)
-            pid = os.fork()
-            if pid == 0:
-                _child(req)
-            status_files[pid] = req["status"]
-            out.write(json.dumps({"pid": pid}) + "\n")
+            out.write(json.dumps(_handle(workers, json.loads(line))) + "\n")
             out.flush()
 
 
@@ -155,32 +224,51 @@ def serve() -> None:
 
 
 class Zygote:
-    """A running fork server for one (device, GPU) environment."""
+    """A running fork server for one (device, GPU) environment. `command` starts it (the sandbox's
+    bubblewrap command line and `--plan`); by default a plain, unconfined server."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], command: list[str] | None = None) -> None:
         self.lock = threading.Lock()
-        self.proc = subprocess.Popen(  # noqa: S603
-            [sys.executable, "-m", "kiln.tools.check.zygote"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+        self.confined = command is not None
+        self.log = _log_file()
+        with open(self.log, "wb") as log:
+            argv = command or [sys.executable, "-m", "kiln.tools.check.zygote"]
+            self.proc = _SPAWNER.submit(lambda: subprocess.Popen(  # noqa: S603
+                argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                start_new_session=True)).result()
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode(errors="replace").split()
         if not line or line[0] != "ready":
-            raise RuntimeError("kiln fork server failed to start")
+            self.close()
+            raise RuntimeError(f"kiln fork server failed to start: {_last_line(self.log)}")
         # preloads left out because importing them made forked children unable to use CUDA
         self.skipped = [m for m in line[1].removeprefix("skipped=").split(",") if m] if len(line) > 1 else []
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: Path, stderr: Path, status: Path,
-              as_limit: int | None) -> int:
-        req = {"argv": argv, "env": env, "cwd": str(cwd), "stderr": str(stderr), "status": str(status),
-               "as_limit": as_limit}
+    def _request(self, req: dict) -> dict:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         with self.lock:
             self.proc.stdin.write((json.dumps(req) + "\n").encode())
             self.proc.stdin.flush()
-            return int(json.loads(self.proc.stdout.readline())["pid"])
+            line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("kiln fork server died")
+        return json.loads(line)
+
+    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: Path, stderr: Path, status: Path,
+              as_limit: int | None, confine: dict | None = None) -> int:
+        """Fork a worker; its pid in the server's PID namespace (a handle for `kill`, nothing else)."""
+        req = {"op": "spawn", "argv": argv, "env": env, "cwd": str(cwd), "stderr": str(stderr),
+               "status": str(status), "as_limit": as_limit, "confine": confine}
+        return int(self._request(req)["pid"])
+
+    def kill(self, pid: int) -> None:
+        """SIGKILL a worker and everything it started (through the server: its pids are not ours)."""
+        if self.alive():
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                self._request({"op": "kill", "pid": pid})
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -188,12 +276,31 @@ class Zygote:
             self.proc.wait(timeout=5)
 
 
+# Servers are started from this one long-lived thread: bubblewrap's --die-with-parent (a parent-death
+# signal) fires when the *thread* that started it ends, and a batch warms its servers from threads
+# that end at once.
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-fork-server-start")
+
+
+def _log_file() -> Path:
+    from kiln.tools.check import scratch
+
+    return scratch.ctl_dir() / f"zygote-{os.getpid()}-{time.monotonic_ns()}.log"
+
+
+def _last_line(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+        return lines[-1][:300] if lines else "no output"
+    return "no output"
+
+
 _POOL: dict[tuple, Zygote] = {}
 _POOL_LOCK = threading.Lock()  # guards the two dicts; each key's own lock guards its start
 _KEY_LOCKS: dict[tuple, threading.Lock] = {}
 
 
-def get_zygote(key: tuple, env: dict[str, str]) -> Zygote | None:
+def get_zygote(key: tuple, env: dict[str, str], command: list[str] | None = None) -> Zygote | None:
     """The process-wide server for `key`, started on first use; None if it can't start. Servers
     for different keys (one per GPU in a batch) start side by side, not one after the other."""
     with _POOL_LOCK:
@@ -203,7 +310,7 @@ def get_zygote(key: tuple, env: dict[str, str]) -> Zygote | None:
         if z is not None and z.alive():
             return z
         try:
-            z = Zygote(env)
+            z = Zygote(env, command) if command is not None else Zygote(env)
         except (OSError, RuntimeError):
             return None
         with _POOL_LOCK:
@@ -219,4 +326,4 @@ def shutdown() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1:])

@@ -8,6 +8,7 @@ them at build time. Candidate errors never raise out of here: they become a fail
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import io
@@ -17,7 +18,6 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from kiln.tools.check.isolation import pid_alive
 from kiln.tools.compile.detect import cuda_backend, detect_lang
 from kiln.tools.compile.errors import locate_in_source, log_tail, python_error, trim_errors, triton_error
 from kiln.tools.records import CompileRecord, Lang
@@ -52,23 +52,31 @@ def gpu_arch_list() -> str | None:
 OWNER_FILE = ".kiln-build-pid"
 
 
+_CLAIMS: dict[str, int] = {}  # ext dir -> the descriptor holding its claim (for this process's life)
+
+
 def clear_stale_locks(ext_dir: Path) -> list[Path]:
     """Remove torch's build `lock` files that a killed worker left behind, then claim the dir.
 
     torch waits on that lock forever, so a candidate re-checked after its build timed out would hang
-    until the compile deadline. A lock is stale when the worker that last built here is dead.
+    until the compile deadline. A lock is stale when no live worker claims the dir: a claim is an
+    flock on OWNER_FILE held for the worker's life (not a pid: sandboxed workers each run in their
+    own PID namespace, where every worker has the same pid).
     """
-    owner = ext_dir / OWNER_FILE
+    fd = os.open(ext_dir / OWNER_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        pid = int(owner.read_text().strip())
-    except (OSError, ValueError):
-        pid = None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # a live worker builds here: its lock is not stale
+        os.close(fd)
+        return []
     removed = []
-    if pid is None or not pid_alive(pid):
-        for lock in ext_dir.glob("*/lock"):
-            lock.unlink(missing_ok=True)
-            removed.append(lock)
-    owner.write_text(str(os.getpid()))
+    for lock in ext_dir.glob("*/lock"):
+        lock.unlink(missing_ok=True)
+        removed.append(lock)
+    old = _CLAIMS.pop(str(ext_dir), None)
+    if old is not None:
+        os.close(old)
+    _CLAIMS[str(ext_dir)] = fd
     return removed
 
 

@@ -95,13 +95,13 @@ def scan_source(src: str, *, allowlist: bool = False) -> list[CHit]:
     """Every rule hit in one C/C++/CUDA source, with its line inside the source. `allowlist` adds
     the allowlist's C++ rules: no Python C API, no pybind11 beyond `py::arg`."""
     toks = tokenize(src)
-    hits: list[CHit] = []
+    hits: list[CHit] = token_pastes(src) if allowlist else []
     device = _device_regions(toks)
     for i, t in enumerate(toks):
         if t.kind != "ident":
             continue
         called = i + 1 < len(toks) and toks[i + 1].text == "("
-        hits += _ident_hits(t, called) + (_allowlist_hits(t) if allowlist else [])
+        hits += _ident_hits(t, called) + (_allowlist_hits(toks, i, called) if allowlist else [])
         if called and _is_torch_op(t.text):
             hits.append(CHit("static.cpp-torch-op", t.text, t.line))
         elif called and i in device.host_methods and (_is_method_op(toks, i) or VENDOR_COMPUTE.match(t.text)):
@@ -109,11 +109,33 @@ def scan_source(src: str, *, allowlist: bool = False) -> list[CHit]:
     return hits
 
 
-def _allowlist_hits(t: Tok) -> list[CHit]:
+def _allowlist_hits(toks: list[Tok], i: int, called: bool) -> list[CHit]:
+    t = toks[i]
     last = t.text.split("::")[-1]
     if PYTHON_C_API.match(last) or (t.text.startswith(("py::", "pybind11::")) and t.text not in PYBIND_OK):
         return [CHit("static.introspection", t.text, t.line)]
+    method = i > 0 and toks[i - 1].text in (".", "->")
+    if called and not method and t.text.lstrip(":") in SYSTEM_CALLS:  # `open(...)`, `::kill(...)`, not `std::bind`
+        return [CHit("static.env-or-file", t.text, t.line)]
     return []
+
+
+SYSTEM_CALLS = frozenset({"open", "openat", "fopen", "creat", "write", "pwrite", "unlink", "rename", "remove",
+                          "socket", "connect", "bind", "kill", "syscall", "ptrace", "execve", "execl", "execvp",
+                          "system", "popen", "mmap", "shm_open", "prctl", "setsid", "chdir", "mkdir"})
+"""OS calls no kernel needs: refused from C++ under the allowlist (the sandbox contains them anyway)."""
+
+
+def token_pastes(src: str) -> list[CHit]:
+    """`##` outside comments and strings. The allowlist refuses it: a pasted name (`JOIN(P,
+    yRun_SimpleString)` through a function-like macro) is assembled after any scan of the tokens
+    could see it, and no kernel needs one."""
+    src = src.replace("\\\r\n", "").replace("\\\n", "")
+    out = []
+    for m in _TOKEN.finditer(src):
+        if m.lastgroup == "punct" and m.group(0) == "##":
+            out.append(CHit("static.cpp-token-paste", "##", src.count("\n", 0, m.start()) + 1))
+    return out
 
 
 _ATTRIBUTE_GROUPS = frozenset({"__launch_bounds__", "__attribute__", "__cluster_dims__", "__declspec", "alignas",

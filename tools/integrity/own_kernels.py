@@ -72,13 +72,16 @@ def classify(events: list[Any], own_names: set[str]) -> tuple[dict[str, float], 
     is an own name and the operator that launched it (if any) is not an ATen operator."""
     from torch.autograd import DeviceType
 
-    aten_ids = {e.id for e in events if e.device_type == DeviceType.CPU and is_library_launcher(e.name)}
+    aten = [e for e in events if e.device_type == DeviceType.CPU and is_library_launcher(e.name)]
+    aten_ids = {e.id for e in aten}
+    # torch's own association of kernels with the operator that launched them, where it made one
+    aten_kernels = {k.name for e in aten for k in getattr(e, "kernels", []) if getattr(k, "name", None)}
     own: dict[str, float] = {}
     lib: dict[str, float] = {}
     for e in events:
         if e.device_type != DeviceType.CUDA:
             continue
-        under_aten = getattr(e, "linked_correlation_id", 0) in aten_ids
+        under_aten = getattr(e, "linked_correlation_id", 0) in aten_ids or e.name in aten_kernels
         bucket = lib if under_aten or not is_own_kernel(e.name, own_names) else own
         bucket[e.name] = bucket.get(e.name, 0.0) + float(e.time_range.elapsed_us())
     return own, lib

@@ -122,8 +122,9 @@ class _AllowVisitor(ast.NodeVisitor):
         if _is_dunder(node.attr) and node.attr not in P.ALLOWED_DUNDER_ATTRS:
             self.add("static.dynamic-access", f"reaches the special attribute .{node.attr}", node)
         elif node.attr in P.REFUSED_METHODS:
-            self.add("static.import-not-allowed", f".{node.attr}(): numpy is not on the allowlist; "
-                     "compute in your kernel", node)
+            why = ("numpy is not on the allowlist; compute in your kernel" if "numpy" in node.attr or "array" in node.attr
+                   else "hooks run code where kiln does not look; no kernel needs one")
+            self.add("static.import-not-allowed", f".{node.attr}(): {why}", node)
         if isinstance(node.ctx, ast.Load):
             self._check_value(node)
         elif isinstance(node.value, ast.Name) and node.value.id in self.defs:

@@ -113,8 +113,14 @@ ALLOWED_DUNDER_DEFS = _words("""
 `__setattr__`), finalizers (`__del__`), descriptors, pickling, class-creation hooks
 (`__init_subclass__`, `__class_getitem__`, `__new__`), `__torch_function__`, `__array__`."""
 
-REFUSED_METHODS = _words("numpy __array__")
-"""Attribute names refused on any object: `x.numpy()` hands a tensor to numpy."""
+REFUSED_METHODS = _words("""
+    numpy __array__ add_pre_run_hook add_post_run_hook pre_hook post_hook launch_enter_hook launch_exit_hook
+    register_forward_hook register_forward_pre_hook register_full_backward_hook register_module_forward_hook
+    register_hook register_dispatch_key
+""")
+"""Attribute names refused on any object: `x.numpy()` hands a tensor to numpy; Triton's launch
+hooks (`kernel.add_pre_run_hook(...)`) and module or tensor hooks run code where kiln's accounting
+of the forward does not expect it, and no kernel needs them."""
 
 ATTRS_HINT = {
     "triton.runtime": "for the SM count use torch.cuda.get_device_properties(i).multi_processor_count",

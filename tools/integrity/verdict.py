@@ -106,6 +106,23 @@ def _parent_bound(ti: TimingIntegrity) -> str | None:
     if ti.hidden_us_per_call < -max(0.5 * ti.overhead_us, slack):
         return (f"the candidate's timed loop ended {-ti.hidden_us_per_call:.1f} us per call sooner than its event "
                 f"times plus the harness overhead ({ti.overhead_us:.1f} us) allow: the reported times are forged")
+    return _median_bound(ti, slack)
+
+
+MEDIAN_SHARE = 0.5
+"""The reported median may not be below half the mean per-call time kiln's clock saw (overhead
+taken off): honest distributions have their median near their mean, outliers raise the mean by
+percents, while a forgery that keeps the samples' sum but shrinks the median (many tiny samples and
+a few huge ones) drives the two apart."""
+
+
+def _median_bound(ti: TimingIntegrity, slack: float) -> str | None:
+    if ti.median_us is None or ti.parent_per_call_us is None:
+        return None
+    if ti.median_us < MEDIAN_SHARE * ti.parent_per_call_us - slack:
+        return (f"the candidate's reported median is {ti.median_us:.1f} us per call, but kiln's clock saw "
+                f"{ti.parent_per_call_us:.1f} us per call (harness overhead taken off): the reported samples are "
+                "forged or hide work")
     return None
 
 

@@ -5,7 +5,6 @@ the target program (through CORE's isolation helpers); ncu itself is spawned by 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -29,14 +28,11 @@ class Collected(Record):
 
 
 def target_env(work: Path) -> dict[str, str]:
-    try:
-        from kiln.tools.check.isolation import scrubbed_env  # noqa: PLC0415 - CORE's helper when present
+    """The profiled program's environment: the check workers' scrubbed one, never the full one
+    (an import error here is kiln's bug and raises)."""
+    from kiln.tools.check.isolation import scrubbed_env
 
-        env = scrubbed_env(device="cuda", gpu_index=0, cache_dir=work / "cache")
-    except ImportError:
-        env = dict(os.environ, TRITON_CACHE_DIR=str(work / "cache" / "triton"))
-    env.setdefault("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    return env
+    return scrubbed_env(device="cuda", gpu_index=0, cache_dir=work / "cache")
 
 
 def target_argv(problem: Path, candidate: Path, mode: str, out: Path, dtype: str) -> list[str]:
@@ -134,7 +130,11 @@ def collect_static(problem: Path, candidate: Path, *, work: Path, dtype: str, ti
 
 
 def _run_target(argv: list[str], work: Path, timeout_s: float, *, interpret: bool | None = None) -> tuple[int | None, str]:
-    from kiln.tools.check.isolation import run_isolated  # noqa: PLC0415 - CORE's contained runner
+    """Run the target program in the OS sandbox: it reads the problem and the candidate, writes
+    only `work` (kiln.tools.check.sandbox; best-effort, like a check's default)."""
+    from kiln.tools.check.confine import Confinement
+    from kiln.tools.check.isolation import run_isolated
+    from kiln.tools.check.sandbox import sandbox_for
 
     env = target_env(work)
     if interpret is not None:  # compile-only runs: no GPU; the interpreter only where asked
@@ -142,7 +142,9 @@ def _run_target(argv: list[str], work: Path, timeout_s: float, *, interpret: boo
         env.pop("TRITON_INTERPRET", None)
         if interpret:
             env["TRITON_INTERPRET"] = "1"
-    res = run_isolated(argv, env=env, cwd=work, timeout_s=timeout_s)
+    reads = tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--problem", "--candidate"))
+    res = run_isolated(argv, env=env, cwd=work, timeout_s=timeout_s, sandbox=sandbox_for(),
+                       confinement=Confinement(read=reads, write=(str(work.resolve()),)))
     if res.timed_out:
         return None, f"timed out after {timeout_s:.0f} s\n{res.stderr_tail}"
     return res.returncode, res.stderr_tail

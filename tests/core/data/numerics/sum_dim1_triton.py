@@ -1,0 +1,32 @@
+"""An independently written Triton sum over dim 1 of a contiguous (B, R, C) tensor: one program
+per (b, block of columns) adds tiles of BLOCK_R rows, each reduced by a tree, one after another."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def sum_rows_kernel(x_ptr, y_ptr, R, C, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    b = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    acc = tl.zeros((BLOCK_C,), dtype=tl.float32)
+    for r0 in range(0, R, BLOCK_R):  # element (b, r, c) sits at (b * R + r) * C + c
+        rows = r0 + tl.arange(0, BLOCK_R)
+        mask = (rows[:, None] < R) & (cols[None, :] < C)
+        tile = tl.load(x_ptr + (b * R + rows[:, None]) * C + cols[None, :], mask=mask, other=0.0)
+        acc += tl.sum(tile, axis=0)
+    tl.store(y_ptr + b * C + cols, acc, mask=cols < C)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        B, R, C = x.shape
+        y = torch.empty((B, C), device=x.device, dtype=x.dtype)
+        sum_rows_kernel[(B, triton.cdiv(C, 64))](x, y, R, C, BLOCK_R=64, BLOCK_C=64)
+        return y

@@ -1,0 +1,62 @@
+"""The numerics tolerance, the wide input distributions and the degenerate check through `check()`
+end to end (real worker processes, Triton's interpreter)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kiln.tools.check import check
+from kiln.tools.records import CheckOptions
+
+DATA = Path(__file__).parent / "data" / "numerics"
+LOSSES = Path(__file__).parent.parent / "integrity" / "data" / "degenerate"
+BASIC = {"x1", "x3", "x0.01", "neg"}
+
+
+def opts(**kw: object) -> CheckOptions:
+    # generous stage deadlines: CI machines are shared, and these kernels are right, never hung
+    return CheckOptions(device="cpu", trials=1, timeout_s=600, seed=16, **kw)  # type: ignore[arg-type]
+
+
+def test_the_issue_row_sum_passes_its_x1000_case() -> None:
+    """Issue 16: `kiln check ... --case cases/magnitude_1e3.py` on an independently written Triton
+    row sum failed with '1 of 640 elements outside atol=0.0001, rtol=0.0001'."""
+    rec = check(DATA / "sum_dim1_problem.py", DATA / "sum_dim1_triton.py",
+                opts(cases=[str(DATA / "magnitude_1e3.py")]))
+    assert rec.status == "ok" and rec.correct, rec.reasons
+    c = rec.correctness
+    assert c is not None and c.rule == "numerics" and {t.case for t in c.trials} == {"problem", "magnitude_1e3"}
+    assert all(t.rule == "numerics" and t.outputs[0].max_err_over_tol is not None for t in c.trials)
+
+
+def test_with_atol_rtol_given_the_fixed_rule_decides() -> None:
+    rec = check(DATA / "sum_dim1_problem.py", DATA / "sum_dim1_triton.py",
+                opts(atol=1e-4, rtol=1e-4, cases=[str(DATA / "magnitude_1e3.py")]))
+    c = rec.correctness
+    assert c is not None and c.rule == "atol_rtol" and all(t.rule == "atol_rtol" for t in c.trials)
+    assert rec.correct == c.legacy_atol_rtol_passed
+
+
+def test_a_fit_valid_only_on_the_tested_range_fails_on_wide_inputs() -> None:
+    rec = check(DATA / "tanh_problem.py", DATA / "tanh_pade_triton.py", opts())
+    assert rec.status == "incorrect", rec.reasons
+    c = rec.correctness
+    assert c is not None and all(t.passed for t in c.trials if t.distribution in BASIC)
+    assert {t.distribution for t in c.trials if not t.passed} <= {"x1000", "heavy"}
+
+
+def test_a_distribution_the_reference_overflows_on_is_dropped_and_said() -> None:
+    rec = check(DATA / "exp_problem.py", DATA / "exp_triton.py", opts())
+    assert rec.status == "ok" and rec.correct, rec.reasons
+    c = rec.correctness
+    assert c is not None and set(c.dropped_distributions) == {"problem/x1000", "problem/heavy"}
+    assert "NaN/inf" in c.dropped_distributions["problem/x1000"]
+    assert not {t.distribution for t in c.trials} & {"x1000", "heavy"} and c.n_trials == c.n_planned
+
+
+def test_a_scalar_loss_is_not_called_degenerate() -> None:
+    """KernelBench's 94_MSELoss got 'degenerate.constant: every output element equals 0.146084'."""
+    rec = check(LOSSES / "mse_loss.py", DATA / "mse_triton.py", opts())
+    assert rec.status == "ok" and rec.correct, rec.reasons
+    assert rec.integrity is not None and rec.integrity.degenerate is not None
+    assert not rec.integrity.degenerate.degenerate, rec.integrity.degenerate.reasons

@@ -1,0 +1,179 @@
+"""The numerics tolerance stays strict (reduced-precision operands, wrong normalisations, dropped
+terms fail), works on sketched outputs, and hands over to atol/rtol when asked or when its
+numerics can't be trusted, saying which rule decided."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from kiln.tools import numerics, sketch
+from kiln.tools.correctness import pack
+from kiln.tools.records import TrialRecord
+from kiln.tools.tolerance import judge
+
+from .numerics_helpers import SEED, LayerNorm, Linear, Reduce, judged, reference_pack
+
+G = torch.Generator().manual_seed(7)
+
+
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=G)
+
+
+def tf32(x: torch.Tensor) -> torch.Tensor:
+    """x rounded to TF32 (10 explicit mantissa bits), as a tensor core reads fp32 operands."""
+    bits = x.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def softmax_plus_one(x: torch.Tensor) -> torch.Tensor:
+    e = torch.exp(x - x.max(-1, keepdim=True).values)
+    return e / (e.sum(-1, keepdim=True) + 1)
+
+
+def unbiased_layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + 1e-5) * w + b
+
+
+@pytest.mark.parametrize("scale", [1.0, 1000.0])
+def test_reduced_precision_operands_fail_in_an_fp32_problem(scale: float) -> None:
+    """fp16, bf16 and TF32 operands of a dot product (K=129, the corpus's downcast_fp16 case, and
+    K=1024) round each term by 2^-11..2^-8: far above fp32 accumulation error, so they fail."""
+    for k in (129, 1024):
+        x, w = randn(67, k) * scale, randn(95, k) / math.sqrt(k)
+        model = Linear(w)
+        for name, low in (("fp16", lambda t: t.half().float()), ("bf16", lambda t: t.bfloat16().float()),
+                          ("tf32", tf32)):
+            got = (low(x).double() @ low(w).double().t()).float()
+            j = judged(model, (x,), got)
+            assert j.mismatch is not None and j.mismatch.rule == "numerics", (name, k, j.outputs)
+        sequential = torch.from_numpy(np.cumsum((x[:, None, :] * w[None]).numpy(), axis=2, dtype=np.float32)[..., -1])
+        assert judged(model, (x,), sequential).mismatch is None  # fp32, one term at a time: honest
+
+
+def test_wrong_kernels_fail() -> None:
+    x, w, b = randn(29, 1027) * 2 + 0.5, randn(1027), randn(1027)
+    ln = LayerNorm(w, b)
+    assert judged(ln, (x,), unbiased_layer_norm(x, w, b)).mismatch is not None  # ~5e-4 relative
+    assert judged(ln, (x,), nn.functional.layer_norm(x, (1027,), None, b)).mismatch is not None  # no weight
+    s = randn(37, 1000)
+    softmax = Reduce("softmax")
+    assert judged(softmax, (s,), softmax_plus_one(s)).mismatch is not None
+    assert judged(softmax, (s,), torch.exp(s - s.max(-1, keepdim=True).values)).mismatch is not None  # unnormalised
+    assert judged(softmax, (s,), torch.softmax(s.bfloat16(), -1).float()).mismatch is not None  # bf16 compute
+    r = randn(16, 300) * 1000
+    total = Reduce("sum")
+    assert judged(total, (r,), r[:, :-1].sum(-1)).mismatch is not None  # off by one: last term dropped
+    tail = torch.softmax(s, -1)
+    tail[:, -1] = float("nan")  # last column unwritten
+    mm = judged(softmax, (s,), tail).mismatch
+    assert mm is not None and mm.reason == "nan" and mm.first[0].index == [0, 999]
+
+
+def test_zeros_for_outputs_below_atol_fail_elementwise() -> None:
+    """KernelBench's 23_Softmax: every output ~2.5e-6, below atol 1e-4, so zeros pass a fixed-atol
+    test; here the allowance scales with the data."""
+    x = torch.rand(2, 393216, generator=G)
+    j = judged(Reduce("softmax"), (x,), torch.zeros(2, 393216))
+    assert j.mismatch is not None and j.legacy_passed
+
+
+def test_the_issue_row_sum_passes_and_the_fixed_rule_does_not() -> None:
+    """16x300x40 summed over dim 1, inputs x1000, cancelling: one term at a time in fp32."""
+    failed_before = 0
+    for _ in range(5):
+        x = randn(16, 300, 40) * 1000
+        seq = torch.from_numpy(np.cumsum(x.numpy(), axis=1, dtype=np.float32)[:, -1, :])
+        j = judged(Reduce("sum", dim=1), (x,), seq)
+        assert j.mismatch is None and j.rule == "numerics"
+        failed_before += not j.legacy_passed
+    assert failed_before >= 1
+
+
+def test_sketched_outputs_carry_numerics_at_the_sampled_positions(monkeypatch) -> None:
+    monkeypatch.setattr(sketch, "SKETCH_MIN_NUMEL", 1000)
+    monkeypatch.setattr(sketch, "N_UNIFORM", 512)
+    monkeypatch.setattr(sketch, "N_EDGE", 64)
+    x = randn(64, 300, 40) * 1000
+    model = Reduce("sum", dim=1)
+    ref = reference_pack(model, (x,))
+    assert sketch.is_sketch(ref["tensors"]["out"])
+    err = ref["numerics"]["outputs"]["out"]["err"]
+    assert err.shape == ref["tensors"]["out"]["values"].shape
+    high = x.double().sum(1).reshape(-1)[sketch.sketch_positions(ref["tensors"]["out"])]
+    assert torch.allclose(ref["tensors"]["out"]["values"].double() - err.double(), high, rtol=0, atol=1e-2)
+    seq = torch.from_numpy(np.cumsum(x.numpy(), axis=1, dtype=np.float32)[:, -1, :])
+    ok = judge(ref, pack(seq, SEED), dtype="fp32", atol=1e-4, rtol=1e-4)
+    assert ok.mismatch is None and ok.rule == "numerics"
+    seq[63, 39] += 5000.0  # an edge element: always in the sample
+    bad = judge(ref, pack(seq, SEED), dtype="fp32", atol=1e-4, rtol=1e-4)
+    assert bad.mismatch is not None and bad.mismatch.first[0].index == [63, 39]
+
+
+def test_atol_rtol_given_decide_and_the_record_says_so() -> None:
+    x = randn(16, 300, 40) * 1000
+    seq = torch.from_numpy(np.cumsum(x.numpy(), axis=1, dtype=np.float32)[:, -1, :])
+    j = judged(Reduce("sum", dim=1), (x,), seq, numerics_rule=False)
+    assert j.rule == "atol_rtol" and j.outputs[0].why == "--atol/--rtol given"
+    assert (j.mismatch is None) == j.legacy_passed
+
+
+class Dropout(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.dropout(x, 0.5, training=True)
+
+
+class Fp32Only(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32:
+            raise TypeError("this model only runs in fp32")
+        return x * 2
+
+
+def test_without_trustworthy_numerics_the_fixed_rule_decides() -> None:
+    x = randn(64, 64)
+    j = judged(Dropout(), (x,), x)  # a random reference: the two references disagree wholesale
+    assert j.rule == "atol_rtol" and "more than rounding explains" in j.outputs[0].why
+    j = judged(Fp32Only(), (x,), x * 2)
+    assert j.mismatch is None and j.rule == "atol_rtol" and "unavailable: TypeError" in j.outputs[0].why
+
+
+class Exp(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(x)
+
+
+def test_non_finite_reference_elements_are_judged_as_before() -> None:
+    x = torch.tensor([[1.0, 100.0, -3.0, float("nan")]])
+    ref = reference_pack(Exp(), (x,))
+    assert judge(ref, pack(torch.exp(x), SEED), dtype="fp32", atol=1e-4, rtol=1e-4).mismatch is None
+    wrong = torch.exp(x)
+    wrong[0, 1] = 3.0e38  # finite where the reference overflowed
+    assert judge(ref, pack(wrong, SEED), dtype="fp32", atol=1e-4, rtol=1e-4).mismatch is not None
+    assert not judge(ref, pack(wrong, SEED), dtype="fp32", atol=1e-4, rtol=1e-4).legacy_passed  # inf <= inf: fixed too
+    assert "NaN/inf" in (numerics.nonfinite(ref) or "")
+
+
+def test_bf16_problem_accumulating_in_fp32_passes_in_bf16_fails() -> None:
+    x = (randn(8, 4096) * 1000).bfloat16()
+    model = Reduce("sum").to(torch.bfloat16)
+    honest = x.float().sum(-1).bfloat16()  # fp32 accumulation, one rounding at the end
+    assert judged(model, (x,), honest, dtype="bf16").mismatch is None
+    acc = torch.zeros(8, dtype=torch.bfloat16)
+    for i in range(4096):  # a bf16 accumulator: 4096 roundings to 8 bits
+        acc = acc + x[:, i]
+    assert judged(model, (x,), acc, dtype="bf16").mismatch is not None
+
+
+def test_trial_record_with_output_verdicts_round_trips_json() -> None:
+    x = randn(16, 300, 40) * 1000
+    j = judged(Reduce("sum", dim=1), (x,), x.sum(1) + 1.0)
+    rec = TrialRecord(case="problem", distribution="x1000", trial=0, passed=j.mismatch is None, mismatch=j.mismatch,
+                      rule=j.rule, legacy_atol_rtol_passed=j.legacy_passed, outputs=j.outputs)
+    assert TrialRecord.model_validate_json(rec.model_dump_json()) == rec

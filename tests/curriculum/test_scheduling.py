@@ -1,0 +1,92 @@
+"""Multi-GPU scheduling on CPU with simulated slots (as bench/batch_replay.py does): a round's
+checks spread over N GPU slots through the batch runner's SlottedEvaluator, never two on one GPU;
+module probes through LocalProber's slots the same way."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kiln.agents.base import CoderReply, CoderTask
+from kiln.agents.curriculum.base import ApiSet
+from kiln.agents.curriculum.validate import Budget, ModuleVerdict
+from kiln.evals.curriculum.config import CurriculumConfig
+from kiln.evals.curriculum.executors import LocalProber
+from kiln.evals.curriculum.rounds import Curriculum
+from kiln.evals.curriculum.store import ModuleRow
+from kiln.evals.executors import SlottedEvaluator
+from kiln.tools.records import CheckOptions, CheckRecord, CorrectnessRecord
+
+HOLD_S = 0.3
+
+
+class Replay:
+    """Holds its GPU for HOLD_S, records (gpu, start, end), returns a verified record."""
+
+    def __init__(self) -> None:
+        self.busy: list[tuple[int, float, float]] = []
+        self.lock = threading.Lock()
+
+    def check(self, problem: Path, candidate: Path, options: CheckOptions) -> CheckRecord:
+        start = time.monotonic()
+        time.sleep(HOLD_S)
+        with self.lock:
+            self.busy.append((options.gpu_index, start, time.monotonic()))
+        return CheckRecord(problem=str(problem), candidate=str(candidate), status="ok", correct=True,
+                           correctness=CorrectnessRecord(passed=True, atol=1e-4, rtol=1e-4, n_trials=2, n_passed=2))
+
+
+class FixedCoder:
+    def write(self, task: CoderTask) -> CoderReply:
+        return CoderReply(ok=True, source=f"# sample {task.sibling}\n")
+
+
+def _overlaps(busy: list[tuple[int, float, float]]) -> bool:
+    for gpu in {b[0] for b in busy}:
+        spans = sorted((s, e) for g, s, e in busy if g == gpu)
+        if any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4])
+def test_a_rounds_checks_spread_over_every_gpu_slot_never_two_per_gpu(tmp_path: Path, gpus: int) -> None:
+    replay = Replay()
+    ev = SlottedEvaluator(replay, list(range(gpus)))
+    cfg = CurriculumConfig(rounds=1, per_round=4, samples=2, device="cpu")
+    cur = Curriculum(tmp_path, cfg, catalogue=None, writer=None, coder_for=lambda m: FixedCoder(),  # type: ignore[arg-type]
+                     evaluator=ev, prober=LocalProber([0]), concurrency=2 * gpus)
+    for i in range(4):
+        cur.store.add_module(ModuleRow(id=f"r00_m{i:03d}", round=0, attempt=i, api_set=ApiSet(ops=["relu"],
+                                       families=["elementwise"]), source="# module\n", accepted=True))
+    start = time.monotonic()
+    cur.sample_round(0)
+    wall = time.monotonic() - start
+    assert len(replay.busy) == 8 and {b[0] for b in replay.busy} == set(range(gpus))
+    assert not _overlaps(replay.busy)
+    assert wall < 8 * HOLD_S / gpus + 1.5  # the slots work side by side
+    assert len(cur.store.samples()) == 8
+
+
+def test_module_probes_take_a_gpu_slot_each() -> None:
+    seen: list[tuple[int, float, float]] = []
+    lock = threading.Lock()
+
+    def fake_validate(source, stress, *, device, budget, gpu_index, box):  # noqa: ANN001, ANN202
+        start = time.monotonic()
+        time.sleep(HOLD_S)
+        with lock:
+            seen.append((gpu_index, start, time.monotonic()))
+        return ModuleVerdict(accepted=True, graph_hash=source)
+
+    prober = LocalProber([0, 1, 2], validate=fake_validate)  # a stand-in probe that holds its GPU
+    threads = [threading.Thread(target=prober.validate, args=(f"m{i}", []),
+                                kwargs={"device": "cuda", "budget": Budget.for_device("cuda")}) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {s[0] for s in seen} == {0, 1, 2} and not _overlaps(seen)

@@ -1,0 +1,23 @@
+"""KernelBench level1 95_CrossEntropyLoss, sizes scaled down (integer targets)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions, targets):
+        return torch.nn.functional.cross_entropy(predictions, targets)
+
+
+batch_size = 256
+num_classes = 10
+
+
+def get_inputs():
+    return [torch.rand(batch_size, num_classes), torch.randint(0, num_classes, (batch_size,))]
+
+
+def get_init_inputs():
+    return []

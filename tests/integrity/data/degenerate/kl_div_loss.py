@@ -1,0 +1,23 @@
+"""KernelBench level1 98_KLDivLoss, sizes scaled down (NaN under negated inputs, as in KernelBench)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions, targets):
+        return torch.nn.functional.kl_div(torch.log(predictions), targets, reduction="batchmean")
+
+
+batch_size = 64
+input_shape = (256,)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, *input_shape).softmax(dim=-1), torch.rand(batch_size, *input_shape).softmax(dim=-1)]
+
+
+def get_init_inputs():
+    return []

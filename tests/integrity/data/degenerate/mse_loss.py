@@ -1,0 +1,23 @@
+"""KernelBench level1 94_MSELoss, sizes scaled down: one scalar that moves with its inputs."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions, targets):
+        return torch.mean((predictions - targets) ** 2)
+
+
+batch_size = 128
+input_shape = (512,)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, *input_shape), torch.rand(batch_size, *input_shape)]
+
+
+def get_init_inputs():
+    return []

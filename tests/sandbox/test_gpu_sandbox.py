@@ -1,0 +1,83 @@
+"""The sandbox on a CUDA GPU (the H200, `-m gpu`; bench/device_sandbox.sh runs these): CUDA, Triton
+and load_inline work in confined workers, a strict check passes, and a hostile candidate with the
+GPU's device nodes in reach still reaches nothing else."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kiln.tools.check import caches, scratch
+from kiln.tools.check.confine import Confinement
+from kiln.tools.check.isolation import run_isolated, scrubbed_env
+from kiln.tools.check.sandbox import Sandbox
+from kiln.tools.check.servers import fork_server_for
+from tests.sandbox.conftest import Planted, assert_contained, gone_within
+from tests.sandbox.test_confined import layered
+from tests.sandbox.test_fork_server import start_candidate
+
+pytestmark = pytest.mark.gpu
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+GPU_PROGRAM = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def square_minus(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    keep = offs < n
+    a = tl.load(a_ptr + offs, mask=keep)
+    tl.store(out_ptr + offs, a * a - tl.load(b_ptr + offs, mask=keep), mask=keep)
+
+m = torch.randn(1024, 1024, device="cuda")
+assert torch.allclose(m @ m, (m.double() @ m.double()).float(), atol=1e-2, rtol=1e-2)
+a, b = torch.randn(4097, device="cuda"), torch.randn(4097, device="cuda")
+out = torch.empty_like(a)
+square_minus[(triton.cdiv(4097, 512),)](a, b, out, 4097, BLOCK=512)
+torch.cuda.synchronize()
+assert torch.allclose(out, a * a - b)
+print("gpu ok", torch.cuda.get_device_name(0), flush=True)
+"""
+
+
+@pytest.mark.parametrize("layers", ["both", "outer", "inner"])
+def test_cuda_and_triton_run_in_a_confined_worker(box: Sandbox, layers: str) -> None:
+    work = scratch.root() / f"gpu-{layers}-{time.monotonic_ns()}"
+    work.mkdir()
+    (work / "prog.py").write_text(GPU_PROGRAM)
+    env = scrubbed_env(device="cuda", gpu_index=0, cache_dir=work / "cache")
+    res = run_isolated([sys.executable, str(work / "prog.py")], env=env, cwd=work, timeout_s=300,
+                       confinement=Confinement(write=(str(work),)), sandbox=layered(box, layers))
+    assert res.returncode == 0, res.stderr_tail
+
+
+@pytest.mark.parametrize(("problem", "candidate"), [
+    ("problems/relu.py", "kernels/correct/triton/relu.py"),
+    ("problems/relu.py", "kernels/correct/cuda/relu_load_inline.py"),
+])
+def test_a_strict_check_runs_and_times_on_the_gpu(problem: str, candidate: str) -> None:
+    from kiln.tools.check import check
+    from kiln.tools.records import CheckOptions
+
+    rec = check(FIXTURES / problem, FIXTURES / candidate, CheckOptions(device="cuda", trials=2, isolation="strict"))
+    assert rec.isolation and rec.isolation.complete and rec.isolation.level == "strict"
+    assert rec.status == "ok", rec.reasons
+    assert rec.timing and rec.timing.measured, rec.timing
+
+
+def test_a_hostile_gpu_worker_reaches_nothing(box: Sandbox, planted: Planted) -> None:
+    server = fork_server_for("cuda", 0, caches.root(), box)
+    assert server is not None and server.confined
+    token = f"35{time.monotonic_ns() % 10**6}.5"
+    h, work = start_candidate(box, server, planted, daemon=token, device="cuda")
+    try:
+        assert h.call("compile", time.monotonic() + 120)["compile"]["ok"]
+    finally:
+        h.close()
+    report = json.loads((work / "report.json").read_text())
+    assert_contained(report, planted)
+    assert report["pids"] == [1, 2] and gone_within(token)

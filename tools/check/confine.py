@@ -1,0 +1,308 @@
+"""The inner layer of the sandbox: what a worker process does to itself before any worker code runs.
+
+The spawner (the fork server, or the one-shot launcher `python -m kiln.tools.check.launch run`)
+calls `fork_worker(plan)`; the child calls `enter(confinement, plan)`. With `plan.pidns` the child is
+pid 2 of a new PID namespace whose pid 1 is a tiny init (it dies with the spawner), so a worker sees neither kiln, nor the server, nor its siblings, and when the spawner
+kills that init everything the worker started dies with it. `enter`:
+
+1. a new session, `PR_SET_PDEATHSIG` (the worker dies with its spawner);
+2. plan.pidns: own mount, network, IPC and UTS namespaces and a fresh `/proc` (CUDA needs one that
+   matches the PID namespace); needs CAP_SYS_ADMIN where the spawner runs (the bubblewrap layer
+   grants exactly that to the fork server, root has it); HOME and TMPDIR point into its own dir;
+3. plan.userns: a nested user namespace (uid 65534), which also gives network and IPC namespaces
+   when there is no pidns;
+4. no capabilities (bounding set included), `no_new_privs`;
+5. Landlock (plan.landlock = ABI): reads of the system, Python and kiln paths plus the spawn's
+   `read` paths, writes to its `write` paths only, no TCP bind/connect, no signals or abstract unix
+   sockets across the boundary;
+6. every inherited file descriptor above 2 closed.
+
+A planned step that fails raises `SandboxError`: the worker must not run half-contained (the
+probe, `probe()`, decides beforehand which steps this machine supports).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kiln.tools.check import landlock, nsutil
+from kiln.tools.check.nsutil import SandboxError
+
+SANDBOX_EXIT = 97  # a worker whose containment failed exits with this code (stderr says why)
+NOBODY = 65534
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/opt")
+DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+ENV_DIRS = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH")
+ENV_PATH_LISTS = ("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "PYTHONPATH")
+KILN_PACKAGES = ("kiln.tools", "kiln.agents", "kiln.graphs", "kiln.evals")
+# pid 1 of a worker's PID namespace, dying with the spawner: `sleep` under util-linux's setpriv
+# (milliseconds to start), else a few lines of Python that also reap what the worker orphans (tens
+# of milliseconds of CPU per worker, which a busy 2-core machine feels)
+INIT = ("import ctypes,os,signal\nctypes.CDLL(None).prctl(1,9)\nsignal.signal(signal.SIGCHLD,lambda*a:None)\n"
+        "while 1:\n try:os.wait()\n except ChildProcessError:signal.pause()\n except InterruptedError:pass\n")
+
+
+@functools.lru_cache(maxsize=1)
+def init_argv() -> tuple[str, ...]:
+    setpriv, sleep = shutil.which("setpriv"), shutil.which("sleep")
+    if setpriv and sleep and "--pdeathsig" in subprocess.run([setpriv, "--help"], capture_output=True,
+                                                              text=True, check=False).stdout:
+        return (setpriv, "--pdeathsig", "KILL", "--", sleep, "infinity")
+    return (sys.executable, "-S", "-I", "-c", INIT)
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What one worker may touch beyond the system, Python and kiln's own code (read-only for all).
+
+    read:  extra paths it may read (a check's shared dir: problem, cases, candidate);
+    write: paths it may read and write (its own work dir, its own compile-cache dir)."""
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"read": list(self.read), "write": list(self.write)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Confinement:
+        return cls(read=tuple(map(str, d.get("read") or ())), write=tuple(map(str, d.get("write") or ())))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which inner steps this machine supports (`probe()`); the rest are always applied."""
+
+    pidns: bool = False
+    userns: bool = False
+    landlock: int = field(default=0, metadata={"doc": "Landlock ABI applied; 0: none"})
+    drop_caps: bool = field(default=True, metadata={"doc": "False only where CUDA must run without bubblewrap"})
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        d = json.loads(text)
+        return cls(pidns=bool(d.get("pidns")), userns=bool(d.get("userns")), landlock=int(d.get("landlock", 0)),
+                   drop_caps=bool(d.get("drop_caps", True)))
+
+
+# ----------------------------------------------------------------------------- what a worker may read
+
+
+def _existing(paths: list[str]) -> list[str]:
+    home, out = os.path.expanduser("~"), []
+    for p in paths:
+        p = os.path.abspath(p) if p else ""
+        if p and p not in ("/", home) and os.path.exists(p) and p not in out:
+            out.append(p)
+    return out
+
+
+def kiln_source_dirs() -> list[str]:
+    dirs: list[str] = []
+    for name in KILN_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        dirs += list(spec.submodule_search_locations or []) if spec else []
+    return dirs
+
+
+def python_dirs() -> list[str]:
+    import site
+
+    dirs = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    dirs += [p for p in site.getsitepackages() if p]
+    dirs += [p for p in sys.path if p and ("site-packages" in p or p.endswith("dist-packages"))]
+    return dirs
+
+
+def env_dirs(env: dict[str, str]) -> list[str]:
+    dirs = [env[k] for k in ENV_DIRS if env.get(k)]
+    for k in ENV_PATH_LISTS:
+        dirs += [p for p in env.get(k, "").split(os.pathsep) if p]
+    return dirs
+
+
+def code_paths(env: dict[str, str] | None = None) -> list[str]:
+    """Python's prefixes and site-packages, kiln's source folders and the toolchain folders the
+    environment names (CUDA_HOME, LD_LIBRARY_PATH, ...): read-only for every worker."""
+    env = dict(os.environ) if env is None else env
+    return list(_code_paths(tuple(env.get(k, "") for k in ENV_DIRS + ENV_PATH_LISTS)))
+
+
+@functools.lru_cache(maxsize=16)
+def _code_paths(env_values: tuple[str, ...]) -> tuple[str, ...]:
+    env = dict(zip(ENV_DIRS + ENV_PATH_LISTS, env_values, strict=True))
+    return tuple(_existing(python_dirs() + kiln_source_dirs() + env_dirs(env)))
+
+
+def gpu_devices() -> list[str]:
+    return sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri"))
+
+
+def readable_tree(top: str) -> list[str]:
+    """Paths that cover every file under `top` that others may read, and nothing else: a subtree
+    whole when all of it is readable, else its readable entries one by one (Landlock grants
+    beneath a path and cannot carve /etc/shadow out of /etc)."""
+    try:
+        entries = list(os.scandir(top))
+    except OSError:
+        return []
+    if all(_world_readable(e) and not (e.is_dir(follow_symlinks=False) and _has_secret(e.path)) for e in entries):
+        return [top]
+    out = []
+    for e in entries:
+        if not _world_readable(e):
+            continue
+        out += readable_tree(e.path) if e.is_dir(follow_symlinks=False) else [e.path]
+    return out
+
+
+def _world_readable(entry: os.DirEntry) -> bool:
+    try:
+        return bool(entry.stat(follow_symlinks=False).st_mode & 0o004) or entry.is_symlink()
+    except OSError:
+        return False
+
+
+def _has_secret(top: str) -> bool:
+    for root, dirs, files in os.walk(top):
+        for name in dirs + files:
+            try:
+                if not os.lstat(os.path.join(root, name)).st_mode & 0o004:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _system_rules() -> tuple[tuple[str, int], ...]:
+    dirs = [d for d in _existing(list(SYSTEM_DIRS)) if d != "/etc"]
+    etc = [(p, landlock.READ) for p in readable_tree("/etc")] + [("/etc", landlock.READ_DIR)]
+    return tuple([(p, landlock.READ) for p in dirs] + etc)
+
+
+def warm() -> None:
+    """Compute the system rules and code paths now (a fork server, before forking its workers)."""
+    init_argv()
+    landlock.preopen(p for p, _ in _system_rules())
+    landlock.preopen(code_paths())
+
+
+def landlock_rules(conf: Confinement) -> list[tuple[str, int]]:
+    rules = list(_system_rules()) + [(p, landlock.READ) for p in code_paths()]
+    rules += [("/proc", landlock.READ_FILE | landlock.READ_DIR), ("/sys", landlock.READ_FILE | landlock.READ_DIR)]
+    rules += [(d, landlock.DEVICE) for d in [*DEVICE_FILES, *gpu_devices()]]
+    return rules + [(p, landlock.READ) for p in conf.read] + [(p, landlock.WRITE) for p in conf.write]
+
+
+# ----------------------------------------------------------------------------- the worker's side
+
+
+def enter(conf: Confinement, plan: Plan, keep_fds: tuple[int, ...] = ()) -> None:
+    """Contain this (freshly forked) process: see the module docstring. Raises SandboxError."""
+    os.setsid()
+    nsutil.prctl(nsutil.PR_SET_PDEATHSIG, 9)
+    uid, gid = os.getuid(), os.getgid()
+    if plan.pidns:
+        _own_mounts()
+    if plan.userns:
+        nsutil.unshare(nsutil.CLONE_NEWUSER | (0 if plan.pidns else
+                                               nsutil.CLONE_NEWNET | nsutil.CLONE_NEWIPC | nsutil.CLONE_NEWUTS))
+        nsutil.map_ids(NOBODY, uid, NOBODY, gid)
+    if plan.drop_caps:
+        nsutil.drop_capabilities()
+    nsutil.prctl(nsutil.PR_SET_NO_NEW_PRIVS, 1)
+    if plan.landlock:
+        try:
+            landlock.restrict(landlock_rules(conf), abi=plan.landlock)
+        except OSError as exc:
+            raise SandboxError(exc.errno or 1, str(exc)) from None
+    _private_home(conf)
+    close_fds(keep_fds)
+
+
+def close_fds(keep: tuple[int, ...] = ()) -> None:
+    """Close every inherited descriptor above 2 except `keep`."""
+    lo = 3
+    for fd in sorted(k for k in keep if k >= 3):
+        os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, 1 << 16)
+
+
+def _own_mounts() -> None:
+    nsutil.unshare(nsutil.CLONE_NEWNS | nsutil.CLONE_NEWNET | nsutil.CLONE_NEWIPC | nsutil.CLONE_NEWUTS)
+    nsutil.mount(None, "/", None, nsutil.MS_REC | nsutil.MS_PRIVATE)
+    nsutil.mount("proc", "/proc", "proc", nsutil.MS_NOSUID | nsutil.MS_NODEV | nsutil.MS_NOEXEC)
+
+
+def _private_home(conf: Confinement) -> None:
+    """HOME and TMPDIR in a folder of the worker's own dir, the one place it may write (not a
+    private tmpfs on /tmp: that would hide confinement paths under /tmp)."""
+    if not conf.write:
+        return
+    tmp = os.path.join(conf.write[0], "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ["HOME"] = os.environ["TMPDIR"] = tmp
+
+
+# ----------------------------------------------------------------------------- the spawner's side
+
+
+_OWN_PIDNS: list[int] = []
+_NULL_STDIO = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+
+
+def _own_pidns_fd() -> int:
+    if not _OWN_PIDNS:
+        _OWN_PIDNS.append(os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC))
+    return _OWN_PIDNS[0]
+
+
+def fork_worker(plan: Plan) -> tuple[int, int | None]:
+    """fork(). With plan.pidns the child is pid 2 of a new PID namespace whose pid 1 is `INIT`
+    (spawned cheaply, not forked). Returns (0, None) in the child, (pid, init pid or None) here."""
+    if not plan.pidns:
+        return os.fork(), None
+    own, argv = _own_pidns_fd(), init_argv()  # before unshare: the next process made is the new pid 1
+    nsutil.unshare(nsutil.CLONE_NEWPID)
+    pid: int | None = None
+    try:
+        init = os.posix_spawn(argv[0], list(argv), dict(os.environ), file_actions=_NULL_STDIO)
+        pid = os.fork()
+    finally:
+        if pid != 0:
+            nsutil.setns(own, nsutil.CLONE_NEWPID)  # later children are ours again
+    return pid, (init if pid else None)
+
+
+def kill_worker(pid: int, init: int | None) -> None:
+    """SIGKILL the worker and all it started (its namespace's init, else its process group)."""
+    for fn, target in ((os.kill, init), (os.killpg, pid), (os.kill, pid)):
+        if target:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                fn(target, 9)
+
+
+def wait_code(status: int) -> int:
+    """A wait status as Popen's returncode: the exit code, or -signal."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def write_status(path: str, code: int) -> None:
+    tmp = f"{path}.tmp"
+    Path(tmp).write_text(str(code))
+    os.replace(tmp, path)

@@ -1,0 +1,172 @@
+"""Reference side of the numerics tolerance (`kiln.tools.tolerance`, docs/tolerance.md).
+
+Per trial, the reference worker runs the problem's `Model` twice more and keeps, for every floating
+output, two numbers per compared element (every element, or the positions of a huge output's
+secret-seeded sketch, `kiln.tools.sketch`, so the parent can line them up with the packed values):
+
+- `err`: the native-dtype reference's own error, native minus high precision (float64 for fp32
+  problems, float32 for bf16/fp16 ones): what rounding in the problem's own dtype does here;
+- `mag`: the magnitude of the data contributing to the element, max(|F(|x|; |theta|)|, |high|),
+  with F(|x|; |theta|) the model run in float32 on the absolute values of its floating inputs,
+  parameters and buffers. For sums, means, dot products, matmuls and convolutions that is exactly
+  the sum of |terms| of the standard rounding-error bound (|fl(s) - s| <= gamma_n sum |x_i|);
+  through nonlinear layers it is a magnitude of the same order (and where that run overflows,
+  |high| stands in).
+
+Both are stored in bfloat16 (fp32's range, 3 significant digits: enough for a tolerance), so a
+trial's numerics cost its outputs' size once more in the reference's output file. Anything that
+goes wrong here (an op without float64 support, running out of memory) leaves the trial without
+numerics, and the parent judges it by the fixed atol/rtol rule, saying why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from kiln.tools import sketch
+from kiln.tools.correctness import leaves, pack
+from kiln.tools.inputs import derive_seed
+
+HIGH = {"fp32": torch.float64, "bf16": torch.float32, "fp16": torch.float32}
+MAG_DTYPE = torch.float32
+STORE = torch.bfloat16
+
+
+class Numerics:
+    """The two extra copies of one case's reference model: in high precision, and in float32 with
+    every floating parameter and buffer replaced by its absolute value. Built once per case."""
+
+    def __init__(self, model: torch.nn.Module, dtype: str) -> None:
+        self.dtype = dtype
+        self.high = copy.deepcopy(model).to(HIGH[dtype])
+        self.mag = copy.deepcopy(model).to(MAG_DTYPE)
+        with torch.no_grad():
+            for t in [*self.mag.parameters(), *self.mag.buffers()]:
+                if t.is_floating_point():
+                    t.abs_()
+
+
+def build(model: torch.nn.Module, dtype: str) -> Numerics | str:
+    """The case's `Numerics`, or why there are none (a model that can't be copied)."""
+    try:
+        return Numerics(model, dtype)
+    except Exception as exc:  # noqa: BLE001 - the parent then judges by atol/rtol and says why
+        return _why(exc)
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Factory calls inside forward() (`torch.zeros(n)`) follow the run's precision."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def _forward(model: torch.nn.Module, inputs: tuple, dtype: torch.dtype, *, absolute: bool) -> dict[str, Any]:
+    args = [(x.abs() if absolute else x).to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            for x in inputs]
+    with torch.no_grad(), _default_dtype(dtype):
+        return dict(leaves(model(*args)))
+
+
+def _compared(t: torch.Tensor, name: str, seed: int) -> torch.Tensor:
+    """The elements the parent compares, on the CPU: all of them, or the sketch's sample."""
+    if t.numel() >= sketch.SKETCH_MIN_NUMEL:
+        pos = sketch.positions_on(str(t.device), tuple(t.shape), derive_seed(seed, name))
+        return t.detach().reshape(-1)[pos].cpu()
+    return t.detach().cpu()  # a fresh output of our own model copy: no defensive copy needed
+
+
+def _native_values(packed: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The packed floating outputs' compared values (what the parent will compare against)."""
+    out = {}
+    for m in packed["meta"]:
+        t = packed["tensors"].get(m["name"]) if m["kind"] == "tensor" else None
+        values = t["values"] if sketch.is_sketch(t) else t
+        if isinstance(values, torch.Tensor) and values.is_floating_point():
+            out[m["name"]] = values
+    return out
+
+
+def _shape_ok(t: Any, m: dict) -> bool:
+    return isinstance(t, torch.Tensor) and list(t.shape) == m["shape"]
+
+
+def numerics_pack(num: Numerics, inputs: tuple, packed: dict[str, Any], *, seed: int) -> dict[str, Any]:
+    """The trial's numerics for the parent: {'status': 'ok', 'outputs': {name: {'err', 'mag'}}},
+    or {'status': 'unavailable: why'}. `inputs` are the trial's inputs as the native reference got
+    them, `packed` its packed output (`correctness.pack(out, seed)`), `seed` the run's secret."""
+    native = _native_values(packed)
+    shapes = {m["name"]: m for m in packed["meta"] if m["name"] in native}
+    try:
+        high = {k: _compared(v, k, seed) for k, v in _forward(num.high, inputs, HIGH[num.dtype],
+                                                              absolute=False).items()
+                if k in shapes and _shape_ok(v, shapes[k])}
+        mag = {k: _compared(v, k, seed) for k, v in _forward(num.mag, inputs, MAG_DTYPE, absolute=True).items()
+               if k in high and _shape_ok(v, shapes[k])}
+    except Exception as exc:  # noqa: BLE001 - e.g. an op without float64 kernels, or out of memory
+        return {"status": f"unavailable: {_why(exc)}"}
+    outputs = {k: _element_data(native[k], high[k], mag.get(k)) for k in high}
+    return {"status": "ok", "outputs": outputs}
+
+
+def _element_data(native: torch.Tensor, high: torch.Tensor, mag: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """err = native - high (in high precision: the two agree to the native dtype's last bits) and
+    mag = max(|abs run|, |high|), the abs run's non-finite values replaced by |high|."""
+    err = torch.sub(native, high.to(torch.float64) if high.dtype != torch.float64 else high)
+    m = high.to(MAG_DTYPE).abs_()
+    if mag is not None:
+        m = torch.maximum(m, torch.nan_to_num(mag.to(MAG_DTYPE), nan=0.0, posinf=0.0, neginf=0.0).abs_())
+    return {"err": err.to(STORE), "mag": m.to(STORE)}
+
+
+def reference_trial(model: torch.nn.Module, num: Numerics | str | None, inputs: tuple, pristine: tuple, *,
+                    seed: int, drop_nonfinite: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+    """One trial on the reference side: run the native reference on `inputs`, pack its output
+    (`correctness.pack`) and add the numerics computed from `pristine` (an untouched copy of the
+    inputs; `num` is the case's `build(...)` result, None: --atol/--rtol given). Returns
+    (packed, None), or (None, why) when `drop_nonfinite` (a wide distribution's first trial) and
+    the reference's output is not finite there: the distribution is dropped for the problem."""
+    with torch.no_grad():
+        out = model(*inputs)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    packed = pack(out, seed)
+    del out  # multi-GB outputs: the float64 run needs the room
+    why = nonfinite(packed) if drop_nonfinite else None
+    if why is not None:
+        return None, why
+    if isinstance(num, Numerics):
+        packed["numerics"] = numerics_pack(num, pristine, packed, seed=seed)
+    elif num is not None:
+        packed["numerics"] = {"status": f"unavailable: {num}"}
+    return packed, None
+
+
+def nonfinite(packed: dict[str, Any]) -> str | None:
+    """Which output of a packed reference result holds NaN or inf, in words; None if all finite."""
+    for m in packed["meta"]:
+        t = packed["tensors"].get(m["name"]) if m["kind"] == "tensor" else None
+        if sketch.is_sketch(t):
+            n = t["nan"] + t["posinf"] + t["neginf"]
+        elif isinstance(t, torch.Tensor) and t.is_floating_point():
+            n = int((~torch.isfinite(t)).sum())
+        elif m["kind"] == "number" and isinstance(m["value"], float):
+            n = int(not torch.isfinite(torch.tensor(m["value"])))
+        else:
+            n = 0
+        if n:
+            return f"the reference's {m['name']} holds {n} NaN/inf value(s)"
+    return None
