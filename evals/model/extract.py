@@ -131,14 +131,18 @@ def render(g: OpGroup, model: str, params_file: Path | None) -> tuple[str, Names
     ws = [f"w{i}" for i in range(len(names.params))]
     init = ["        super().__init__()"] + [
         f"        self.w{i} = nn.Parameter({w}, requires_grad={w}.is_floating_point())" for i, w in enumerate(ws)]
-    lines = [_doc(g, model), "import torch", "import torch.nn as nn", "import torch.nn.functional as F", "",
+    lines = [_doc(g, model), "from pathlib import Path", "", "import torch", "import torch.nn as nn", "import torch.nn.functional as F", "",
              f"PARAMS = {str(params_file)!r}" if params_file else "PARAMS = None", DRAW_HELPER, "",
              "class Model(nn.Module):", f"    def __init__({', '.join(['self', *ws])}):", *init, "",
              f"    def forward({', '.join(['self', *ins])}):", f"        return {body}", "", "",
              "def get_inputs():", *[_input_line(i, a) for i, a in enumerate(names.inputs)],
              f"    return [{', '.join(ins)}]", "", "",
              "def get_init_inputs():",
-             "    return list(torch.load(PARAMS, weights_only=True)) if PARAMS else []", ""]
+             "    if PARAMS is None:", "        return []",
+             "    here = globals().get('__file__')  # a check stages the parameters beside its copy",
+             "    local = Path(here).with_suffix('.params.pt') if here else None",
+             "    path = local if local is not None and local.is_file() else Path(PARAMS)",
+             "    return list(torch.load(path, weights_only=True))", ""]
     return "\n".join(lines), names
 
 
