@@ -27,11 +27,8 @@ COMMANDS = {
     "eval": "kiln.evals.cli_eval:eval_",
     "report": "kiln.evals.cli_report:report",
     "ui": "kiln.evals.ui.cli:ui",
-<<<<<<< HEAD
-    "model": "kiln.evals.model.cli:model",
-=======
     "curriculum": "kiln.evals.curriculum.cli:curriculum",
->>>>>>> main
+    "model": "kiln.evals.model.cli:model",
 }
 
 
