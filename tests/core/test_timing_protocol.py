@@ -16,7 +16,7 @@ from kiln.tools.records import CheckOptions, TimingIntegrity
 DATA = Path(__file__).parent / "data"
 PROBLEM = DATA / "add_problem.py"
 TIMED = CheckOptions(device="cpu", trials=1, timeout_s=120, timing_timeout_s=4.0, time_on_cpu=True,
-                     baselines=["eager"])
+                     baselines=["eager", "eager_tf32"])
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def honest():  # noqa: ANN201
 def test_an_honest_candidate_is_timed_against_a_baseline_from_another_process(honest) -> None:
     t = honest.timing
     assert t and t.measured and t.candidate and t.candidate.n_samples >= 30, honest.reasons
-    assert "eager" in t.baselines and "eager" in t.speedups
+    assert set(t.baselines) == set(t.speedups) == {"eager", "eager_tf32"} and not t.baseline_errors  # both, in order
     ti = honest.integrity.timing
     assert ti.timed_outputs_checked == 8 and ti.timed_outputs_failed == 0
     assert ti.parent_wall_s >= ti.parent_event_s > 0 and ti.overhead_us is not None

@@ -43,7 +43,12 @@ def zygote_env(device: str, gpu_index: int, cache_root: Path) -> dict[str, str]:
     """The fork server's environment: a worker's, except that the server (kiln's and torch's code
     only) may write the bytecode cache, so its next start does not compile torch's Python again
     where an install shipped none; the workers it forks write none (`zygote._child`)."""
-    env = scrubbed_env(device=device, gpu_index=gpu_index, cache_dir=cache_root / "zygote")
+    home = cache_root / "zygote" / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    # never the user's HOME or TMPDIR: libraries compute paths from them at import (Triton's ~/.triton),
+    # and the workers the server forks inherit what the imports computed
+    env = scrubbed_env(device=device, gpu_index=gpu_index, cache_dir=cache_root / "zygote",
+                       extra={"HOME": str(home), "TMPDIR": str(home)})
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 

@@ -130,8 +130,9 @@ def _measure_baselines(s: Session, names: list[str], loop_s: float, n_sets: int)
     out: dict[str, dict[str, Any]] = {}
     try:
         ok(s.base.recv(s.ref_deadline()))  # setup
+        prepared = {name: _prepared(s, name) for name in names}  # every reply the plan's commands owe, in order
         for name in names:
-            out[name] = _one_baseline(s, name, loop_s)
+            out[name] = prepared[name] or _one_baseline(s, name, loop_s)
             if "error" not in out[name]:
                 caches.store_baseline(s, name, n_sets, out[name])
     except WorkerGone as gone:
@@ -141,12 +142,18 @@ def _measure_baselines(s: Session, names: list[str], loop_s: float, n_sets: int)
     return out
 
 
-def _one_baseline(s: Session, name: str, loop_s: float) -> dict[str, Any]:
+def _prepared(s: Session, name: str) -> dict[str, Any]:
+    """The reply to this baseline's `prepare` (sent with the plan): {} when ready, else its error."""
     assert s.base is not None
     try:
-        ok(s.base.recv(s.ref_deadline()))  # its `prepare`, sent with the plan
+        ok(s.base.recv(s.ref_deadline()))
     except CommandFailed as exc:  # e.g. torch.compile failing on this problem: reported, not fatal
-        return {"error": str(exc.error.get("message", ""))[:300]}
+        return {"error": f"the {name} baseline could not be prepared: {str(exc.error.get('message', ''))[:300]}"}
+    return {}
+
+
+def _one_baseline(s: Session, name: str, loop_s: float) -> dict[str, Any]:
+    assert s.base is not None
     t0 = time.monotonic()
     reply = s.base.call("time_loop", s.ref_deadline(), name=name, max_time_s=loop_s)
     try:

@@ -114,7 +114,10 @@ class WorkerHandle:
                 raise WorkerGone(self._result(), op, timed_out=True)
 
     def call(self, op: str, deadline: float, **args: Any) -> dict[str, Any]:
-        """Send `op` and wait for its reply; a failed command raises CommandFailed."""
+        """Send `op` and wait for its reply; a failed command raises CommandFailed. Only with no
+        reply outstanding: replies come in order, so an earlier command's would be taken for this one's."""
+        if self.pending:
+            raise RuntimeError(f"{self.role} worker: call({op!r}) with replies to {[p[0] for p in self.pending]} unread")
         self.send(op, **args)
         return ok(self.recv(deadline))
 
