@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from kiln.evals.model.patch import Applied, Kernel, Site, apply_entries, load_kernel_module
+from kiln.evals.model.apply import Applied, apply_entries
+from kiln.evals.model.patch import Kernel, Site, load_kernel_module
 from kiln.evals.model.records import BundleEntry, BundleManifest, EnvGuard
 from kiln.evals.model.sigs import dtype_name
 

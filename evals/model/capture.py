@@ -193,8 +193,8 @@ def param_names(model: torch.nn.Module) -> dict[int, str]:
     names: dict[int, str] = {}
     for name, t in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(t), name)
-    for name, t in model.named_buffers(remove_duplicate=False):
-        names.setdefault(id(t), name)
+    for name, buf in model.named_buffers(remove_duplicate=False):
+        names.setdefault(id(buf), name)
     return names
 
 

@@ -186,9 +186,9 @@ def run_e2e(t: Target, bundle: Bundle, groups: list[str], *, seeds: int, tol: fl
 def _latency_records(rec: E2ERecord, samples: dict[str, list[float]], error: str) -> None:
     for v in ("eager", "patched", "compile", "compile_patched"):
         if v in samples:
-            rec.latency.append(LatencyRecord(variant=v, stat=summarize(samples[v])))  # type: ignore[arg-type]
+            rec.latency.append(LatencyRecord(variant=v, stat=summarize(samples[v])))
         else:
-            rec.latency.append(LatencyRecord(variant=v, error=error or "not measured"))  # type: ignore[arg-type]
+            rec.latency.append(LatencyRecord(variant=v, error=error or "not measured"))
     pairs = {"patched_vs_eager": ("eager", "patched"), "patched_vs_compile": ("compile", "patched"),
              "compile_vs_eager": ("eager", "compile"), "compile_patched_vs_compile": ("compile", "compile_patched")}
     for name, (base, cand) in pairs.items():

@@ -81,7 +81,7 @@ def call_source(sig: CallSig, names: Names, head: str | None = None) -> str:
     if sig.op.startswith("module:"):
         x, w = sig.args[0], sig.args[1]
         eps = next(a.src for a in sig.args if a.name == "eps")
-        return f"F.rms_norm({names.expr(x, head)}, ({x.tensor.shape[-1]},), {names.expr(w, head)}, {eps})"  # type: ignore[union-attr]
+        return f"F.rms_norm({names.expr(x, head)}, ({x.tensor.shape[-1]},), {names.expr(w, head)}, {eps})"
     sig = _canonical(sig)
     pos = [names.expr(a, head) for a in sig.args if not a.name]
     kw = [(a.name, names.expr(a, head)) for a in sig.args if a.name]
@@ -177,7 +177,7 @@ def verify(path: Path, names: Names, kept: dict[str, Any] | None, g: OpGroup) ->
         drawn = mod.get_inputs()
     except Exception as err:  # noqa: BLE001 - a broken extraction is a skipped group, with why
         return False, f"the extracted problem does not run: {type(err).__name__}: {err}"
-    if [list(t.shape) for t in drawn] != [a.tensor.shape for a in names.inputs]:  # type: ignore[union-attr]
+    if [list(t.shape) for t in drawn] != [a.tensor.shape for a in names.inputs]:
         return False, "get_inputs() draws other shapes than the call's"
     if kept is None or kept.get("file") is None or g.kind == "fused":
         return True, None
@@ -186,8 +186,8 @@ def verify(path: Path, names: Names, kept: dict[str, Any] | None, g: OpGroup) ->
     with torch.no_grad():
         got = ref(*acts).float()
     want = saved["out"].float()
-    err = float((got - want).abs().max()) if got.shape == want.shape else float("inf")
+    diff = float((got - want).abs().max()) if got.shape == want.shape else float("inf")
     tol = TOL.get(g.sig.out.dtype if g.sig.out else "float32", 1e-4) * (1 + float(want.abs().max()))
-    if not err <= tol:
-        return False, f"the extracted problem does not reproduce the call (max abs err {err:.3g} > {tol:.3g})"
+    if not diff <= tol:
+        return False, f"the extracted problem does not reproduce the call (max abs err {diff:.3g} > {tol:.3g})"
     return True, None

@@ -48,8 +48,8 @@ class OptimiseOptions(BaseModel):
 
 def batch_config(o: OptimiseOptions) -> BatchConfig:
     return BatchConfig(mode="agent", llm=o.llm, coder_llm=o.coder_llm, judge_llm=o.judge_llm,
-                       proposer_llm=o.proposer_llm, base_url=o.base_url, lang=o.lang, device=o.device,  # type: ignore[arg-type]
-                       dtype=o.dtype, max_iters=o.max_iters, strategy=o.strategy,  # type: ignore[arg-type]
+                       proposer_llm=o.proposer_llm, base_url=o.base_url, lang=o.lang, device=o.device,
+                       dtype=o.dtype, max_iters=o.max_iters, strategy=o.strategy,
                        budget_usd=o.budget_usd, budget_tokens=o.budget_tokens, budget_minutes=o.budget_minutes,
                        check_timeout_s=o.check_timeout_s, trials=o.trials)
 
@@ -111,7 +111,7 @@ def confirm(problem: Path, kernel: Path, o: OptimiseOptions, evaluator: Evaluato
     """One more check of the best kernel in the model's dtype (cached in `out`)."""
     if out.exists():
         return CheckRecord.model_validate_json(out.read_text())
-    opts = CheckOptions(device=o.device, dtype=o.dtype, trials=o.trials, timeout_s=o.check_timeout_s)  # type: ignore[arg-type]
+    opts = CheckOptions(device=o.device, dtype=o.dtype, trials=o.trials, timeout_s=o.check_timeout_s)
     rec = evaluator.check(problem, kernel, opts)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(rec.model_dump_json(indent=2))

@@ -137,7 +137,7 @@ def _fusable(head: Call, tail: Call) -> bool:
         return head.sig.op.endswith("softmax") and all(a.kind != "value" or a.src.startswith("torch.")
                                                       for a in tail.sig.args)
     others = [a for a in tail.sig.args if a.tensor is not None]
-    return all(a.tensor.shape == head.sig.out.shape for a in others)  # type: ignore[union-attr]
+    return all(a.tensor.shape == head.sig.out.shape for a in others)
 
 
 def _tail_sig(head: Call, tail: Call) -> CallSig:
@@ -168,7 +168,7 @@ def groups_of(calls: list[Call], times: dict[int, float] | None) -> list[OpGroup
             else cost_us(head) + cost_us(tail)
         g = groups.get(key) or groups.setdefault(key, OpGroup(id="fused_" + group_id(head.sig.op, key), sig=head.sig,
                                                               tail=tsig, kind="fused", module_class=head.module_class))
-        inter = 2 * _nbytes(head.sig.out.shape, head.sig.out.dtype)  # type: ignore[union-attr]
+        inter = 2 * _nbytes(head.sig.out.shape, head.sig.out.dtype)
         _add(g, head.path, _common_scope(head.path, tail.path), t, bytes_of(head) + bytes_of(tail) - inter,
              flops_of(head))
     return list(groups.values())

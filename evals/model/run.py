@@ -64,7 +64,8 @@ class Run:
         try:
             t = targets.place(targets.build(self.o.target), self.o.device, self.o.dtype)
         except targets.TargetError as err:
-            return self._fail(str(err))
+            self._fail(str(err))
+            return None
         self.report.model = t.name
         try:
             with torch.no_grad():

@@ -128,15 +128,15 @@ def _diffusers(block: str, o: dict[str, Any]) -> tuple[torch.nn.Module, Any]:
         from diffusers.models.resnet import ResnetBlock2D
 
         ch, size = int(o.get("ch", 320)), int(o.get("size", 64))
-        model = ResnetBlock2D(in_channels=ch, out_channels=ch, temb_channels=1280, groups=32)
+        model: torch.nn.Module = ResnetBlock2D(in_channels=ch, out_channels=ch, temb_channels=1280, groups=32)
         return model, (torch.randn(batch, ch, size, size), torch.randn(batch, 1280))
     if block == "sd3-block":
         from diffusers.models.attention import JointTransformerBlock
 
         dim, heads = int(o.get("dim", 1536)), int(o.get("heads", 24))
-        model = JointTransformerBlock(dim=dim, num_attention_heads=heads, attention_head_dim=dim // heads,
+        joint: torch.nn.Module = JointTransformerBlock(dim=dim, num_attention_heads=heads, attention_head_dim=dim // heads,
                                       context_pre_only=False)
-        return model, ((), {"hidden_states": torch.randn(batch, int(o.get("tokens", 4096)), dim),
+        return joint, ((), {"hidden_states": torch.randn(batch, int(o.get("tokens", 4096)), dim),
                             "encoder_hidden_states": torch.randn(batch, int(o.get("context", 333)), dim),
                             "temb": torch.randn(batch, dim)})
     raise TargetError(f"unknown diffusers block {block!r}: use resnet-block or sd3-block")
