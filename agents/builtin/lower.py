@@ -217,6 +217,11 @@ class Lowerer:
 
         return gnorm_op(self, name, b, n)
 
+    def _k_bnorm(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_model_ops import bnorm_op
+
+        return bnorm_op(self, name, b, n)
+
     def _k_pool(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
         from kiln.agents.builtin.lower_model_ops import pool_op
 

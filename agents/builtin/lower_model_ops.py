@@ -5,6 +5,8 @@ average pooling, lowered into the kernel DAG.
   affine per channel, which the row template's weight roles cannot express); elementwise ops after it
   (SiLU, a residual add) fuse into its output pass (`gen_groupnorm`).
 - `adaptive_avg_pool2d(x, 1)` is a mean over the last two dims with keepdim: the row template.
+- `batch_norm(x, mean, var, w, b, training=False)` (inference) is elementwise: its per-channel
+  vectors are read as (C, 1, ..., 1) views, broadcast along dim 1; a ReLU after it fuses.
 """
 
 from __future__ import annotations
@@ -50,3 +52,27 @@ def pool_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
         raise Unsupported(f"adaptive_avg_pool2d to output size {size!r} (covered: 1, a global average)")
     nd = len(L.g.nodes[b["input"].idx].shape)
     return reduce_op(L, "mean", {"input": b["input"], "dim": (nd - 2, nd - 1), "keepdim": True, "dtype": None}, n)
+
+
+def bnorm_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+    from kiln.agents.builtin.lower import Ref
+
+    x = b["input"]
+    if b["training"] or not isinstance(x, Ref) or len(L.g.nodes[x.idx].shape) < 2:
+        raise Unsupported("batch_norm in training mode (batch statistics)")
+    nd = len(L.g.nodes[x.idx].shape)
+
+    def channel(v: Any) -> int:
+        if not isinstance(v, Ref) or L.g.nodes[v.idx].kind != "load" or len(L.g.nodes[v.idx].shape) != 1:
+            raise Unsupported("batch_norm statistics or affine that are not 1-D inputs or parameters")
+        expr = L.g.inputs[L.g.nodes[v.idx].input].expr
+        return L.g.load(f"{expr}.view(-1{', 1' * (nd - 2)})", (L.g.nodes[v.idx].shape[0],) + (1,) * (nd - 2))
+
+    g = L.g
+    y = g.op("sub", x.idx, channel(b["running_mean"]))
+    y = g.op("mul", y, g.op("rsqrt", g.op("add", channel(b["running_var"]), g.const(float(b["eps"])))))
+    if b.get("weight") is not None:
+        y = g.op("mul", y, channel(b["weight"]))
+    if b.get("bias") is not None:
+        y = g.op("add", y, channel(b["bias"]))
+    return Ref(y)

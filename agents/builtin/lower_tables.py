@@ -51,6 +51,8 @@ SPECS |= {
     "linear": ("matmul", (("input", REQ), ("weight", REQ), ("bias", None))),
     "group_norm": ("gnorm", (("input", REQ), ("num_groups", REQ), ("weight", None), ("bias", None), ("eps", 1e-5))),
     "adaptive_avg_pool2d": ("pool", (("input", REQ), ("output_size", REQ))),
+    "batch_norm": ("bnorm", (("input", REQ), ("running_mean", REQ), ("running_var", REQ), ("weight", None),
+                             ("bias", None), ("training", False), ("momentum", 0.1), ("eps", 1e-5))),
     "t": ("transpose", X),
     "transpose": ("transpose", (("input", REQ), ("dim0", 0), ("dim1", 1))),
     "contiguous": ("unary", X),

@@ -51,6 +51,11 @@ class Call:
     uses: int = 0  # later calls that read this call's output
 
     @property
+    def free(self) -> bool:
+        """A view of an input: no work (an in-place op returns its input too, but works)."""
+        return self.view and not self.inplace
+
+    @property
     def key(self) -> str:
         return self.sig.key()
 
@@ -127,7 +132,7 @@ class Recorder(TorchFunctionMode):
             call = Call(index=len(self.calls), sig=CallSig(op=name), path=self.path, module_class=module_class)
             tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
             call.view = any(_storage(t) == _storage(out) for t in tensors)
-            call.inplace = sigs.inplace(name, kwargs)
+            call.inplace = sigs.inplace(name, args, kwargs)
             try:
                 call.sig.args = sigs.call_args(args, kwargs, self.params)
                 sigs.resolve(name) if not name.startswith("module:") else None

@@ -125,12 +125,16 @@ def _doc(g: OpGroup, model: str) -> str:
             'Inputs are drawn from the quantiles of the real activations; parameters are the real ones."""\n')
 
 
-def render(g: OpGroup, model: str, params_file: Path | None) -> tuple[str, Names]:
+def render(g: OpGroup, model: str, params_file: Path | None, buffers: set[str] = frozenset()  # type: ignore[assignment]
+           ) -> tuple[str, Names]:
+    """The problem's source; the model's buffers (running statistics, ...) stay buffers."""
     body, names = forward_source(g)
     ins = [f"x{i}" for i in range(len(names.inputs))]
     ws = [f"w{i}" for i in range(len(names.params))]
     init = ["        super().__init__()"] + [
-        f"        self.w{i} = nn.Parameter({w}, requires_grad={w}.is_floating_point())" for i, w in enumerate(ws)]
+        f"        self.register_buffer('w{i}', {w})" if a.param in buffers else
+        f"        self.w{i} = nn.Parameter({w}, requires_grad={w}.is_floating_point())"
+        for i, (w, a) in enumerate(zip(ws, names.params, strict=True))]
     lines = [_doc(g, model), "from pathlib import Path", "", "import torch", "import torch.nn as nn", "import torch.nn.functional as F", "",
              f"PARAMS = {str(params_file)!r}" if params_file else "PARAMS = None", DRAW_HELPER, "",
              "class Model(nn.Module):", f"    def __init__({', '.join(['self', *ws])}):", *init, "",
@@ -158,7 +162,8 @@ def write_problem(g: OpGroup, model: torch.nn.Module, model_name: str, folder: P
     if kept is not None and kept["sig"].key() == g.sig.key():  # the real call's activation statistics
         g = g.model_copy(update={"sig": kept["sig"]})
     path = folder / f"{g.id}.py"
-    src, names = render(g, model_name, folder / f"{g.id}.params.pt")
+    buffers = {n for n, _ in model.named_buffers(remove_duplicate=False)}
+    src, names = render(g, model_name, folder / f"{g.id}.params.pt", buffers)
     pnames = [a.param for a in names.params]
     if pnames:
         torch.save(_param_tensors(model, pnames), folder / f"{g.id}.params.pt")

@@ -206,7 +206,11 @@ class KilnMode(TorchFunctionMode):
                 acts, params = split(p.site.entry.sig, p.values)
                 tacts, tparams = split(tail, values)
                 self.table.count(p.site.entry.group)
-                return True, p.site.kernel(acts + tacts, params + tparams)
+                out = p.site.kernel(acts + tacts, params + tparams)
+                if _writes_input(tail):  # relu_(bn(x)): the placeholder becomes the result, no copy
+                    ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())
+                    return True, ph
+                return True, out
             self.fill(id(ph))
         return False, None
 
@@ -225,6 +229,12 @@ class KilnMode(TorchFunctionMode):
     def fill_all(self) -> None:
         for key in list(self.pending):
             self.fill(key)
+
+
+def _writes_input(tail: CallSig) -> bool:
+    names = sigs.positional_names(sigs.resolve(tail.op)) or ()
+    return tail.op.endswith("_") or any((a.name or (names[i] if i < len(names) else "")) == "inplace"
+                                        and a.src == "True" for i, a in enumerate(tail.args))
 
 
 def _is_head(tail: CallSig, values: list[Any], ph: torch.Tensor) -> bool:

@@ -25,7 +25,7 @@ BW_BYTES_PER_US = 4.0e6  # 4 TB/s, an H200's copy bandwidth (kiln measured 4.2)
 PEAK_FLOPS_PER_US = {"float32": 6.0e7, "bfloat16": 7.0e8, "float16": 7.0e8}
 LAUNCH_US = 3.0
 RANDOM_OPS = {"F.dropout", "torch.dropout", "F.dropout2d", "torch.rand_like", "torch.randn_like", ".bernoulli_"}
-HEADS = re.compile(r"^(F\.(group_norm|layer_norm|rms_norm|linear|silu|gelu|softmax)|torch\.softmax|\.softmax|module:.*)$")
+HEADS = re.compile(r"^(F\.(group_norm|layer_norm|rms_norm|batch_norm|linear|silu|gelu|softmax)|torch\.softmax|\.softmax|module:.*)$")
 TAILS = re.compile(r"^(F\.(silu|gelu|relu|mish|sigmoid)|torch\.(sigmoid|tanh|mul|add)|\.(sigmoid|tanh|to|mul|add)"
                    r"|op:__(r?mul|r?add)__)$")
 
@@ -63,14 +63,14 @@ def flops_of(call: Call) -> int:
 
 
 def bytes_of(call: Call) -> int:
-    if call.view or call.sig.out is None:
+    if call.free or call.sig.out is None:
         return 0
     ts = [a.tensor for a in call.sig.args if a.tensor is not None]
     return sum(_nbytes(t.shape, t.dtype) for t in ts) + _nbytes(call.sig.out.shape, call.sig.out.dtype)
 
 
 def cost_us(call: Call) -> float:
-    if call.view:
+    if call.free:
         return 0.0
     dtype = call.sig.out.dtype if call.sig.out else "float32"
     peak = PEAK_FLOPS_PER_US.get(dtype, PEAK_FLOPS_PER_US["float32"])
@@ -127,8 +127,10 @@ def _common_scope(a: str, b: str) -> str:
 
 
 def _fusable(head: Call, tail: Call) -> bool:
-    if head.uses != 1 or head.view or tail.view or head.inplace or tail.inplace:
+    if head.uses != 1 or head.view or head.inplace or tail.free:
         return False
+    if tail.inplace and (not tail.in_ids or tail.in_ids[0] != head.out_id or "out" in tail.key):
+        return False  # an in-place tail must write the head's output (relu_(bn(x)), F.relu(.., inplace=True))
     if head.unwritable or tail.unwritable or not HEADS.match(head.sig.op) or not TAILS.match(tail.sig.op):
         return False
     if head.out_id not in tail.in_ids:
@@ -151,7 +153,7 @@ def _tail_sig(head: Call, tail: Call) -> CallSig:
 def groups_of(calls: list[Call], times: dict[int, float] | None) -> list[OpGroup]:
     """Group calls by signature (and adjacent fusable pairs), with their time and cost."""
     groups: dict[str, OpGroup] = {}
-    real = [c for c in calls if not c.view]
+    real = [c for c in calls if not c.free]
     for c in real:
         t = times.get(c.index, 0.0) if times is not None else cost_us(c)
         g = groups.get(c.key) or groups.setdefault(c.key, OpGroup(id=group_id(c.sig.op, c.key), sig=c.sig,
@@ -186,8 +188,8 @@ def _add(g: OpGroup, path: str, scope: str, t: float, nbytes: int, flops: int) -
 
 
 def _dynamic(a: list[Call], b: list[Call]) -> set[str]:
-    ca = Counter(c.key for c in a if not c.view)
-    cb = Counter(c.key for c in b if not c.view)
+    ca = Counter(c.key for c in a if not c.free)
+    cb = Counter(c.key for c in b if not c.free)
     return {k for k in set(ca) | set(cb) if ca[k] != cb[k]}
 
 

@@ -141,9 +141,18 @@ def render_call(name: str, args: list[str], kwargs: list[tuple[str, str]]) -> st
     return f"{name}({', '.join(args + kw)})"
 
 
-def inplace(name: str, kwargs: dict) -> bool:
+def inplace(name: str, args: tuple | list, kwargs: dict) -> bool:
+    """Does the call write its input (`relu_`, `inplace=True`, given as keyword or positionally) or an
+    `out=` tensor?"""
     base = name.split(".")[-1].split(":")[-1]
-    return (base.endswith("_") and not base.endswith("__")) or bool(kwargs.get("inplace")) or "out" in kwargs
+    if (base.endswith("_") and not base.endswith("__")) or bool(kwargs.get("inplace")) or "out" in kwargs:
+        return True
+    try:
+        names = positional_names(resolve(name)) or ()
+    except NotWritable:
+        return False
+    i = names.index("inplace") if "inplace" in names else -1
+    return 0 <= i < len(args) and args[i] is True
 
 
 def signature_matches(spec: ArgSpec, v: Any) -> bool:

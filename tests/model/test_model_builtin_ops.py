@@ -17,7 +17,8 @@ from kiln.agents.builtin import BuiltinCoder
 from tests.model.conftest import REPO, interp_env
 
 PROBLEMS = Path(__file__).parent / "problems"
-CASES = {"group_norm_silu": "gnorm", "group_norm_residual": "gnorm", "adaptive_pool": "row"}
+CASES = {"group_norm_silu": "gnorm", "group_norm_residual": "gnorm", "adaptive_pool": "row",
+         "batch_norm_relu": "elementwise"}
 
 
 def _generate(name: str, out: Path, device: str = "cpu") -> Path:
