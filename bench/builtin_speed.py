@@ -51,6 +51,8 @@ SWEEPS: dict[str, list[dict]] = {
         {"block": 4096, "num_warps": 16, "persistent": 1},
     ],
     "matmul": [{"tile": t, "prec": "tf32x3"} for t in (4, 5, 6, 2, 3)] + [{"tile": 4, "prec": "ieee"}],
+    "gnorm": [{"block": b, "num_warps": w} for b, w in ((2048, 4), (4096, 4), (4096, 8), (1024, 4), (8192, 8),
+                                                         (2048, 8), (1024, 2))],
 }
 
 
