@@ -92,3 +92,41 @@ def test_only_confidently_faster_kernels_are_patched(tmp_path: Path) -> None:
     assert decide(_group(), k, k, "", wrong, "correct").status == "incorrect"
     assert decide(_group(), k, None, "unsupported by the built-in coder: op `conv2d`", None, "faster").status \
         == "unsupported"
+
+
+def test_report_of_a_measured_run_and_coverage(tmp_path: Path) -> None:
+    from kiln.evals.model.records import E2ERecord, LatencyRecord, ModelReport, OpOutcome, ProfileRecord
+    from kiln.evals.model.report import write_report
+    from kiln.evals.model.run import coverage
+    from kiln.tools.records import TimingStat
+
+    head = CallSig(op="F.group_norm")
+    tail = CallSig(op="F.silu")
+    gn = OpGroup(id="gn", sig=head, count=4, share=0.3, time_us=30.0)
+    silu = OpGroup(id="silu", sig=tail, count=8, share=0.2, time_us=20.0)
+    fused = OpGroup(id="fused_gn", sig=head, tail=tail, kind="fused", count=4, share=0.5, time_us=50.0)
+    assert coverage([gn, silu, fused], ["fused_gn"]) == pytest.approx(0.3 + 0.2 * 4 / 8)
+    assert coverage([gn, silu, fused], ["gn", "silu"]) == pytest.approx(0.5)
+
+    def stat(us: float) -> TimingStat:
+        return TimingStat(median_us=us, ci_low_us=us * 0.99, ci_high_us=us * 1.01, half_width_pct=1.0, n_samples=50)
+
+    def sp(v: float, verdict: str) -> Speedup:
+        return Speedup(baseline="x", value=v, ci_low=v * 0.98, ci_high=v * 1.02, verdict=verdict)  # type: ignore[arg-type]
+
+    e2e = E2ERecord(measured=True, passed=True, coverage=0.4, compile_policy="original",
+                    latency=[LatencyRecord(variant="eager", stat=stat(1000)), LatencyRecord(variant="patched", stat=stat(800)),
+                             LatencyRecord(variant="compile", stat=stat(500)),
+                             LatencyRecord(variant="compile_patched", stat=stat(505))],
+                    speedups={"patched_vs_eager": sp(1.25, "faster"), "compile_vs_eager": sp(2.0, "faster"),
+                              "patched_vs_compile": sp(0.62, "slower"), "compile_patched_vs_compile": sp(0.99, "tie")},
+                    peak_bytes={"eager": 1 << 30, "patched": 1 << 30})
+    prof = ProfileRecord(method="torch.profiler", note="CUDA time per op (torch.profiler)", device="cuda",
+                         dtype="float32", total_us=100.0, groups=[fused, gn, silu])
+    op = OpOutcome(group="gn", op="F.group_norm", share=0.3, status="patched", speedup=sp(1.8, "faster"))
+    r = ModelReport(target="t", model="m", device="cuda", dtype="fp32", profile=prof, ops=[op], e2e=e2e)
+    write_report(tmp_path, r)
+    html = (tmp_path / "report.html").read_text()
+    assert "torch.compile already wins end to end here" in html and "2.00x vs eager" in html
+    assert "1.80x [1.76, 1.84]" in html and "compile_patched" in html and "1024.0 MiB" in html
+    assert ModelReport.model_validate_json((tmp_path / "model.json").read_text()) == r
