@@ -24,6 +24,17 @@ def _device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _check_roles(o) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazily)
+    """A missing provider package, key or unknown name fails now, not once per op after profiling."""
+    from kiln.agents.registry import resolve_roles
+    from kiln.evals.jobs import _budgets
+    from kiln.evals.model.optimise import batch_config
+
+    cfg = batch_config(o)
+    resolve_roles(cfg.llm, coder=cfg.coder_llm, judge=cfg.judge_llm, proposer=cfg.proposer_llm,
+                  base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg), device=cfg.device)
+
+
 def interpreter() -> None:
     """A CPU run calls its kernels in this process (the end-to-end check): under Triton's interpreter,
     whose switch is read when Triton is first imported."""
@@ -91,9 +102,14 @@ def model(
         except ValidationError as err:
             first = err.errors()[0]
             raise KilnConfigError(f"bad option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        _check_roles(o)
         stem = target.split("?")[0].replace("/", "_").replace(":", "-")[-40:]
         folder = out or Path("runs") / f"model-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        report = start(opts, folder, say)
+        try:
+            report = start(opts, folder, say)
+        except KeyboardInterrupt:
+            typer.echo(f"kiln: stopped; continue with: kiln model --resume {folder}", err=True)
+            raise
     if report.status == "failed":
         raise KilnInputError(f"{report.error} (report: {folder / 'report.html'})")
     patched = [o for o in report.ops if o.status == "patched"]
