@@ -188,8 +188,9 @@ def verify(path: Path, names: Names, kept: dict[str, Any] | None, g: OpGroup) ->
         return True, None
     saved = torch.load(kept["file"], weights_only=True)
     acts = [v for v, a in zip(saved["values"], g.sig.args, strict=True) if a.kind == "tensor"]
-    with torch.no_grad():
-        got = ref(*acts).float()
+    dev = "cuda" if g.sig.out is not None and g.sig.out.device == "cuda" and torch.cuda.is_available() else "cpu"
+    with torch.no_grad():  # on the call's own device (a bf16 convolution on a CPU takes seconds)
+        got = ref.to(dev)(*[a.to(dev) for a in acts]).float().cpu()
     want = saved["out"].float()
     diff = float((got - want).abs().max()) if got.shape == want.shape else float("inf")
     tol = TOL.get(g.sig.out.dtype if g.sig.out else "float32", 1e-4) * (1 + float(want.abs().max()))
