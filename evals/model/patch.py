@@ -194,6 +194,8 @@ class KilnMode(TorchFunctionMode):
         return ph
 
     def _pending_call(self, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        if _metadata(func):  # x.shape, x.size(), x.dtype ...: no data read, the placeholder can wait
+            return False, None
         found = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and id(v) in self.pending]
         for ph in found:
             _, p = self.pending[id(ph)]
@@ -229,6 +231,18 @@ class KilnMode(TorchFunctionMode):
     def fill_all(self) -> None:
         for key in list(self.pending):
             self.fill(key)
+
+
+META_PROPS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_sparse"}
+META_METHODS = {"size", "dim", "stride", "numel", "is_contiguous", "element_size", "nelement", "ndimension",
+                "get_device", "is_floating_point"}
+
+
+def _metadata(func: Callable) -> bool:
+    owner = getattr(func, "__self__", None)
+    if getattr(func, "__name__", "") == "__get__" and getattr(owner, "__name__", "") in META_PROPS:
+        return True
+    return getattr(func, "__name__", "") in META_METHODS
 
 
 def _writes_input(tail: CallSig) -> bool:
