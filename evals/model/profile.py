@@ -106,6 +106,8 @@ def _skip_reason(call: Call) -> str | None:
         return "cannot extract: an in-place op (it writes its input)"
     if call.sig.op in RANDOM_OPS or (call.sig.op == "F.dropout" and "training=True" in call.key):
         return "cannot extract: a random op"
+    if call.sig.op in ("F.batch_norm", "F.instance_norm") and any(a.src == "True" for a in call.sig.args[5:6]):
+        return "cannot extract: batch statistics in training mode (it updates the running statistics)"
     if call.sig.out is not None and not call.sig.out.dtype.startswith(("float", "bfloat")):
         return f"cannot extract: a {call.sig.out.dtype} output (kernels are written for floating outputs)"
     return None
