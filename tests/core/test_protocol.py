@@ -40,8 +40,9 @@ def test_every_group_is_tried_once_so_the_score_does_not_depend_on_order() -> No
     rec = run("wrong_on_negative.py", trials=3)
     c = rec.correctness
     assert rec.status == "incorrect" and c is not None
-    assert {t.distribution for t in c.trials} == {"x1", "x3", "x0.01", "neg"}  # 'neg' failed, the rest still ran
-    assert c.score == pytest.approx(0.75) and not c.not_attempted
+    assert {t.distribution for t in c.trials} == {"x1", "x3", "x0.01", "neg", "x1000", "x0.001", "heavy"}  # 'neg' failed, the rest still ran
+    assert [t.distribution for t in c.trials if not t.passed] == ["neg", "neg"]  # its before- and after-sync trials
+    assert c.score == pytest.approx(6 / 7) and not c.not_attempted
     assert all(t.trial == 0 for t in c.trials)  # after a failure no group is tried a second time
 
 

@@ -48,7 +48,12 @@ def _ti(**kw) -> TimingIntegrity:
 
 
 def test_the_parent_bound_on_the_loop() -> None:
+    """A loop shorter than its own events is a rejection; the hidden-time and median bounds are
+    warnings until calibrated on the H200 (their harness overhead comes from another process)."""
     rules = lambda ti: [f.rule for f in verdict.judge_timing(ti)]  # noqa: E731
+    severity = lambda ti: [f.severity for f in verdict.judge_timing(ti)]  # noqa: E731
+    assert severity(_ti(parent_wall_s=0.3)) == ["reject"]
+    assert severity(_ti(hidden_us_per_call=400.0)) == ["warn"]
     assert rules(_ti()) == []  # 500 us of events + 100 us overhead per call in a 1 s loop... honest
     assert rules(_ti(parent_wall_s=0.3)) == ["timing.parent-bound"]  # the loop ended before its own events
     assert rules(_ti(hidden_us_per_call=400.0)) == ["timing.parent-bound"]  # 400 us/call nobody accounts for

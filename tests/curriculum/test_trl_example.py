@@ -1,4 +1,4 @@
-"""examples/trl_grpo.py: TRL's GRPO trainer calls kiln's reward and steps (tiny random model, CPU)."""
+"""examples/rl/trl_grpo.py: TRL's GRPO trainer calls kiln's reward and steps (tiny random model, CPU)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).parents[2]
 
 def test_trl_grpo_runs_two_steps_with_kiln_as_its_reward(tmp_path: Path) -> None:
     pytest.importorskip("trl")
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--tiny", "--steps", "2",
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "rl" / "trl_grpo.py"), "--tiny", "--steps", "2",
                            "--problems", str(ROOT / "tests/fixtures/problems/relu.py"),
                            str(ROOT / "tests/fixtures/problems/row_softmax.py"), "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)

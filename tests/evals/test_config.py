@@ -29,7 +29,7 @@ def test_file_then_environment_then_flags(tmp_path: Path) -> None:
     assert from_file["dtype"] == "bf16" and from_file["status"] == "unsupported"  # the interpreter lacks bf16
     from_env = check(tmp_path, "", "", env={"KILN_CHECK_DTYPE": "fp32"})
     assert from_env["dtype"] == "fp32" and from_env["status"] == "ok"
-    assert from_env["correctness"]["n_trials"] == 8  # trials = 1 from the file: 4 distributions x before/after
+    assert from_env["correctness"]["n_trials"] == 14  # trials = 1 from the file: 7 distributions x before/after
     from_flag = check(tmp_path, "", "", "--dtype", "bf16", env={"KILN_CHECK_DTYPE": "fp32"})
     assert from_flag["dtype"] == "bf16"
 

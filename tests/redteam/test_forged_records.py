@@ -34,7 +34,12 @@ def test_forged_fingerprints_never_blame_the_problem(user, run_rejected):
     assert control.status == "ok" and not reject_rules(control), control.reasons
 
 
-@pytest.mark.parametrize("run_rejected", [False, True], ids=["as-is", "executed-anyway"])
+@pytest.mark.parametrize("run_rejected", [
+    pytest.param(False, id="as-is"),
+    pytest.param(True, id="executed-anyway", marks=pytest.mark.xfail(
+        strict=True, reason="kiln's clock bound on the median (timing.parent-bound) is a warning until its harness "
+                            "overhead is calibrated on the H200")),
+])
 def test_forged_timing_samples_are_not_believed(user, run_rejected):
     """The oracle is kiln's own clock around the candidate's loop (the same check, the same load):
     an honest kernel's median is about its loop's wall time per call (the Triton interpreter takes

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kiln.tools.integrity import physics
 from kiln.tools.peaks import Peaks
-from kiln.tools.records import CheckRecord, Finding, IntegrityRecord, Speedup, TimingIntegrity
+from kiln.tools.records import CheckRecord, Finding, IntegrityRecord, Severity, Speedup, TimingIntegrity
 from kiln.tools.timing.stats import RUN_TO_RUN
 
 EXTRA_ROUND_SPEEDUP = 10.0
@@ -69,7 +69,8 @@ def judge_timing(ti: TimingIntegrity | None) -> list[Finding]:
                            evidence=f"threads grew from {ti.threads_before} to {ti.threads_after} during timed calls"))
     bound = _parent_bound(ti)
     if bound:
-        out.append(Finding(rule="timing.parent-bound", severity="reject", evidence=bound))
+        sev: Severity = "reject" if bound.startswith(LOOP_TOO_SHORT) else "warn"
+        out.append(Finding(rule="timing.parent-bound", severity=sev, evidence=bound))
     if ti.timed_outputs_failed:
         out.append(Finding(rule="timing.recheck-failed", severity="reject",
                            evidence=f"{ti.timed_outputs_failed} of {ti.timed_outputs_checked} outputs produced "
@@ -77,6 +78,10 @@ def judge_timing(ti: TimingIntegrity | None) -> list[Finding]:
     return out
 
 
+LOOP_TOO_SHORT = "the timed loop ended sooner than its own events"
+"""A physical impossibility: a rejection. The hidden-time and median bounds below compare against a
+harness overhead measured in another process; until calibrated on the H200 (bench/check_speed.py
+records the inputs) they are warnings, so an honest kernel is never rejected by them."""
 PARENT_HIDDEN_SHARE = 0.5
 """Time kiln's clock saw in the candidate's timed loop beyond its events and the harness overhead,
 as a share of the event time, before it counts as work the events did not show..."""
@@ -93,8 +98,8 @@ def _parent_bound(ti: TimingIntegrity) -> str | None:
     if ti.parent_wall_s is None or ti.parent_event_s is None:
         return None
     if ti.parent_wall_s < 0.95 * ti.parent_event_s:
-        return (f"the candidate reported {ti.parent_event_s * 1e3:.1f} ms of timed calls, but kiln's clock saw the "
-                f"whole loop take {ti.parent_wall_s * 1e3:.1f} ms: the reported times are forged")
+        return (f"{LOOP_TOO_SHORT}: the candidate reported {ti.parent_event_s * 1e3:.1f} ms of timed calls, but "
+                f"kiln's clock saw the whole loop take {ti.parent_wall_s * 1e3:.1f} ms: the reported times are forged")
     if ti.hidden_us_per_call is None or ti.overhead_us is None or not ti.n_calls_loop:
         return None
     per_call = ti.parent_event_s * 1e6 / ti.n_calls_loop

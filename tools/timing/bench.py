@@ -257,14 +257,17 @@ class Timed:
 def time_callable(fn: Callable[..., Any], feed: TimedInputs | Sequence[tuple], *, max_time_s: float = 10.0,
                   min_samples: int = MIN_SAMPLES, target_pct: float = TARGET_HALF_WIDTH_PCT,
                   max_samples: int = 10_000, flush: Callable[[], None] | None = None,
-                  sketch_key: int | None = None, on_batch: Callable[[], None] | None = None) -> Timed:
+                  sketch_key: int | None = None, on_batch: Callable[[], None] | None = None,
+                  warmed: InputRotation | None = None) -> Timed:
     """Time fn(*inputs) per call in microseconds, adaptively (see `should_stop`).
 
     `flush` evicts L2 before each call (pass an L2Flusher; None = no flush). With `sketch_key`,
     every timed call's output is sketched (`timing_sketch`) outside the timed region. `on_batch()`
-    runs after each batch (e.g. an NVML throttle sample)."""
-    rot = InputRotation(feed)
-    warm_up(fn, rot)
+    runs after each batch (e.g. an NVML throttle sample). `warmed`: a rotation `warm_up` already
+    ran on (so the warm-up stays out of a caller's clock around this loop)."""
+    rot = warmed or InputRotation(feed)
+    if warmed is None:
+        warm_up(fn, rot)
     run = Timed()
     run.first_call = rot.calls
     next_check = min_samples

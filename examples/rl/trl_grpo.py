@@ -4,7 +4,7 @@ A real run trains on a `kiln curriculum` export (its `grpo` config has a `prompt
 Coder's messages, and a `problem` column, the module kiln checks the completion against):
 
     pip install 'kernelkiln[rl]'
-    python examples/trl_grpo.py --export runs/curriculum/export --model Qwen/Qwen2.5-Coder-7B-Instruct \
+    python examples/rl/trl_grpo.py --export runs/curriculum/export --model Qwen/Qwen2.5-Coder-7B-Instruct \
         --device cuda --steps 100 --generations 8
 
 The CPU proof (what the tests run): a randomly initialised two-layer model with a character-level
@@ -12,7 +12,7 @@ tokenizer built here, so nothing is downloaded; its completions are noise, so ev
 (kiln's check records each as a compile error), and the point is that TRL calls kiln's reward,
 batch by batch, and steps:
 
-    python examples/trl_grpo.py --tiny --problems tests/fixtures/problems/relu.py --steps 2
+    python examples/rl/trl_grpo.py --tiny --problems tests/fixtures/problems/relu.py --steps 2
 """
 
 from __future__ import annotations
