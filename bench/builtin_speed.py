@@ -51,9 +51,29 @@ SWEEPS: dict[str, list[dict]] = {
         {"block": 4096, "num_warps": 16, "persistent": 1},
     ],
     "matmul": [{"tile": t, "prec": "tf32x3"} for t in (4, 5, 6, 2, 3)] + [{"tile": 4, "prec": "ieee"}],
+    "gnorm": [{"block": b, "num_warps": w} for b, w in ((2048, 4), (4096, 4), (4096, 8), (1024, 4), (8192, 8),
+                                                         (2048, 8), (1024, 2))],
 }
 
 
+# `--variants`: the row template's fixed choices against each other (the L2 eviction hint on one-pass
+# loads, the cols layout's BLOCK_N), the rest as the default: the sweep behind the >= 90 % row sums.
+ROW_VARIANTS: list[dict] = [
+    {"tile": 8192, "num_warps": 8, "persistent": 0, "num_stages": 1, "evict": 0},
+    {"tile": 8192, "num_warps": 8, "persistent": 0, "num_stages": 1, "evict": 1},
+    {"tile": 4096, "num_warps": 16, "persistent": 0, "num_stages": 1, "evict": 0},
+    {"tile": 4096, "num_warps": 16, "persistent": 0, "num_stages": 1, "evict": 1},
+    {"tile": 16384, "num_warps": 16, "persistent": 0, "num_stages": 1, "evict": 1},
+    {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 1, "block_n": 128},
+    {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 1, "block_n": 64},
+    {"tile": 4096, "num_warps": 4, "persistent": 0, "num_stages": 1, "block_n": 64},
+    {"tile": 4096, "num_warps": 4, "persistent": 0, "num_stages": 1, "block_n": 32},
+    {"tile": 8192, "num_warps": 8, "persistent": 0, "num_stages": 1, "block_n": 64},
+    {"tile": 2048, "num_warps": 4, "persistent": 0, "num_stages": 1, "block_n": 32},
+    {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 3, "block_n": 64},
+]
+
+VARIANTS = [False]
 DEV = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a dry run under TRITON_INTERPRET=1
 
 
@@ -111,7 +131,8 @@ def bench_problem(path: Path, deadline: float, tmp: Path) -> dict:
         res["flops"] = 2 * want.numel() * inputs[0].shape[-1] if an.family == "matmul" else None
         res["configs"] = []
         first = space.default(an.family, an.variant, "cuda")
-        sweep = [first] + [k for k in SWEEPS[an.family] if k != first]
+        table = ROW_VARIANTS if VARIANTS[0] and an.family == "row" else SWEEPS.get(an.family, [])
+        sweep = [first] + [k for k in table if k != first]
         for i, knobs in enumerate(sweep):
             if i > 0 and time.time() > deadline:
                 res["truncated"] = True
@@ -181,7 +202,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("problems", nargs="*", type=Path)
     ap.add_argument("--budget-s", type=float, default=230.0)
+    ap.add_argument("--variants", action="store_true", help="row problems: sweep ROW_VARIANTS")
     args = ap.parse_args()
+    VARIANTS[0] = args.variants
     start = time.time()
     problems = args.problems or sorted(Path("examples/large").glob("*.py"))
     out_dir = Path(os.environ.get("OUT", "/tmp/out"))

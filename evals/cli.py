@@ -34,6 +34,7 @@ COMMANDS = {
     "report": "kiln.evals.cli_report:report",
     "ui": "kiln.evals.ui.cli:ui",
     "curriculum": "kiln.evals.curriculum.cli:curriculum",
+    "model": "kiln.evals.model.cli:model",
 }
 
 

@@ -19,12 +19,17 @@ class Plan:
     full_shape: tuple[int, ...] = ()
     mm: int = -1
     dim_attr: str | None = None  # row family: the Model attribute that names the reduced dim, if any
+    special: int = -1  # gnorm family: the group-norm node
 
 
 def classify(g: KGraph) -> Plan:
     live = g.live()
     loads = [i for i in live if g.nodes[i].kind == "load"]
     kinds = {g.nodes[i].kind for i in live}
+    if "gnorm" in kinds:
+        from kiln.agents.builtin.gen_groupnorm import gnorm_plan
+
+        return gnorm_plan(g, live, loads)
     if "mm" in kinds:
         return _matmul(g, live, loads)
     if "reduce" in kinds:

@@ -84,7 +84,8 @@ def _repair(fam: str, failed, visited: set[str], feedback: str) -> tuple[dict | 
 
 
 def _smaller_knob(fam: str) -> tuple[str, str]:
-    return {"elementwise": ("block", "down"), "row": ("tile", "down"), "matmul": ("tile", "down")}[fam]
+    return {"elementwise": ("block", "down"), "row": ("tile", "down"), "matmul": ("tile", "down"),
+            "gnorm": ("block", "down")}[fam]
 
 
 def _optimize(fam: str, base: dict, visited: set[str], plan: str) -> tuple[dict | None, set[str], str]:

@@ -16,8 +16,11 @@ from kiln.agents.builtin.emit import ancestors, expr, op_line
 
 
 class RowKernel:
-    def __init__(self, plan: Plan, layout: str, looped: bool, name: str) -> None:
+    def __init__(self, plan: Plan, layout: str, looped: bool, name: str, evict: str = "") -> None:
         self.p, self.layout, self.looped, self.name = plan, layout, looped, name
+        # cache hint for the full-size loads: a one-pass kernel reads each element once, so
+        # "evict_first" keeps L2 for the output and the other programs (inductor does the same)
+        self.hint = f', eviction_policy="{evict}"' if evict else ""
         self.cls = self._classes()
         self.level = self._levels()
 
@@ -77,7 +80,7 @@ class RowKernel:
         k = self.p.loads.index(i)
         if self.p.roles[i] == "vec":  # a weight along the reduced dims (rows layout only)
             return f"v{i} = tl.load(p{k} + cols, mask=cols < R, other=0.0).to(tl.float32)"
-        return f"v{i} = tl.load(p{k} + {self._off()}, mask=mask, other=0.0).to(tl.float32)"
+        return f"v{i} = tl.load(p{k} + {self._off()}, mask=mask, other=0.0{self.hint}).to(tl.float32)"
 
     def _full_nodes(self, nodes: list[int]) -> list[str]:
         out = []
@@ -218,7 +221,7 @@ def layout_of(plan: Plan) -> str:
     return "rows" if plan.dims[1] == len(plan.full_shape) - 1 else "cols"
 
 
-def row_kernels(plan: Plan) -> str:
+def row_kernels(plan: Plan, cfg: dict | None = None) -> str:
     """The kernels for the traced layout; both layouts (suffixes _r, _c) when the reduced dim is
     a Model attribute (`dim=self.dim`) that other init inputs can change."""
     from kiln.agents.builtin.gen_split import split_kernels, splittable
@@ -227,7 +230,8 @@ def row_kernels(plan: Plan) -> str:
     pairs = [("rows", "_r"), ("cols", "_c")] if plan.dim_attr else [(layout_of(plan), "")]
     out = ""
     for layout, sfx in pairs:
-        out += RowKernel(plan, layout, False, f"_kiln_row_onepass{sfx}").source()
+        evict = "evict_first" if (cfg or {}).get("evict", 1) else ""
+        out += RowKernel(plan, layout, False, f"_kiln_row_onepass{sfx}", evict).source()
         out += RowKernel(plan, layout, True, f"_kiln_row_looped{sfx}").source()
         out += split_kernels(plan, layout, sfx) if splittable(plan, layout) else ""
         out += level_kernels(plan, layout, sfx) if multi_splittable(plan, layout) else ""

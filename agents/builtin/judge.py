@@ -27,6 +27,7 @@ KNOB_CYCLE = {
     "elementwise": [("block", "up"), ("num_warps", "up"), ("persistent", "up"), ("num_warps", "down")],
     "row": [("num_warps", "up"), ("tile", "up"), ("persistent", "up"), ("num_stages", "up"), ("num_warps", "down")],
     "matmul": [("tile", "up"), ("tile", "down"), ("prec", "up")],
+    "gnorm": [("block", "up"), ("num_warps", "up"), ("block", "down"), ("num_warps", "down")],
 }
 
 
@@ -79,7 +80,7 @@ class BuiltinJudge:
         fam = head.family if head is not None else "row"
         knob, direction = KNOB_CYCLE[fam][inp.iteration % len(KNOB_CYCLE[fam])]
         if inp.profile_digest and SPILL_RE.search(inp.profile_digest):
-            knob, direction = ("block" if fam == "elementwise" else "tile"), "down"
+            knob, direction = ("block" if fam in ("elementwise", "gnorm") else "tile"), "down"
         bound = "compute (matmul tiles)" if fam == "matmul" else "memory bandwidth"
         plan = f"Try one configuration step: {knob} {direction}.\nknob: {knob} {direction}"
         return _decision("optimization", f"limited by {bound}", "optimize", bottleneck=bound, plan=plan, evidence=evidence)

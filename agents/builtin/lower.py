@@ -212,6 +212,21 @@ class Lowerer:
 
         return row_op(self, name, b, n)
 
+    def _k_gnorm(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_model_ops import gnorm_op
+
+        return gnorm_op(self, name, b, n)
+
+    def _k_bnorm(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_model_ops import bnorm_op
+
+        return bnorm_op(self, name, b, n)
+
+    def _k_pool(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_model_ops import pool_op
+
+        return pool_op(self, name, b, n)
+
     def _k_matmul(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
         from kiln.agents.builtin.lower_rows import matmul_op
 

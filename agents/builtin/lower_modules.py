@@ -53,6 +53,11 @@ def lower_module(L: Lowerer, mod: nn.Module, path: str, args: list[Any], kwargs:
     if type(mod).__name__ == "RMSNorm":
         b = {"input": x, "normalized_shape": mod.normalized_shape, "eps": getattr(mod, "eps", None)}
         return L._k_row("rms_norm", b | {"weight": _param(L, mod, path, "weight")}, n)
+    if isinstance(mod, nn.GroupNorm):
+        b = {"input": x, "num_groups": mod.num_groups, "eps": mod.eps}
+        return L._k_gnorm("group_norm", b | {"weight": _param(L, mod, path, "weight"), "bias": _param(L, mod, path, "bias")}, n)
+    if isinstance(mod, nn.AdaptiveAvgPool2d):
+        return L._k_pool("adaptive_avg_pool2d", {"input": x, "output_size": mod.output_size}, n)
     if isinstance(mod, nn.Linear):
         b = {"input": x, "weight": _param(L, mod, path, "weight"), "bias": _param(L, mod, path, "bias")}
         return L._k_matmul("linear", b, n)

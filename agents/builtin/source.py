@@ -88,7 +88,11 @@ def render(an: Analysis, knobs: dict, visited: set[str]) -> str:
     if fam == "elementwise":
         kernels, fwd, helpers = ew_kernel(plan), ew_forward(plan, cfg), HELPERS + COLLAPSE_HELPER
     elif fam == "row":
-        kernels, fwd, helpers = row_kernels(plan), row_forward(plan, cfg), HELPERS + PROD_HELPER
+        kernels, fwd, helpers = row_kernels(plan, cfg), row_forward(plan, cfg), HELPERS + PROD_HELPER
+    elif fam == "gnorm":
+        from kiln.agents.builtin.gen_groupnorm import gn_forward, gn_kernels
+
+        kernels, fwd, helpers = gn_kernels(plan), gn_forward(plan, cfg), HELPERS + PROD_HELPER
     else:
         kernels, fwd, helpers = mm_kernel(plan), mm_forward(plan, cfg), ""
     head = {"family": fam, "knobs": knobs, "visited": sorted(visited | {space.key(knobs)})}

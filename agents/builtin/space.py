@@ -27,6 +27,7 @@ KNOBS: dict[str, dict[str, list]] = {
     "elementwise": {"block": [1024, 2048, 4096, 8192], "num_warps": [4, 8, 16], "persistent": [0, 1]},
     "row": {"tile": [2048, 4096, 8192, 16384], "num_warps": [4, 8, 16], "persistent": [0, 1], "num_stages": [1, 2, 3]},
     "matmul": {"tile": list(range(len(MM_TILES))), "prec": ["tf32x3", "ieee"]},
+    "gnorm": {"block": [1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]},
 }
 
 # First configurations, measured on an H200 (bench/builtin_speed.py): rows-layout reductions
@@ -36,6 +37,7 @@ DEFAULTS: dict[str, dict] = {
     "row": {"tile": 8192, "num_warps": 8, "persistent": 0, "num_stages": 1},
     "row_cols": {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 1},
     "matmul": {"tile": 5, "prec": "tf32x3"},
+    "gnorm": {"block": 2048, "num_warps": 4},
 }
 
 # Under the Triton interpreter (CPU) the cost is per program, so the first configuration there
@@ -45,6 +47,7 @@ CPU_DEFAULTS: dict[str, dict] = {
     "row": {"tile": 16384, "num_warps": 8, "persistent": 0, "num_stages": 1},
     "row_cols": {"tile": 16384, "num_warps": 8, "persistent": 0, "num_stages": 1},
     "matmul": {"tile": 6, "prec": "tf32x3"},
+    "gnorm": {"block": 8192, "num_warps": 8},
 }
 
 
@@ -57,8 +60,9 @@ def default(family: str, variant: str, device: str) -> dict:
 # knobs that a search step never changes (kept in the config so kernels are self-describing)
 FIXED: dict[str, dict] = {
     "elementwise": {"waves": 4, "num_stages": 1},
-    "row": {"waves": 4, "onepass_max": 16384, "chunk": 2048, "block_n": 128},
+    "row": {"waves": 4, "onepass_max": 16384, "chunk": 2048, "block_n": 128, "evict": 1},
     "matmul": {"group_m": 8},
+    "gnorm": {"onepass_max": 8192},
 }
 
 

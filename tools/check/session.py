@@ -507,6 +507,9 @@ def _stage(work: Path, prob: ProblemInfo, cases: list[ProblemInfo], cand: Candid
         copy = shared / f"case-{i}.py"
         shutil.copyfile(c.path, copy)
         specs.append(CaseSpec(name=name, path=str(copy), model_path=str(copy) if c.has_model else str(problem_copy)))
+    params = Path(prob.path).with_suffix(".params.pt")  # a problem's real parameters (kiln model), beside it
+    for spec in specs if params.is_file() else []:
+        shutil.copyfile(params, Path(spec.path).with_suffix(".params.pt"))
     return specs
 
 

@@ -1,0 +1,129 @@
+"""Putting a bundle's sites into a live model and taking them out again: the module forwards that
+enter the kernel mode (scopes), the module sites' guarded forwards, and the handle that undoes it.
+Only instance attributes change: the model's classes and state dict are untouched."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kiln.evals.model import sigs
+from kiln.evals.model.patch import KilnMode, Site, Table, custom_op
+
+
+@dataclass
+class Applied:
+    """A model with kernels patched in; `remove()` (or leaving the `with` block) restores it."""
+
+    model: torch.nn.Module
+    table: Table
+    mode: KilnMode
+    originals: list[tuple[torch.nn.Module, Any]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    depth: int = 0
+
+    def remove(self) -> None:
+        for mod, fwd in reversed(self.originals):
+            if fwd is None:
+                mod.__dict__.pop("forward", None)
+            else:
+                mod.forward = fwd
+        self.originals.clear()
+
+    def __enter__(self) -> Applied:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    @contextlib.contextmanager
+    def scope(self) -> Any:
+        if torch.compiler.is_compiling() and not self.table.compile_kernels:
+            yield
+            return
+        self.depth += 1
+        try:
+            if self.depth == 1:
+                with self.mode:
+                    try:
+                        yield
+                    finally:
+                        self.mode.fill_all()
+            else:
+                yield
+        finally:
+            self.depth -= 1
+
+
+def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callable], Callable]) -> None:
+    """Replace one module instance's forward (its class and state dict are untouched)."""
+    own = mod.__dict__.get("forward")
+    applied.originals.append((mod, own))
+    inner = own if own is not None else types.MethodType(type(mod).forward, mod)
+    mod.forward = make(inner)
+
+
+def scoped(applied: Applied) -> Callable[[Callable], Callable]:
+    def make(inner: Callable) -> Callable:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            with applied.scope():
+                return inner(*args, **kwargs)
+        return forward
+    return make
+
+
+def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[[Callable], Callable]:
+    def make(inner: Callable) -> Callable:
+        def forward(x: Any, *rest: Any, **kw: Any) -> Any:
+            if not rest and not kw and not (torch.compiler.is_compiling() and not applied.table.compile_kernels):
+                eps = getattr(mod, "eps", getattr(mod, "variance_epsilon", None))
+                ok, out = site.try_run((x, mod.weight), {"eps": float(eps) if eps is not None else None})
+                if ok:
+                    applied.table.count(site.entry.group)
+                    return out
+            return inner(x, *rest, **kw)
+        return forward
+    return make
+
+
+def apply_entries(model: torch.nn.Module, sites: list[Site], compile_kernels: bool) -> Applied:
+    table = Table(compile_kernels=compile_kernels)
+    applied = Applied(model, table, KilnMode(table))
+    scopes: list[str] = []
+    for site in sites:
+        e = site.entry
+        if e.kind == "module":
+            for path in e.module_paths:
+                mod = _submodule(model, path)
+                if mod is None or type(mod).__name__ != e.module_class:
+                    applied.missing.append(f"{e.group}: no {e.module_class} at {path or '<model>'}")
+                    continue
+                wrap_forward(applied, mod, module_site(applied, site, mod))
+            custom_op(site.kernel)
+            continue
+        func = sigs.resolve(e.sig.op)
+        sigs.positional_names(func)
+        if e.tail is not None:
+            sigs.positional_names(sigs.resolve(e.tail.op))
+        custom_op(site.kernel)  # registered now: torch.compile must not trace its creation
+        (table.fused if e.kind == "fused" else table.single).setdefault(func, []).append(site)
+        scopes += [s for s in e.scopes if s not in scopes]
+    for path in scopes:
+        mod = _submodule(model, path)
+        if mod is None:
+            applied.missing.append(f"no module at {path}")
+            continue
+        wrap_forward(applied, mod, scoped(applied))
+    return applied
+
+
+def _submodule(model: torch.nn.Module, path: str) -> torch.nn.Module | None:
+    try:
+        return model.get_submodule(path) if path else model
+    except AttributeError:
+        return None

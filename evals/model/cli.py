@@ -1,0 +1,122 @@
+"""`kiln model TARGET`: profile a whole model, optimise its hot ops, patch it in place, check it end to
+end, export a bundle and a report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kiln.tools.errors import KilnConfigError, KilnInputError
+
+
+def _device(device: str) -> str:
+    if device not in ("auto", "cuda", "cpu"):
+        raise KilnConfigError(f"--device must be auto, cuda or cpu, not {device!r}")
+    if device == "cpu":
+        interpreter()
+        return device
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise KilnConfigError("--device cuda: no CUDA GPU is visible here (use --device cpu)")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _check_roles(o) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazily)
+    """A missing provider package, key or unknown name fails now, not once per op after profiling."""
+    from kiln.agents.registry import resolve_roles
+    from kiln.evals.jobs import _budgets
+    from kiln.evals.model.optimise import batch_config
+
+    cfg = batch_config(o)
+    resolve_roles(cfg.llm, coder=cfg.coder_llm, judge=cfg.judge_llm, proposer=cfg.proposer_llm,
+                  base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg), device=cfg.device)
+
+
+def interpreter() -> None:
+    """A CPU run calls its kernels in this process (the end-to-end check): under Triton's interpreter,
+    whose switch is read when Triton is first imported."""
+    import os
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def model(
+    target: Annotated[str | None, typer.Argument(help="path/to/file.py:factory, timm:NAME, transformers:FAMILY?..., "
+                                                      "diffusers:BLOCK?...")] = None,
+    llm: Annotated[str | None, typer.Option(help="PROVIDER:MODEL for every role; builtin by default")] = None,
+    coder_llm: Annotated[str | None, typer.Option()] = None,
+    judge_llm: Annotated[str | None, typer.Option()] = None,
+    proposer_llm: Annotated[str | None, typer.Option()] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")] = None,
+    lang: Annotated[str, typer.Option(help="triton | cuda")] = "triton",
+    strategy: Annotated[str, typer.Option(help="linear | beam | mcts")] = "linear",
+    max_iters: Annotated[int, typer.Option(help="Coder rounds per op")] = 8,
+    budget_usd: Annotated[float | None, typer.Option(help="whole model, split by share of time")] = None,
+    budget_tokens: Annotated[int | None, typer.Option(help="whole model, split by share of time")] = None,
+    budget_minutes: Annotated[float | None, typer.Option(help="whole model, split by share of time")] = None,
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16: the model is cast to it")] = "fp32",
+    top: Annotated[int, typer.Option(help="optimise at most this many op signatures")] = 8,
+    min_share: Annotated[float, typer.Option(help="skip ops below this share of model time")] = 0.01,
+    seeds: Annotated[int, typer.Option(help="input seeds of the end-to-end check")] = 3,
+    e2e_tol: Annotated[float | None, typer.Option(help="relative L2 error allowed per output")] = None,
+    patch: Annotated[str, typer.Option(help="faster (CI above 1) | correct (CPU: speed not measured)")] = "faster",
+    trials: Annotated[int, typer.Option(help="correctness trials per case and distribution")] = 3,
+    timeout: Annotated[float, typer.Option(help="seconds per check")] = 300.0,
+    concurrency: Annotated[int, typer.Option(help="problems in flight")] = 4,
+    cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
+    out: Annotated[Path | None, typer.Option(help="run directory (default runs/model-<target>-<time>)")] = None,
+    resume: Annotated[Path | None, typer.Option(help="continue the model run in this directory")] = None,
+) -> None:
+    """Find a model's hot ops, make them faster in place, and prove it end to end."""
+    import time
+
+    from pydantic import ValidationError
+
+    from kiln.evals.model.optimise import OptimiseOptions
+    from kiln.evals.model.run import ModelRunOptions, start
+    from kiln.evals.model.run import resume as resume_run
+
+    say = typer.echo
+    if resume is not None:
+        if '"device": "cpu"' in (resume / "model_run.json").read_text() if (resume / "model_run.json").exists() else "":
+            interpreter()
+        report, folder = resume_run(resume, say), resume
+    else:
+        if target is None:
+            raise KilnInputError("give a TARGET (path/to/file.py:factory, timm:NAME, ...), or --resume RUN_DIR")
+        if patch not in ("faster", "correct") or dtype not in ("fp32", "bf16", "fp16"):
+            raise KilnConfigError("--patch must be faster or correct; --dtype fp32, bf16 or fp16")
+        dev = _device(device)
+        try:
+            o = OptimiseOptions(llm=llm, coder_llm=coder_llm, judge_llm=judge_llm, proposer_llm=proposer_llm,
+                                base_url=base_url, lang=lang, strategy=strategy, device=dev, dtype=dtype,
+                                max_iters=max_iters, budget_usd=budget_usd, budget_tokens=budget_tokens,
+                                budget_minutes=budget_minutes, trials=trials, check_timeout_s=timeout,
+                                concurrency=concurrency, cpu_slots=cpu_slots, patch=patch)
+            opts = ModelRunOptions(target=target, device=dev, dtype=dtype, top=top, min_share=min_share, seeds=seeds,
+                                   e2e_tol=e2e_tol, optimise=o)
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise KilnConfigError(f"bad option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        _check_roles(o)
+        stem = target.split("?")[0].replace("/", "_").replace(":", "-")[-40:]
+        folder = out or Path("runs") / f"model-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            report = start(opts, folder, say)
+        except KeyboardInterrupt:
+            typer.echo(f"kiln: stopped; continue with: kiln model --resume {folder}", err=True)
+            raise
+    if report.status == "failed":
+        raise KilnInputError(f"{report.error} (report: {folder / 'report.html'})")
+    patched = [o for o in report.ops if o.status == "patched"]
+    say(f"patched {len(patched)} of {len(report.ops)} optimised op group(s); {len(report.skipped)} skipped")
+    if report.e2e and report.e2e.speedups.get("patched_vs_eager"):
+        s = report.e2e.speedups["patched_vs_eager"]
+        say(f"end to end: {s.value:.3f}x vs eager (CI {s.ci_low:.3f}-{s.ci_high:.3f})")
+    if report.bundle:
+        say(f"bundle: {report.bundle}  (from kiln.evals.model import load; load(PATH).apply(model))")
+    say(f"report: {folder / 'report.html'}")

@@ -1,0 +1,232 @@
+"""End to end: the patched model against the original, on real inputs over several seeds (per-output
+tolerances), and on a GPU its latency with CIs against eager and torch.compile (of the original and of
+the patched model), peak memory and coverage.
+
+Two rules are enforced here, not just reported:
+- a group whose kernels make an output miss its tolerance is unpatched (each group tried alone);
+- the patched model is never slower than the original: while eager patched is slower with confidence,
+  the group with the least expected gain is unpatched and the model measured again. Under
+  torch.compile the kernels are kept only if compile of the patched model is faster than compile of
+  the original; otherwise the bundle's compile policy is "original" (the compiler sees the same ops).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kiln.evals.model.bundle import Bundle
+from kiln.evals.model.leaves import inputs_for_seed, tensor_leaves
+from kiln.evals.model.records import E2ERecord, LatencyRecord, OutputCheck
+from kiln.evals.model.targets import Target
+from kiln.tools.timing.stats import speedup, summarize
+
+TOL = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
+
+
+def _rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
+    a64, b64 = a.double(), b.double()
+    return float((a64 - b64).nan_to_num(nan=math.inf).norm() / a64.norm().clamp_min(1e-30))
+
+
+def _up(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return v.float() if v.is_floating_point() else v
+    if isinstance(v, tuple | list):
+        return type(v)(_up(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _up(x) for k, x in v.items()}
+    return v
+
+
+def tolerances(t: Target, base: float) -> dict[str, float]:
+    """Per output: the dtype's tolerance, or twice the model's own rounding noise (the bf16/fp16 model
+    against an fp32 copy of it on the same inputs) where that is larger: a patched model may differ
+    from the original by what its own precision already costs, not more."""
+    with torch.no_grad():
+        low = tensor_leaves(t.call())
+        p = next(t.model.parameters(), None)
+        if p is None or p.dtype == torch.float32:
+            return {name: base for name, _ in low}
+        ref = copy.deepcopy(t.model).float()
+        exact = tensor_leaves(ref(*_up(t.args), **_up(t.kwargs)))
+    del ref
+    return {n: max(base, 2 * _rel_l2(e.float(), a.float())) for (n, a), (_, e) in zip(low, exact, strict=True)}
+
+
+def compare(seed: int, want: Any, got: Any, tol: float | dict[str, float]) -> list[OutputCheck]:
+    out = []
+    for (name, a), (_, b) in zip(tensor_leaves(want), tensor_leaves(got), strict=True):
+        tol_ = tol.get(name, min(tol.values())) if isinstance(tol, dict) else tol
+        if a.shape != b.shape or not a.is_floating_point():
+            same = a.shape == b.shape and bool(torch.equal(a, b))
+            out.append(OutputCheck(seed=seed, output=name, max_abs_err=0.0 if same else math.inf,
+                                   rel_l2_err=0.0 if same else math.inf, tol=tol_, passed=same))
+            continue
+        diff = (a.double() - b.double()).nan_to_num(nan=math.inf)
+        rel = _rel_l2(a, b)
+        out.append(OutputCheck(seed=seed, output=name, max_abs_err=float(diff.abs().max()) if diff.numel() else 0.0,
+                               rel_l2_err=rel, tol=tol_, passed=rel <= tol_))
+    return out
+
+
+def check_outputs(t: Target, bundle: Bundle, only: set[str], seeds: int, tol: dict[str, float]) -> list[OutputCheck]:
+    checks: list[OutputCheck] = []
+    for seed in range(seeds):
+        args, kwargs = inputs_for_seed(t.args, t.kwargs, seed)
+        with torch.no_grad():
+            want = t.call(args, kwargs)
+            with bundle.applied(t.model, only=only):
+                got = t.call(args, kwargs)
+        checks += compare(seed, want, got, tol)
+    return checks
+
+
+def correct_groups(t: Target, bundle: Bundle, groups: list[str], seeds: int, tol: dict[str, float]
+                   ) -> tuple[list[str], list[OutputCheck], list[str]]:
+    """(groups kept, the checks of the kept set, groups dropped with why)."""
+    checks = check_outputs(t, bundle, set(groups), seeds, tol)
+    if all(c.passed for c in checks):
+        return groups, checks, []
+    keep, dropped = [], []
+    for g in groups:
+        alone = check_outputs(t, bundle, {g}, seeds, tol)
+        if all(c.passed for c in alone):
+            keep.append(g)
+        else:
+            worst = max(alone, key=lambda c: c.rel_l2_err)
+            dropped.append(f"{g}: output {worst.output} off by {worst.rel_l2_err:.2g} (rel L2) > {worst.tol:.2g}")
+    checks = check_outputs(t, bundle, set(keep), seeds, tol) if keep else []
+    if not all(c.passed for c in checks):  # kernels fine alone but not together: patch nothing
+        dropped += [f"{g}: fails together with the others" for g in keep]
+        return [], checks, dropped
+    return keep, checks, dropped
+
+
+def time_us(fn: Callable[[], Any], max_s: float = 3.0, n_min: int = 30, n_max: int = 300) -> list[float]:
+    """Per-call CUDA-event times of fn() (after warm-up), until the CI is tight or time runs out."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    out: list[float] = []
+    start = time.monotonic()
+    while len(out) < n_max and (len(out) < n_min or time.monotonic() - start < max_s):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) * 1e3)
+        if len(out) >= n_min and summarize(out).half_width_pct < 1.0:
+            break
+    return out
+
+
+def peak_bytes(fn: Callable[[], Any]) -> int:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return int(torch.cuda.max_memory_allocated())
+
+
+def _run(t: Target) -> Callable[[], Any]:
+    def fn() -> Any:
+        with torch.no_grad():
+            return t.call()
+    return fn
+
+
+def _compiled(t: Target) -> Callable[[], Any]:
+    torch._dynamo.reset()
+    comp = torch.compile(t.model)
+
+    def fn() -> Any:
+        with torch.no_grad():
+            return comp(*t.args, **t.kwargs)
+    return fn
+
+
+def eager_latency(t: Target, bundle: Bundle, groups: list[str]) -> dict[str, list[float]]:
+    samples = {"eager": time_us(_run(t))}
+    with bundle.applied(t.model, only=set(groups)):
+        samples["patched"] = time_us(_run(t))
+    return samples
+
+
+def compile_latency(t: Target, bundle: Bundle, groups: list[str]) -> tuple[dict[str, list[float]], str]:
+    """torch.compile of the original and of the patched model (kernels as custom ops); the error
+    when torch.compile cannot take the model."""
+    samples: dict[str, list[float]] = {}
+    try:
+        samples["compile"] = time_us(_compiled(t))
+        with bundle.applied(t.model, only=set(groups)) as h:
+            h.table.compile_kernels = True
+            samples["compile_patched"] = time_us(_compiled(t))
+    except Exception as err:  # noqa: BLE001 - a model torch.compile cannot compile: eager figures only
+        return samples, f"torch.compile failed: {type(err).__name__}: {err}"[:300]
+    finally:
+        torch._dynamo.reset()
+    return samples, ""
+
+
+def never_slower(t: Target, bundle: Bundle, groups: list[str], gain: dict[str, float]
+                 ) -> tuple[list[str], dict[str, list[float]], list[str]]:
+    """Unpatch the least useful group while eager patched is slower than eager with confidence."""
+    dropped: list[str] = []
+    while True:
+        samples = eager_latency(t, bundle, groups)
+        sp = speedup(samples["eager"], samples["patched"], name="eager")
+        if sp.verdict != "slower" or not groups:
+            return groups, samples, dropped
+        worst = min(groups, key=lambda g: gain.get(g, 0.0))
+        groups = [g for g in groups if g != worst]
+        dropped.append(f"{worst}: unpatched, the patched model was slower ({sp.value:.3f}x, CI high "
+                       f"{sp.ci_high:.3f})")
+
+
+def run_e2e(t: Target, bundle: Bundle, groups: list[str], *, seeds: int, tol: float, device: str,
+            gain: dict[str, float], share: dict[str, float]) -> tuple[E2ERecord, list[str]]:
+    """The end-to-end record, and the groups that stay patched."""
+    keep, checks, dropped = correct_groups(t, bundle, groups, seeds, tolerances(t, tol))
+    rec = E2ERecord(checks=checks, passed=all(c.passed for c in checks), dropped=dropped)
+    if device != "cuda":
+        rec.note = "latency not measured: no GPU (kernels ran under the Triton interpreter)"
+        rec.coverage = sum(share.get(g, 0.0) for g in keep)
+        return _finish(rec, keep)
+    keep, samples, slow = never_slower(t, bundle, keep, gain)
+    rec.dropped += slow
+    more, error = compile_latency(t, bundle, keep)
+    samples |= more
+    rec.measured = True
+    _latency_records(rec, samples, error)
+    rec.coverage = sum(share.get(g, 0.0) for g in keep)
+    with bundle.applied(t.model, only=set(keep)):
+        rec.peak_bytes["patched"] = peak_bytes(_run(t))
+    rec.peak_bytes["eager"] = peak_bytes(_run(t))
+    cp = rec.speedups.get("compile_patched_vs_compile")
+    rec.compile_policy = "kernels" if cp is not None and cp.verdict == "faster" else "original"
+    return _finish(rec, keep)
+
+
+def _latency_records(rec: E2ERecord, samples: dict[str, list[float]], error: str) -> None:
+    for v in ("eager", "patched", "compile", "compile_patched"):
+        if v in samples:
+            rec.latency.append(LatencyRecord(variant=v, stat=summarize(samples[v])))
+        else:
+            rec.latency.append(LatencyRecord(variant=v, error=error or "not measured"))
+    pairs = {"patched_vs_eager": ("eager", "patched"), "patched_vs_compile": ("compile", "patched"),
+             "compile_vs_eager": ("eager", "compile"), "compile_patched_vs_compile": ("compile", "compile_patched")}
+    for name, (base, cand) in pairs.items():
+        if base in samples and cand in samples:
+            rec.speedups[name] = speedup(samples[base], samples[cand], name=base)
+
+
+def _finish(rec: E2ERecord, keep: list[str]) -> tuple[E2ERecord, list[str]]:
+    rec.note = (rec.note + "; " if rec.note else "") + f"{len(keep)} group(s) patched"
+    return rec, keep

@@ -1,0 +1,255 @@
+"""Patch a live model with verified kernels, without editing its source.
+
+- *Function sites* (`F.group_norm`, `x.softmax(-1)`, ...): a `TorchFunctionMode` is entered around
+  the forward of the modules where the calls happen (their *scopes*); a call whose function, argument
+  shapes, dtypes, strides, devices and values match a kernel's recorded signature runs the kernel; any
+  other call (another shape, autograd needed, ...) runs the original op.
+- *Module sites* (RMSNorm classes): the module instance's `forward` is wrapped the same way.
+- *Fused pairs* (`group_norm -> silu`, `softmax(fp32) -> .to(bf16)`): the head returns an empty
+  placeholder and remembers its call; when the next call is the expected tail on that placeholder, one
+  fused kernel produces the tail's result. Anything else that touches the placeholder first (another
+  op, the end of the scope) fills it with the head's real result, so no reader ever sees it empty.
+- Under `torch.compile` each kernel is a `torch.library` custom op with a fake implementation (the
+  recorded output shape), or, with compile policy "original", the original ops (inductor fuses them).
+  Fused placeholders are eager-only.
+
+Everything is undone by `Applied.remove()`. Kernels are inference kernels: a call that needs
+autograd falls back to the original op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from kiln.evals.model import sigs
+from kiln.evals.model.records import BundleEntry, CallSig
+
+HEAD_MARK = sigs.HEAD_MARK
+_OPS: dict[str, Any] = {}
+
+
+def load_kernel_module(path: Path) -> Any:
+    """A bundle's kernel file as a module (imported once per process)."""
+    from kiln.tools.check.worker import load_module
+
+    key = str(path.resolve())
+    if key not in _MODULES:
+        _MODULES[key] = load_module(key, "bundle_kernel")
+    return _MODULES[key]
+
+
+_MODULES: dict[str, Any] = {}
+
+
+class Kernel:
+    """A kernel file's ModelNew, built once per set of live parameters (it shares their storage)."""
+
+    def __init__(self, module: Any, out: Any, op_name: str) -> None:
+        self.cls = module.ModelNew
+        self.out = out
+        self.cache: dict[tuple, torch.nn.Module] = {}
+        self.op_name = op_name
+
+    def instance(self, params: list[torch.Tensor]) -> torch.nn.Module:
+        key = tuple((p.data_ptr(), p._version, p.dtype) for p in params)
+        inst = self.cache.get(key)
+        if inst is None:
+            if len(self.cache) > 256:
+                self.cache.clear()
+            with torch.no_grad():
+                inst = self.cls(*params)
+            self.cache[key] = inst
+        return inst
+
+    def __call__(self, acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return custom_op(self)(acts, params)
+        with torch.no_grad():
+            return self.instance(params)(*acts)
+
+
+def custom_op(k: Kernel) -> Any:
+    """The kernel as `torch.ops.kiln_bundle.<name>`, with a fake (meta) implementation for compile."""
+    if k.op_name in _OPS:
+        return _OPS[k.op_name]
+    out = k.out
+
+    @torch.library.custom_op(f"kiln_bundle::{k.op_name}", mutates_args=())
+    def op(acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return k.instance(params)(*acts)
+
+    @op.register_fake
+    def _(acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+        dtype = getattr(torch, out.dtype)
+        return torch.empty_strided(out.shape, out.stride, dtype=dtype, device=acts[0].device)
+
+    _OPS[k.op_name] = op
+    return op
+
+
+def _flat(sig: CallSig, args: tuple, kwargs: dict) -> list[Any] | None:
+    """The call's values in the signature's order (positional, then keywords by name), or None if the
+    call's form differs from the recorded one."""
+    n_pos = sum(1 for a in sig.args if not a.name)
+    names = [a.name for a in sig.args if a.name]
+    if len(args) != n_pos or sorted(kwargs) != names:
+        return None
+    return [*args, *[kwargs[k] for k in names]]
+
+
+def matches(sig: CallSig, values: list[Any], skip_head: bool = False) -> bool:
+    for spec, v in zip(sig.args, values, strict=True):
+        if skip_head and spec.param == HEAD_MARK:
+            continue
+        if not sigs.signature_matches(spec, v):
+            return False
+        if isinstance(v, torch.Tensor) and v.requires_grad and torch.is_grad_enabled():
+            return False
+    return True
+
+
+def split(sig: CallSig, values: list[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    acts = [v for s, v in zip(sig.args, values, strict=True) if s.kind == "tensor" and s.param != HEAD_MARK]
+    params = [v for s, v in zip(sig.args, values, strict=True) if s.kind == "param"]
+    return acts, params
+
+
+@dataclass
+class Site:
+    entry: BundleEntry
+    kernel: Kernel
+
+    def try_run(self, args: tuple, kwargs: dict, func: Any = None) -> tuple[bool, Any]:
+        if func is not None:
+            args, kwargs = sigs.normalize(func, args, kwargs)
+        values = _flat(self.entry.sig, args, kwargs)
+        if values is None or not matches(self.entry.sig, values):
+            return False, None
+        acts, params = split(self.entry.sig, values)
+        return True, self.kernel(acts, params)
+
+
+@dataclass
+class Pending:
+    site: Site
+    func: Callable
+    args: tuple
+    kwargs: dict
+    values: list[Any]
+
+
+@dataclass
+class Table:
+    single: dict[Any, list[Site]] = field(default_factory=dict)
+    fused: dict[Any, list[Site]] = field(default_factory=dict)
+    compile_kernels: bool = True
+    calls: dict[str, int] = field(default_factory=dict)  # group -> kernel calls (for tests and reports)
+
+    def count(self, group: str) -> None:
+        self.calls[group] = self.calls.get(group, 0) + 1
+
+
+class KilnMode(TorchFunctionMode):
+    """Routes matching calls to kernels; every other call runs unchanged."""
+
+    def __init__(self, table: Table) -> None:
+        super().__init__()
+        self.table = table
+        self.pending: dict[int, tuple[torch.Tensor, Pending]] = {}
+
+    def __torch_function__(self, func: Callable, types_: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if self.pending:
+            done, out = self._pending_call(func, args, kwargs)
+            if done:
+                return out
+        compiling = torch.compiler.is_compiling()
+        if compiling and not self.table.compile_kernels:
+            return func(*args, **kwargs)
+        if not compiling:
+            for site in self.table.fused.get(func, ()):
+                values = _flat(site.entry.sig, *sigs.normalize(func, args, kwargs))
+                if values is not None and matches(site.entry.sig, values):
+                    return self._defer(site, func, args, kwargs, values)
+        for site in self.table.single.get(func, ()):
+            ok, out = site.try_run(args, kwargs, func)
+            if ok:
+                self.table.count(site.entry.group)
+                return out
+        return func(*args, **kwargs)
+
+    def _defer(self, site: Site, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> torch.Tensor:
+        o = site.entry.sig.out
+        assert o is not None
+        ph = torch.empty_strided(o.shape, o.stride, dtype=getattr(torch, o.dtype), device=values[0].device
+                                 if isinstance(values[0], torch.Tensor) else None)
+        self.pending[id(ph)] = (ph, Pending(site, func, args, kwargs, values))
+        return ph
+
+    def _pending_call(self, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        if _metadata(func):  # x.shape, x.size(), x.dtype ...: no data read, the placeholder can wait
+            return False, None
+        found = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and id(v) in self.pending]
+        for ph in found:
+            _, p = self.pending[id(ph)]
+            tail = p.site.entry.tail
+            assert tail is not None
+            values = _flat(tail, *sigs.normalize(func, args, kwargs))
+            if func is sigs.resolve(tail.op) and values is not None and _is_head(tail, values, ph) \
+                    and matches(tail, values, skip_head=True):
+                del self.pending[id(ph)]
+                acts, params = split(p.site.entry.sig, p.values)
+                tacts, tparams = split(tail, values)
+                self.table.count(p.site.entry.group)
+                out = p.site.kernel(acts + tacts, params + tparams)
+                if _writes_input(tail):  # relu_(bn(x)): the placeholder becomes the result, no copy
+                    ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())
+                    return True, ph
+                return True, out
+            self.fill(id(ph))
+        return False, None
+
+    def fill(self, key: int) -> None:
+        """The head's real result into its placeholder (its own kernel when one is patched)."""
+        ph, p = self.pending.pop(key)
+        with torch.no_grad():
+            for site in self.table.single.get(p.func, ()):
+                ok, out = site.try_run(p.args, p.kwargs, p.func)
+                if ok:
+                    self.table.count(site.entry.group)
+                    ph.copy_(out)
+                    return
+            ph.copy_(p.func(*p.args, **p.kwargs))
+
+    def fill_all(self) -> None:
+        for key in list(self.pending):
+            self.fill(key)
+
+
+META_PROPS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_sparse"}
+META_METHODS = {"size", "dim", "stride", "numel", "is_contiguous", "element_size", "nelement", "ndimension",
+                "get_device", "is_floating_point"}
+
+
+def _metadata(func: Callable) -> bool:
+    owner = getattr(func, "__self__", None)
+    if getattr(func, "__name__", "") == "__get__" and getattr(owner, "__name__", "") in META_PROPS:
+        return True
+    return getattr(func, "__name__", "") in META_METHODS
+
+
+def _writes_input(tail: CallSig) -> bool:
+    names = sigs.positional_names(sigs.resolve(tail.op)) or ()
+    return tail.op.endswith("_") or any((a.name or (names[i] if i < len(names) else "")) == "inplace"
+                                        and a.src == "True" for i, a in enumerate(tail.args))
+
+
+def _is_head(tail: CallSig, values: list[Any], ph: torch.Tensor) -> bool:
+    return any(s.param == HEAD_MARK and v is ph for s, v in zip(tail.args, values, strict=True))
