@@ -27,6 +27,8 @@ sandbox:
 	@command -v bwrap >/dev/null || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }
 
 test: setup browser sandbox
+	$(BIN)/ruff check tools agents graphs evals rewards tests
+	$(BIN)/mypy tools
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q
 
 check: setup

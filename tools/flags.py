@@ -68,4 +68,4 @@ def flag_error(err: ValidationError) -> str:
     got = first.get("input")
     shown = "" if isinstance(got, dict) or first["type"] == "missing" else f" (got {got!r})"
     more = f"; and {len(err.errors()) - 1} more" if len(err.errors()) > 1 else ""
-    return f"{flag_for(tuple(first['loc']))} {_rule(first)}{shown}{more}"
+    return f"{flag_for(tuple(first['loc']))} {_rule(dict(first))}{shown}{more}"

@@ -93,7 +93,7 @@ def _native_values(packed: dict[str, Any]) -> dict[str, torch.Tensor]:
     """The packed floating outputs' compared values (what the parent will compare against)."""
     out = {}
     for m in packed["meta"]:
-        t = packed["tensors"].get(m["name"]) if m["kind"] == "tensor" else None
+        t: Any = packed["tensors"].get(m["name"]) if m["kind"] == "tensor" else None
         values = t["values"] if sketch.is_sketch(t) else t
         if isinstance(values, torch.Tensor) and values.is_floating_point():
             out[m["name"]] = values
@@ -158,7 +158,7 @@ def reference_trial(model: torch.nn.Module, num: Numerics | str | None, inputs: 
 def nonfinite(packed: dict[str, Any]) -> str | None:
     """Which output of a packed reference result holds NaN or inf, in words; None if all finite."""
     for m in packed["meta"]:
-        t = packed["tensors"].get(m["name"]) if m["kind"] == "tensor" else None
+        t: Any = packed["tensors"].get(m["name"]) if m["kind"] == "tensor" else None
         if sketch.is_sketch(t):
             n = t["nan"] + t["posinf"] + t["neginf"]
         elif isinstance(t, torch.Tensor) and t.is_floating_point():

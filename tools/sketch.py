@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -79,7 +79,7 @@ def same_sampling(e: dict[str, Any], a: dict[str, Any]) -> bool:
     return all(e.get(k) == a.get(k) for k in keys) and e["values"].shape == a["values"].shape
 
 
-def is_sketch(obj: Any) -> bool:
+def is_sketch(obj: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(obj, dict) and obj.get("kind") == "sketch"
 
 

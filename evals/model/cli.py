@@ -27,12 +27,11 @@ def _device(device: str) -> str:
 def _check_roles(o) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazily)
     """A missing provider package, key or unknown name fails now, not once per op after profiling."""
     from kiln.agents.registry import resolve_roles
-    from kiln.evals.jobs import _budgets
     from kiln.evals.model.optimise import batch_config
 
-    cfg = batch_config(o)
-    resolve_roles(cfg.llm, coder=cfg.coder_llm, judge=cfg.judge_llm, proposer=cfg.proposer_llm,
-                  base_url=cfg.base_url, lang=cfg.lang, cache_path=None, budgets=_budgets(cfg), device=cfg.device)
+    loop = batch_config(o).loop
+    resolve_roles(loop.roles.llm, **loop.roles.kwargs(), lang=loop.lang, cache_path=None, budgets=loop.budgets,
+                  device=loop.device)
 
 
 def interpreter() -> None:

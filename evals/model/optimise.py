@@ -65,9 +65,10 @@ def shared_job(shares: dict[str, float]) -> Callable[..., JobResult]:
     """run_job with each problem's budgets cut to its share of the selected ops' time."""
     def job(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evaluator, run_dir: Path) -> JobResult:
         s = shares.get(problem.key, 1.0)
-        mine = cfg.model_copy(update={"budget_usd": _split(cfg.budget_usd, s),
-                                      "budget_tokens": _split(cfg.budget_tokens, s, integer=True),
-                                      "budget_minutes": _split(cfg.budget_minutes, s)})
+        b = cfg.loop.budgets
+        budgets = b.model_copy(update={"usd": _split(b.usd, s), "tokens": _split(b.tokens, s, integer=True),
+                                       "minutes": _split(b.minutes, s)})
+        mine = cfg.model_copy(update={"loop": cfg.loop.model_copy(update={"budgets": budgets})})
         return run_job(problem, sample, mine, evaluator, run_dir)
     return job
 

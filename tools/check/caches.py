@@ -123,5 +123,5 @@ def baseline(s: Session, name: str, n_sets: int) -> dict[str, Any] | None:
 def store_baseline(s: Session, name: str, n_sets: int, run: dict[str, Any]) -> None:
     path = _baseline_path(s, name, n_sets)
     if path is not None:
-        keep = {k: run[k] for k in ("samples_us", "wall_s", "n_calls", "peak_bytes") if k in run}
+        keep: dict[str, Any] = {k: run[k] for k in ("samples_us", "wall_s", "n_calls", "peak_bytes") if k in run}
         _write(path, {**keep, "measured_at": time.time()})

@@ -120,7 +120,8 @@ class TrialComparer:
     def _records(self, d: TrialData) -> list[TrialRecord]:
         expected = load_pack(d.ref["output"])
         self._digest(d, expected)
-        files = d.packed.get("files") if isinstance(d.packed.get("files"), dict) else {}
+        raw_files = d.packed.get("files")
+        files: dict[str, Any] = raw_files if isinstance(raw_files, dict) else {}
         try:  # the candidate's process wrote these: anything unreadable is its failure, not ours
             first = load_pack(files["first"])
             second = first if d.packed.get("after_same") or "second" not in files else load_pack(files["second"])

@@ -162,7 +162,8 @@ class _Probe:
 
     def __init__(self, out: torch.Tensor, exact: int | None) -> None:
         self.out = out
-        self._exact, self._multi = exact, None
+        self._exact = exact
+        self._multi: int | None = None
 
     def bits(self, exact: int, multi: Any) -> bool:
         """Equal bit for bit, or as a multiset of bits (a permutation)? `multi` is called lazily."""
