@@ -29,7 +29,7 @@ sandbox:
 test: setup browser sandbox
 	$(BIN)/ruff check tools agents graphs evals rewards tests
 	$(BIN)/mypy tools
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --durations=25
 
 check: setup
 	$(BIN)/ruff check tools agents graphs evals rewards tests
