@@ -17,6 +17,10 @@ def test_doctor_json_reports_every_item(tmp_path):
     assert all(it["status"] in ("OK", "WARN", "FAIL") for it in items.values())
     assert all(it["fix"] for it in items.values() if it["status"] != "OK")
     assert items["Triton interpreter"]["status"] == "OK"
+    import torch
+
+    if torch.version.cuda is None:  # CI's CPU build: said in words, never "built for CUDA None" or "CUDA -"
+        assert items["CUDA / nvcc"]["detail"].startswith("torch is a CPU build (no CUDA);")
     assert items["compile cache"]["detail"] == f"{cache} (3.0 MiB)"
     assert p.returncode == (1 if any(it["status"] == "FAIL" for it in items.values()) else 0)
 
