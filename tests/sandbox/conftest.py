@@ -124,11 +124,14 @@ def gone_within(token: str, seconds: float = 5.0) -> bool:
 
 def assert_contained(report: dict, planted: Planted) -> None:
     """Every escape in hostile.py failed."""
-    bad = {k: v for k, v in report.items() if (k.startswith(("write:", "read:", "signal:")) or k == "tcp")
+    bad = {k: v for k, v in report.items() if (k.startswith(("read:", "signal:")) or k == "tcp")
            and str(v).startswith("ok")}
     assert not bad, f"escapes that worked: {bad}"
     assert not planted.accepted(), "the worker reached the test's TCP server"
-    assert not [p for p in planted.writes.values() if p.exists()], "a write landed"
+    # A write is judged by where it lands: one the worker saw succeed went to its own private
+    # tmpfs when the target lies under /tmp (a project cloned there), which is containment.
+    landed = {k: str(p) for k, p in planted.writes.items() if p.exists()}
+    assert not landed, f"writes that landed on the host: {landed} (the worker saw {report})"
     assert report["environ"] != "ok" and not str(report["environ"]).startswith("ok"), report["environ"]
     assert report["key_seen"] == [], f"the planted API key is readable at {report['key_seen']}"
     assert "root:" not in str(report["shadow"]), "/etc/shadow is readable"
