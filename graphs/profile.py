@@ -14,8 +14,10 @@ from kiln.graphs.context import ProfileFn, RunContext
 from kiln.graphs.state import ProfileNote, RunState, TimeEntry
 
 
-def make_profiler(device: str) -> tuple[ProfileFn | None, str | None]:
-    """The real profiler when it can run here, else (None, why not)."""
+def make_profiler(device: str, isolation: str = "best-effort",
+                  bwrap: str | None = None) -> tuple[ProfileFn | None, str | None]:
+    """The real profiler when it can run here, else (None, why not). The candidate's profiled
+    program is confined at the run's own isolation level, like its checks."""
     if device != "cuda":
         return None, "CPU run: no GPU to profile"
     try:
@@ -25,7 +27,8 @@ def make_profiler(device: str) -> tuple[ProfileFn | None, str | None]:
 
     def profile(problem: Path, candidate: Path) -> tuple[str | None, str | None]:
         try:
-            report = profile_candidate(problem, candidate, level="quick", device="cuda")
+            report = profile_candidate(problem, candidate, level="quick", device="cuda", isolation=isolation,
+                                       bwrap=bwrap)
         except Exception as err:  # noqa: BLE001 - a failed profile is a recorded reason, not a crash
             return None, f"profiler failed: {type(err).__name__}: {err}"
         return render_digest(report), None

@@ -57,7 +57,7 @@ def _evaluator() -> Evaluator:
 def make_context(opts: RunOptions, run_dir: Path, roles: Roles | None, evaluator: Evaluator | None,
                  gpu: Any = None, profiler: ProfileFn | None = None) -> RunContext:
     roles = roles or resolve(opts, run_dir)
-    profiler, skipped = (profiler, None) if profiler else make_profiler(opts.device)
+    profiler, skipped = (profiler, None) if profiler else make_profiler(opts.device, opts.check.isolation, opts.check.bwrap)
     return RunContext(options=opts, run_dir=run_dir, coder=roles.coder, judge=roles.judge, proposer=roles.proposer,
                       evaluator=evaluator or _evaluator(), gpu=gpu or _gpu_facts(opts.device), profiler=profiler,
                       extra={"profile_skipped": skipped})

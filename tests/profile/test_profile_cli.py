@@ -118,3 +118,22 @@ def test_detect_rung_without_a_gpu(tmp_path: Path) -> None:
         pytest.skip("this machine has a GPU")
     assert info.rung in {"static", "none"} and "no CUDA GPU" in info.reason
     assert info.counters is None
+
+
+def test_the_profiled_program_runs_at_the_callers_isolation(tmp_path: Path) -> None:
+    # Strict with no usable bubblewrap refuses in one line before the candidate runs, from the CLI and
+    # from the run's profiler (which gets the run's --isolation and --bwrap, like its checks).
+    missing = str(tmp_path / "no-bwrap-here")
+    res = kiln(str(WORK / "softmax_problem.py"), str(WORK / "softmax_triton.py"), "--device", "cpu",
+               "--isolation", "strict", "--bwrap", missing)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "--isolation strict" in res.stderr.strip().splitlines()[-1]
+    bad = kiln(str(WORK / "softmax_problem.py"), str(WORK / "softmax_triton.py"), "--isolation", "loose")
+    assert bad.returncode != 0 and "--isolation must be strict or best-effort" in bad.stderr
+
+    from kiln.graphs.profile import make_profiler
+
+    profile, why_not = make_profiler("cuda", "strict", missing)
+    assert profile is not None and why_not is None
+    digest, skipped = profile(WORK / "softmax_problem.py", WORK / "softmax_triton.py")
+    assert digest is None and skipped is not None and "--isolation strict" in skipped

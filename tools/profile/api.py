@@ -69,7 +69,8 @@ def _local(path: Path, target_dir: Path) -> Path:
 
 
 def _collect(problem: Path, candidate: Path, work: Path, level: str, dtype: str, chosen: str,
-             cache_dir: Path, gpu: str, timeout_s: float) -> tuple[str, str, dict[str, str]]:
+             cache_dir: Path, gpu: str, timeout_s: float, isolation: str = "best-effort",
+             bwrap: str | None = None) -> tuple[str, str, dict[str, str]]:
     detail = ""
     if chosen == "ncu":
         col = collect.collect_ncu(problem, candidate, work=work / "ncu", level=level, dtype=dtype,
@@ -77,7 +78,8 @@ def _collect(problem: Path, candidate: Path, work: Path, level: str, dtype: str,
         if col.ok:
             return "ncu", "Nsight Compute counters", col.files
         detail = f"ncu failed ({col.error}); "
-    col = collect.collect_torch(problem, candidate, work=work / "torch", dtype=dtype, timeout_s=timeout_s)
+    col = collect.collect_torch(problem, candidate, work=work / "torch", dtype=dtype, timeout_s=timeout_s,
+                                isolation=isolation, bwrap=bwrap)
     if not col.ok:
         raise KilnInputError(f"profiling failed: {detail}{col.error}")
     return "torch_profiler", detail + "torch profiler (CUPTI activity), compiled metadata, counted work", col.files
@@ -104,8 +106,10 @@ def build_report(used: str, files: dict[str, str], *, candidate: Path, peaks_: P
 def profile_candidate(problem: Path, candidate: Path, *, level: str = "quick", device: str = "cuda",
                       force_rung: str | None = None, dtype: str = "fp32", cache_dir: Path | None = None,
                       keep_dir: Path | None = None, timeout_s: float = 240.0,
-                      measure_peaks: bool = True) -> ProfileReport:
-    """Profile one candidate on the best rung available (or `force_rung`) and analyze it."""
+                      measure_peaks: bool = True, isolation: str = "best-effort",
+                      bwrap: str | None = None) -> ProfileReport:
+    """Profile one candidate on the best rung available (or `force_rung`) and analyze it. The
+    candidate's program runs in the OS sandbox at `isolation` (strict refuses an incomplete one)."""
     for p, what in ((problem, "problem"), (candidate, "candidate")):
         if not p.is_file():
             raise KilnInputError(f"{what} file not found: {p}")
@@ -116,11 +120,13 @@ def profile_candidate(problem: Path, candidate: Path, *, level: str = "quick", d
     info = rung.detect_rung(cache_dir) if force_rung is None else None
     chosen = force_rung or (info.rung if info else "static")
     if device == "cpu" or chosen in {"static", "none"}:
-        return analyze(static_report(problem, candidate, dtype=dtype, level=level, wall_t0=t0))
+        return analyze(static_report(problem, candidate, dtype=dtype, level=level, wall_t0=t0, isolation=isolation,
+                                     bwrap=bwrap))
     gpu = rung.gpu_name() or ""
     work = Path(tempfile.mkdtemp(prefix="kiln-profile-"))
     try:
-        used, detail, files = _collect(problem, candidate, work, level, dtype, chosen, cache_dir, gpu, timeout_s)
+        used, detail, files = _collect(problem, candidate, work, level, dtype, chosen, cache_dir, gpu, timeout_s,
+                                       isolation, bwrap)
         if info is not None and used != "ncu":
             detail = f"{info.reason}; {detail}"
         pk, peak_s = _peaks(cache_dir, enrich.load_target(Path(files["target"])).get("gpu_name") or gpu, measure_peaks)
@@ -145,7 +151,8 @@ def _peaks(cache_dir: Path, gpu: str, measure: bool) -> tuple[Peaks, float]:
     return peaks.get(0) or peaks.known(gpu), time.monotonic() - t
 
 
-def static_report(problem: Path, candidate: Path, *, dtype: str, level: str, wall_t0: float) -> ProfileReport:
+def static_report(problem: Path, candidate: Path, *, dtype: str, level: str, wall_t0: float,
+                  isolation: str = "best-effort", bwrap: str | None = None) -> ProfileReport:
     """No GPU: plain CUDA through ptxas -v, Triton kernels built offline for sm_90; SASS for both."""
     notes: list[str] = []
     target: dict[str, Any] = {}
@@ -153,7 +160,7 @@ def static_report(problem: Path, candidate: Path, *, dtype: str, level: str, wal
     work = Path(tempfile.mkdtemp(prefix="kiln-static-"))
     try:
         if "@triton.jit" in candidate.read_text(errors="replace"):
-            col = collect.collect_static(problem, candidate, work=work, dtype=dtype)
+            col = collect.collect_static(problem, candidate, work=work, dtype=dtype, isolation=isolation, bwrap=bwrap)
             if col.ok:
                 target_dir = Path(col.files["target"]).parent
                 target = enrich.load_target(Path(col.files["target"]))

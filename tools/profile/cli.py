@@ -19,6 +19,10 @@ def profile(
     rung: Annotated[str | None, typer.Option("--rung", help="force a rung: ncu | torch_profiler | static")] = None,
     import_: Annotated[Path | None, typer.Option("--import", help="analyze an existing .ncu-rep or ncu CSV")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the full report as JSON")] = None,
+    isolation: Annotated[str, typer.Option(help="the profiled program's OS sandbox: strict (refuse without the full "
+                                                "sandbox) | best-effort")] = "best-effort",
+    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary or unpacked .deb folder (default: on PATH)")]
+    = None,
 ) -> None:
     """Profile a candidate (ncu counters where allowed, else the torch profiler) and print the Judge's digest."""
     from kiln.tools.profile.api import import_report, profile_candidate  # noqa: PLC0415 - keep CLI start fast
@@ -26,6 +30,8 @@ def profile(
 
     if level not in {"quick", "full"}:
         raise KilnInputError(f"--level must be quick or full, not '{level}'")
+    if isolation not in {"strict", "best-effort"}:
+        raise KilnInputError(f"--isolation must be strict or best-effort, not '{isolation}'")
     if dtype not in {"fp32", "bf16", "fp16"}:
         raise KilnInputError(f"--dtype must be fp32, bf16 or fp16, not '{dtype}'")
     if import_ is not None:
@@ -33,7 +39,8 @@ def profile(
     elif problem is None or candidate is None:
         raise KilnInputError("give PROBLEM and CANDIDATE, or --import REPORT")
     else:
-        report = profile_candidate(problem, candidate, level=level, device=device, force_rung=rung, dtype=dtype)
+        report = profile_candidate(problem, candidate, level=level, device=device, force_rung=rung, dtype=dtype,
+                                   isolation=isolation, bwrap=bwrap)
     typer.echo(render_digest(report))
     if json_out is not None:
         json_out.write_text(report.model_dump_json(indent=1))

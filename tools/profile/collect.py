@@ -95,12 +95,13 @@ def _profile(problem: Path, candidate: Path, out: Path, report: Path, mset: m.Me
     return ncu.run_ncu(args, timeout_s=timeout_s, env=target_env(work), cwd=work)
 
 
-def collect_torch(problem: Path, candidate: Path, *, work: Path, dtype: str, timeout_s: float = 180.0) -> Collected:
+def collect_torch(problem: Path, candidate: Path, *, work: Path, dtype: str, timeout_s: float = 180.0,
+                  isolation: str = "best-effort", bwrap: str | None = None) -> Collected:
     t0 = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
     out = work / "target"
     argv = target_argv(problem, candidate, "torch", out, dtype)
-    rc, tail = _run_target(argv, work, timeout_s)
+    rc, tail = _run_target(argv, work, timeout_s, isolation=isolation, bwrap=bwrap)
     col = Collected(rung="torch_profiler", work_dir=str(work), log_tail=tail, wall_s=time.monotonic() - t0)
     if rc != 0 or not (out / "trace.json").is_file():
         col.error = f"the profiled program failed (exit {rc}): " + (tail.strip().splitlines() or ["?"])[-1][:300]
@@ -110,7 +111,8 @@ def collect_torch(problem: Path, candidate: Path, *, work: Path, dtype: str, tim
     return col
 
 
-def collect_static(problem: Path, candidate: Path, *, work: Path, dtype: str, timeout_s: float = 240.0) -> Collected:
+def collect_static(problem: Path, candidate: Path, *, work: Path, dtype: str, timeout_s: float = 240.0,
+                   isolation: str = "best-effort", bwrap: str | None = None) -> Collected:
     """No GPU: record the Triton launches under the interpreter, then build them for sm_90 offline."""
     t0 = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
@@ -120,7 +122,8 @@ def collect_static(problem: Path, candidate: Path, *, work: Path, dtype: str, ti
             "--dtype", dtype]
     col = Collected(rung="static", work_dir=str(work))
     for phase, interpret in (("record", True), ("build", False)):
-        rc, tail = _run_target([*base, phase, *args], work, timeout_s, interpret=interpret)
+        rc, tail = _run_target([*base, phase, *args], work, timeout_s, interpret=interpret, isolation=isolation,
+                               bwrap=bwrap)
         if rc != 0:
             col.error = f"Triton {phase} step failed (exit {rc}): " + (tail.strip().splitlines() or ["?"])[-1][:300]
             col.wall_s = time.monotonic() - t0
@@ -129,9 +132,10 @@ def collect_static(problem: Path, candidate: Path, *, work: Path, dtype: str, ti
     return col
 
 
-def _run_target(argv: list[str], work: Path, timeout_s: float, *, interpret: bool | None = None) -> tuple[int | None, str]:
-    """Run the target program in the OS sandbox: it reads the problem and the candidate, writes
-    only `work` (kiln.tools.check.sandbox; best-effort, like a check's default)."""
+def _run_target(argv: list[str], work: Path, timeout_s: float, *, interpret: bool | None = None,
+                isolation: str = "best-effort", bwrap: str | None = None) -> tuple[int | None, str]:
+    """Run the target program in the OS sandbox at the caller's isolation level (a run passes its
+    checks' `--isolation` and `--bwrap`): it reads the problem and the candidate, writes only `work`."""
     from kiln.tools.check.confine import Confinement
     from kiln.tools.check.isolation import run_isolated
     from kiln.tools.check.sandbox import sandbox_for
@@ -143,7 +147,7 @@ def _run_target(argv: list[str], work: Path, timeout_s: float, *, interpret: boo
         if interpret:
             env["TRITON_INTERPRET"] = "1"
     reads = tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--problem", "--candidate"))
-    res = run_isolated(argv, env=env, cwd=work, timeout_s=timeout_s, sandbox=sandbox_for(),
+    res = run_isolated(argv, env=env, cwd=work, timeout_s=timeout_s, sandbox=sandbox_for(isolation, bwrap),
                        confinement=Confinement(read=reads, write=(str(work.resolve()),)))
     if res.timed_out:
         return None, f"timed out after {timeout_s:.0f} s\n{res.stderr_tail}"
