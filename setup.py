@@ -1,16 +1,17 @@
-"""Map the top-level code folders onto the `kiln` namespace (kiln.tools, kiln.agents, ..., and
-kiln.rewards, the reward callable for RL trainers).
+"""Map the top-level code folders into the `kiln` package (kiln.tools, kiln.agents, ..., and
+kiln.rewards, the reward callable for RL trainers); `kiln/` itself holds only the package's
+front door (`kiln.load` for model bundles).
 
-`kiln` is an implicit namespace package: nothing installs a generic top-level `tools`, `agents`,
-`graphs` or `evals`, which other distributions use.
+Nothing installs a generic top-level `tools`, `agents`, `graphs` or `evals`, which other
+distributions use.
 """
 
 from setuptools import find_packages, setup
 
 LAYERS = ("tools", "agents", "graphs", "evals", "rewards")
 
-packages: list[str] = []
-package_dir: dict[str, str] = {}
+packages: list[str] = ["kiln"]
+package_dir: dict[str, str] = {"kiln": "kiln"}
 for layer in LAYERS:
     package_dir[f"kiln.{layer}"] = layer
     packages.append(f"kiln.{layer}")

@@ -1,8 +1,8 @@
 """A bundle: a folder of verified kernels plus `manifest.json` (signatures, scopes, guards, measured
 speedups, environment), and the one line that uses it:
 
-    from kiln.evals.model import load
-    load("runs/model-resnet50/bundle").apply(model)          # or: with load(...).applied(model): ...
+    import kiln
+    kiln.load("runs/model-resnet50/bundle").apply(model)     # or: with kiln.load(...).applied(model): ...
 
 A bundle refuses to apply where its guards do not hold (another GPU, dtype or torch version), with a
 message that names each mismatch. A bundle holds code: load only bundles you trust.

@@ -117,5 +117,5 @@ def model(
         s = report.e2e.speedups["patched_vs_eager"]
         say(f"end to end: {s.value:.3f}x vs eager (CI {s.ci_low:.3f}-{s.ci_high:.3f})")
     if report.bundle:
-        say(f"bundle: {report.bundle}  (from kiln.evals.model import load; load(PATH).apply(model))")
+        say(f"bundle: {report.bundle}  (import kiln; kiln.load(PATH).apply(model))")
     say(f"report: {folder / 'report.html'}")

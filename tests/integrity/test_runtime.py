@@ -3,7 +3,6 @@ decoys found by poisoning, policies applied."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from kiln.tools.integrity.ops import is_compute

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+import kiln
 from kiln.agents.builtin import space
 from kiln.agents.builtin.problem import Unsupported
 from kiln.agents.builtin.source import analyze, render
@@ -85,7 +86,7 @@ def reload(target: str, folder: Path) -> dict:
     t = targets.place(targets.build(target), "cpu", "fp32")
     with torch.no_grad():
         want = t.call()
-        with load(folder).applied(t.model) as h:
+        with kiln.load(folder).applied(t.model) as h:  # the one name users are shown
             got = t.call()
     return {"err": _err(got, want), "calls": dict(h.table.calls), "missing": h.missing}
 
