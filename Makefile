@@ -27,12 +27,12 @@ sandbox:
 	@command -v bwrap >/dev/null || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }
 
 test: setup browser sandbox
-	$(BIN)/ruff check tools agents graphs evals rewards tests
+	$(BIN)/ruff check kiln tools agents graphs evals rewards tests
 	$(BIN)/mypy tools
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --durations=25
 
 check: setup
-	$(BIN)/ruff check tools agents graphs evals rewards tests
+	$(BIN)/ruff check kiln tools agents graphs evals rewards tests
 	$(BIN)/mypy tools
 
 demo: setup
