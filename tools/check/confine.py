@@ -44,7 +44,7 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 ENV_DIRS = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH")
 ENV_PATH_LISTS = ("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "PYTHONPATH")
-KILN_PACKAGES = ("kiln.tools", "kiln.agents", "kiln.graphs", "kiln.evals")
+KILN_PACKAGES = ("kiln", "kiln.tools", "kiln.agents", "kiln.graphs", "kiln.evals", "kiln.rewards")
 # pid 1 of a worker's PID namespace, dying with the spawner: `sleep` under util-linux's setpriv
 # (milliseconds to start), else a few lines of Python that also reap what the worker orphans (tens
 # of milliseconds of CPU per worker, which a busy 2-core machine feels)
