@@ -28,7 +28,6 @@ sandbox:
 
 test: setup browser sandbox
 	$(BIN)/ruff check kiln tools agents graphs evals rewards tests
-	$(BIN)/mypy tools
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --durations=25
 
 check: setup
