@@ -75,13 +75,18 @@ def main() -> int:
     cache = tmp / "cache"
     extra = ["--bwrap", a.bwrap] if a.bwrap else []
     res: dict = {}
-    res["cold_empty"] = kiln_check(variant(tmp, "a"), cache, extra)
-    res["cold_new_src"] = kiln_check(variant(tmp, "b"), cache, extra)
-    res["again"] = kiln_check(variant(tmp, "b"), cache, extra)
-    res["again_2"] = kiln_check(variant(tmp, "b"), cache, extra)
-    res["no_bwrap"] = kiln_check(variant(tmp, "b"), cache, ["--bwrap", str(tmp / "no-bwrap-here")])
-    res["in_process"] = in_process(tmp, cache)
-    (a.out / "check_speed.json").write_text(json.dumps(res, indent=1))
+
+    def keep(name: str, row: dict) -> None:  # each row on disk as it comes: a cut-off run keeps what it measured
+        res[name] = row
+        (a.out / "check_speed.json").write_text(json.dumps(res, indent=1))
+        print(name, json.dumps(row)[:400], flush=True)
+
+    keep("cold_empty", kiln_check(variant(tmp, "a"), cache, extra))
+    keep("cold_new_src", kiln_check(variant(tmp, "b"), cache, extra))
+    keep("again", kiln_check(variant(tmp, "b"), cache, extra))
+    keep("again_2", kiln_check(variant(tmp, "b"), cache, extra))
+    keep("no_bwrap", kiln_check(variant(tmp, "b"), cache, ["--bwrap", str(tmp / "no-bwrap-here")]))
+    keep("in_process", in_process(tmp, cache))
     lines = ["| run | wall s | status | spawn | compile | correctness | integrity | timing | isolation |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, r in res.items():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kiln.evals.executors import SlottedEvaluator
-from kiln.tools.check import LocalEvaluator, zygote
+from kiln.tools.check import LocalEvaluator, caches, zygote
 from kiln.tools.records import CheckOptions
 
 
@@ -22,7 +22,8 @@ def test_warm_starts_the_fork_server_the_checks_then_use(tmp_path: Path, monkeyp
         t.join(120)
     from kiln.tools.check.sandbox import sandbox_for
 
-    key = ("cpu", 0, sys.executable, sandbox_for().key)  # one server per sandbox configuration
+    # one server per sandbox configuration and cache root (the root's dirs are what it mounts)
+    key = ("cpu", 0, sys.executable, sandbox_for().key, str(caches.root()))
     server = zygote._POOL.get(key)
     assert server is not None and server.alive()
     data = Path(__file__).parents[1] / "core" / "data"

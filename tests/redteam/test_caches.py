@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
 from redteam_lib import assert_contained, candidate, check, honest, tree_digest
 
 PEAKS = {"NVIDIA H200|GPU-redteam|torch2.13.0": {"gpu_name": "NVIDIA H200", "source": "measured", "copy_gbps": 4300.0,
                                                   "matmul_tflops": {"fp32": 51.0, "tf32": 495.0, "bf16": 790.0}}}
 
 
+@pytest.mark.private_cache
 def test_a_candidate_cannot_poison_later_checks(user):
     assert check(honest(user / "project")).status == "ok"  # fills <cache>/reference for this problem
     peaks = user / "cache" / "peaks.json"  # kiln's cache root (KILN_CACHE_DIR), where main keeps the peaks

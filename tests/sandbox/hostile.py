@@ -74,6 +74,9 @@ def probe(targets):
         if pid:
             r[f"signal:{name}"] = attempt(lambda p=pid: os.kill(p, 0))  # 0: would a signal reach it?
     r["kill_init"] = attempt(lambda: os.kill(1, signal.SIGKILL))  # its namespace's init
+    # its own /proc files are its own (CUDA writes there: error 304 without, on the H200), its init's are not
+    r["own_proc"] = attempt(lambda: Path("/proc/self/comm").write_text("hostile"))
+    r["init_mem"] = attempt(lambda: open("/proc/1/mem", "r+b").close())
     r["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
     status = Path("/proc/self/status").read_text()
     r["caps"] = next(ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:"))

@@ -51,6 +51,8 @@ def test_every_escape_fails(box: Sandbox, planted: Planted, layers: str) -> None
     if layers != "outer":  # the inner layer: own PID namespace, no capabilities, no_new_privs
         assert report["pids"] == [1, 2] and report["caps"] == "0000000000000000" and report["no_new_privs"] == "1"
         assert report["kill_init"].startswith("PermissionError"), report["kill_init"]  # Landlock's signal scope
+        assert report["own_proc"].startswith("ok"), report["own_proc"]  # what CUDA needs of its own /proc
+        assert not report["init_mem"].startswith("ok"), report["init_mem"]  # Landlock's ptrace rule
     assert report["uid"] == 65534
     assert gone_within(token), "a double-forked daemon outlived its worker"
 

@@ -201,9 +201,20 @@ def warm() -> None:
     landlock.preopen(code_paths())
 
 
-def landlock_rules(conf: Confinement) -> list[tuple[str, int]]:
+PROC_OWN = landlock.READ_FILE | landlock.READ_DIR | landlock.WRITE_FILE | landlock.TRUNCATE
+
+
+def landlock_rules(conf: Confinement, own_proc: bool = False) -> list[tuple[str, int]]:
+    """`own_proc`: /proc is the worker's own (a fresh mount of its PID namespace): it may write
+    there too. CUDA does (the driver failed with error 304 under a read-only /proc, on the H200
+    2026-12-01, and started once /proc was writable). The kernel's own checks still apply, and
+    Landlock's ptrace rule keeps the worker off its namespace's init (outside its domain); the
+    only writable files are the worker's own. Without a PID namespace, /proc shows the host's
+    processes: only the worker's own /proc/self is writable then."""
     rules = list(_system_rules()) + [(p, landlock.READ) for p in code_paths()]
-    rules += [("/proc", landlock.READ_FILE | landlock.READ_DIR), ("/sys", landlock.READ_FILE | landlock.READ_DIR)]
+    rules += [("/proc", PROC_OWN if own_proc else landlock.READ_FILE | landlock.READ_DIR),
+              ("/sys", landlock.READ_FILE | landlock.READ_DIR)]
+    rules += [] if own_proc else [("/proc/self", PROC_OWN)]
     rules += [(d, landlock.DEVICE) for d in [*DEVICE_FILES, *gpu_devices()]]
     return rules + [(p, landlock.READ) for p in conf.read] + [(p, landlock.WRITE) for p in conf.write]
 
@@ -227,7 +238,7 @@ def enter(conf: Confinement, plan: Plan, keep_fds: tuple[int, ...] = ()) -> None
     nsutil.prctl(nsutil.PR_SET_NO_NEW_PRIVS, 1)
     if plan.landlock:
         try:
-            landlock.restrict(landlock_rules(conf), abi=plan.landlock)
+            landlock.restrict(landlock_rules(conf, own_proc=plan.pidns), abi=plan.landlock)
         except OSError as exc:
             raise SandboxError(exc.errno or 1, str(exc)) from None
     _private_home(conf)

@@ -16,17 +16,22 @@ from kiln.tools.check.isolation import scrubbed_env
 def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = None) -> Any:
     """The fork server for this device (None: workers start as fresh interpreters), inside the
     sandbox `box` (kiln.tools.check.sandbox.Sandbox) when given."""
-    from kiln.tools.check.zygote import get_zygote
+    from kiln.tools.check.zygote import get_zygote, retire
 
     _preimport_parent()
     env = zygote_env(device, gpu_index, cache_root)
+    # A server is bound to its cache root: its environment points the workers' caches there and its
+    # bubblewrap mounts only that root's dirs. A process that moves KILN_CACHE_DIR gets a new server
+    # for the new root, and the one for the old root is stopped (never two per GPU).
+    slot = (device, gpu_index, sys.executable, box.key if box is not None else None)
+    retire(slot, keep=str(cache_root))
     if box is None:
-        return get_zygote((device, gpu_index, sys.executable), env)
+        return get_zygote((*slot, str(cache_root)), env)
     from kiln.tools.check.sandbox import server_mounts
 
     command = box.server_command([sys.executable, "-m", "kiln.tools.check.zygote"], env=env,
                                  write=server_mounts(cache_root))
-    return get_zygote((device, gpu_index, sys.executable, box.key), env, command)
+    return get_zygote((*slot, str(cache_root)), env, command)
 
 
 def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path, box: Any = None) -> list[threading.Thread]:

@@ -318,6 +318,16 @@ def get_zygote(key: tuple, env: dict[str, str], command: list[str] | None = None
         return z
 
 
+def retire(slot: tuple, keep: str) -> None:
+    """Stop the servers whose key starts with `slot` but ends in another value than `keep` (a
+    fork server for a cache root the process has moved away from)."""
+    with _POOL_LOCK:
+        stale = [k for k in _POOL if k[:len(slot)] == slot and k[len(slot):] != (keep,)]
+        servers = [_POOL.pop(k) for k in stale]
+    for z in servers:
+        z.close()
+
+
 def shutdown() -> None:
     with _POOL_LOCK:
         for z in _POOL.values():
