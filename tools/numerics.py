@@ -13,7 +13,14 @@ secret-seeded sketch, `kiln.tools.sketch`, so the parent can line them up with t
   through nonlinear layers it is a magnitude of the same order (and where that run overflows,
   |high| stands in).
 
-Both are stored in bfloat16 (fp32's range, 3 significant digits: enough for a tolerance), so a
+- `sens`: how far the high-precision output moves when every floating input moves by one unit
+  roundoff of the problem's dtype, with random signs: |F(x (1 + u s)) - F(x)| in high precision,
+  s_j = +-1 drawn from the trial's seed. That is the output's conditioning with respect to its
+  inputs at this data, which `mag` does not see when the result cancels against the data's size
+  (LayerNorm of inputs far from zero: the mean's rounding, ~u |x|, moves every output by
+  u |x| rstd |w|; docs/tolerance.md).
+
+All three are stored in bfloat16 (fp32's range, 3 significant digits: enough for a tolerance), so a
 trial's numerics cost its outputs' size once more in the reference's output file. Anything that
 goes wrong here (an op without float64 support, running out of memory) leaves the trial without
 numerics, and the parent judges it by the fixed atol/rtol rule, saying why.
@@ -33,6 +40,7 @@ from kiln.tools.correctness import leaves, pack
 from kiln.tools.inputs import derive_seed
 
 HIGH = {"fp32": torch.float64, "bf16": torch.float32, "fp16": torch.float32}
+UNIT_ROUNDOFF = {"fp32": 2.0**-24, "bf16": 2.0**-8, "fp16": 2.0**-11}
 MAG_DTYPE = torch.float32
 STORE = torch.bfloat16
 
@@ -74,11 +82,23 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(old)
 
 
-def _forward(model: torch.nn.Module, inputs: tuple, dtype: torch.dtype, *, absolute: bool) -> dict[str, Any]:
+def _forward(model: torch.nn.Module, inputs: tuple, dtype: torch.dtype, *, absolute: bool,
+             perturb: tuple[float, int] | None = None) -> dict[str, Any]:
+    """The model on `inputs` converted to `dtype` (their absolute values with `absolute`); with
+    `perturb` = (u, seed), every floating input x becomes x (1 + u s), s = +-1 at random."""
     args = [(x.abs() if absolute else x).to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
             for x in inputs]
+    if perturb is not None:
+        args = [_perturbed(x, perturb[0], derive_seed(perturb[1], f"numerics.perturb.{i}")) if
+                isinstance(x, torch.Tensor) and x.is_floating_point() else x for i, x in enumerate(args)]
     with torch.no_grad(), _default_dtype(dtype):
         return dict(leaves(model(*args)))
+
+
+def _perturbed(x: torch.Tensor, u: float, seed: int) -> torch.Tensor:
+    gen = torch.Generator(device=x.device).manual_seed(seed)
+    signs = torch.randint(0, 2, x.shape, generator=gen, device=x.device, dtype=torch.int8)
+    return x + x * signs.to(x.dtype).mul_(2 * u).sub_(u)  # x (1 + u s): u s is +-u
 
 
 def _compared(t: torch.Tensor, name: str, seed: int) -> torch.Tensor:
@@ -116,20 +136,28 @@ def numerics_pack(num: Numerics, inputs: tuple, packed: dict[str, Any], *, seed:
                 if k in shapes and _shape_ok(v, shapes[k])}
         mag = {k: _compared(v, k, seed) for k, v in _forward(num.mag, inputs, MAG_DTYPE, absolute=True).items()
                if k in high and _shape_ok(v, shapes[k])}
+        moved = {k: _compared(v, k, seed) for k, v in _forward(
+            num.high, inputs, HIGH[num.dtype], absolute=False, perturb=(UNIT_ROUNDOFF[num.dtype], seed)).items()
+            if k in high and _shape_ok(v, shapes[k])}
     except Exception as exc:  # noqa: BLE001 - e.g. an op without float64 kernels, or out of memory
         return {"status": f"unavailable: {_why(exc)}"}
-    outputs = {k: _element_data(native[k], high[k], mag.get(k)) for k in high}
+    outputs = {k: _element_data(native[k], high[k], mag.get(k), moved.get(k)) for k in high}
     return {"status": "ok", "outputs": outputs}
 
 
-def _element_data(native: torch.Tensor, high: torch.Tensor, mag: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """err = native - high (in high precision: the two agree to the native dtype's last bits) and
-    mag = max(|abs run|, |high|), the abs run's non-finite values replaced by |high|."""
+def _element_data(native: torch.Tensor, high: torch.Tensor, mag: torch.Tensor | None,
+                  moved: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """err = native - high (in high precision: the two agree to the native dtype's last bits),
+    mag = max(|abs run|, |high|), the abs run's non-finite values replaced by |high|, and
+    sens = |moved - high| (0 where either is not finite: no allowance from an overflow)."""
     err = torch.sub(native, high.to(torch.float64) if high.dtype != torch.float64 else high)
     m = high.to(MAG_DTYPE).abs_()
     if mag is not None:
         m = torch.maximum(m, torch.nan_to_num(mag.to(MAG_DTYPE), nan=0.0, posinf=0.0, neginf=0.0).abs_())
-    return {"err": err.to(STORE), "mag": m.to(STORE)}
+    out = {"err": err.to(STORE), "mag": m.to(STORE)}
+    if moved is not None:
+        out["sens"] = torch.nan_to_num(torch.sub(moved, high).abs_(), nan=0.0, posinf=0.0, neginf=0.0).to(STORE)
+    return out
 
 
 def reference_trial(model: torch.nn.Module, num: Numerics | str | None, inputs: tuple, pristine: tuple, *,

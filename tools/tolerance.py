@@ -5,7 +5,7 @@ For every compared element i of a floating output, with h the high-precision ref
 native-dtype reference's own error (native - h) and A the magnitude of the data contributing to
 it (both from `kiln.tools.numerics`, computed by the reference worker):
 
-    |actual_i - h_i| <= rtol |h_i| + u (C A_i + G mean(A)) + K (|d_i| + r A_i),    r = ||d|| / ||A||
+    |actual_i - h_i| <= rtol |h_i| + u (C A_i + G mean(A)) + K (|d_i| + r A_i) + S s_i,    r = ||d|| / ||A||
 
 - rtol |h_i|: the dtype's relative tolerance (fp32 1e-4, bf16/fp16 1e-2, KernelBench's), as before;
 - u C A_i: the rounding-error bound of a sum or dot product, gamma_n sum|x_i| with gamma_n ~ n u,
@@ -13,7 +13,10 @@ it (both from `kiln.tools.numerics`, computed by the reference worker):
   probabilistic size at the chain lengths honest kernels use (sequential chains of ~10^4);
 - u G mean(A): the same at the output's typical magnitude, where an element's own A cancels;
 - K (|d_i| + r A_i): K times what the reference computed in the problem's own dtype gets wrong,
-  here and on average per unit of magnitude over the output.
+  here and on average per unit of magnitude over the output;
+- S s_i: S times how far the high-precision output moves when every input moves by one unit
+  roundoff of the problem's dtype (random signs): the output's conditioning at this data, which A
+  misses where the result cancels against the data's size (LayerNorm of inputs far from zero).
 
 Elements where the reference or its numerics are not finite are judged as before (equal to the
 native reference, NaN facing NaN, or within atol + rtol |native|). The fixed rule
@@ -38,6 +41,7 @@ U_ACC = 2.0**-24
 C_MAG = 128.0
 G_OUT = 16.0
 K_NATIVE = 8.0
+S_SENS = 8.0
 UNIT_ROUNDOFF = {"fp32": 2.0**-24, "bf16": 2.0**-8, "fp16": 2.0**-11}
 
 
@@ -129,13 +133,14 @@ def _numerics_output(et: Any, at: Any, num: dict, *, dtype: str, atol: float, rt
                      ) -> tuple[Mismatch | None, float] | str:
     """(mismatch or None, worst error / allowance) of one output, or why the rule can't judge it."""
     if not (sketch.is_sketch(et) or sketch.is_sketch(at)):
-        out = numerics_values(et, at, num["err"], num["mag"], dtype=dtype, atol=atol, rtol=rtol, name=name)
+        out = numerics_values(et, at, num["err"], num["mag"], dtype=dtype, atol=atol, rtol=rtol, name=name,
+                              sens=num.get("sens"))
         return out if isinstance(out, str) else (out.mismatch, out.ratio)
     if not (sketch.is_sketch(et) and sketch.is_sketch(at)) or not sketch.same_sampling(et, at):
         return Mismatch(output=name, reason="type", rule="structure",
                         message=f"{name}: the two sides sampled different positions."), math.inf
     out = numerics_values(et["values"], at["values"], num["err"], num["mag"], dtype=dtype, atol=atol, rtol=rtol,
-                          name=name)
+                          name=name, sens=num.get("sens"))
     if isinstance(out, str):
         return out
     if out.mismatch is not None:
@@ -180,10 +185,12 @@ def _stats(d: torch.Tensor, mag: torch.Tensor, lo: torch.Tensor) -> tuple[float,
 
 
 def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: torch.Tensor, *, dtype: str,
-                    atol: float, rtol: float, name: str = "out") -> Values | str:
+                    atol: float, rtol: float, name: str = "out", sens: torch.Tensor | None = None) -> Values | str:
     """The rule on aligned values: the native reference `e`, the candidate's `a`, the native
-    reference's error `err` and the magnitude `mag` (all the same shape), or why it can't judge."""
-    if not (e.shape == a.shape == err.shape == mag.shape):
+    reference's error `err`, the magnitude `mag` and the sensitivity `sens` (all the same shape;
+    `sens` None: none computed, no allowance from it), or why it can't judge."""
+    sens = torch.zeros((), dtype=mag.dtype).expand(mag.shape) if sens is None else sens
+    if not (e.shape == a.shape == err.shape == mag.shape == sens.shape):
         return "the numerics do not line up with the output"
     mean_a, r = _stats(err, mag, e)
     if r > r_max(dtype):
@@ -191,8 +198,8 @@ def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: to
                 "more than rounding explains (random ops or dtype-dependent code?)")
     ok = torch.empty(e.shape, dtype=torch.bool).reshape(-1)
     ratio, tol_sum = 0.0, 0.0
-    for off, (lo, av, d, m) in _aligned(e, a, err, mag):
-        chunk_ok, chunk_ratio, chunk_tol = _chunk(lo, av, d, m, mean_a=mean_a, r=r, atol=atol, rtol=rtol)
+    for off, (lo, av, d, m, sv) in _aligned(e, a, err, mag, sens):
+        chunk_ok, chunk_ratio, chunk_tol = _chunk(lo, av, d, m, sv, mean_a=mean_a, r=r, atol=atol, rtol=rtol)
         ok[off:off + lo.numel()] = chunk_ok
         ratio, tol_sum = max(ratio, chunk_ratio), tol_sum + chunk_tol
     mean_tol = tol_sum / max(e.numel(), 1)
@@ -202,7 +209,8 @@ def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: to
     work = torch.float64 if e.dtype == torch.float64 else torch.float32
     expected = torch.where(torch.isfinite(err), e.to(work) - err.to(work), e.to(work))  # the high-precision values
     desc = (f"the allowed rounding error (rtol {rtol:g} of the value + {C_MAG + G_OUT:g} x 2^-24 of the magnitude "
-            f"of the data summed into it + {K_NATIVE:g}x the {dtype} reference's own error; worst error "
+            f"of the data summed into it + {K_NATIVE:g}x the {dtype} reference's own error + {S_SENS:g}x the "
+            f"output's move under a one-ulp move of the inputs; worst error "
             f"{ratio:.3g}x the allowance)")
     mm = report_mismatch(expected, a.to(work), ok.reshape(e.shape), name=name, tol_desc=desc, n_bad=n_bad)
     mm.rule, mm.max_err_over_tol = "numerics", ratio
@@ -216,8 +224,8 @@ def _aligned(*ts: torch.Tensor) -> Any:
         yield off, [f[off:off + chunked.CHUNK] for f in flats]
 
 
-def _chunk(lo: torch.Tensor, av: torch.Tensor, d: torch.Tensor, m: torch.Tensor, *, mean_a: float, r: float,
-           atol: float, rtol: float) -> tuple[torch.Tensor, float, float]:
+def _chunk(lo: torch.Tensor, av: torch.Tensor, d: torch.Tensor, m: torch.Tensor, sv: torch.Tensor, *, mean_a: float,
+           r: float, atol: float, rtol: float) -> tuple[torch.Tensor, float, float]:
     """(ok mask, worst error / allowance, sum of allowances) of one slice, in float32 (float64 for
     float64 outputs): |(a - lo) + d| is |a - h| without forming h."""
     work = torch.float64 if lo.dtype == torch.float64 else torch.float32
@@ -225,7 +233,7 @@ def _chunk(lo: torch.Tensor, av: torch.Tensor, d: torch.Tensor, m: torch.Tensor,
     valid = torch.isfinite(lo) & torch.isfinite(d) & torch.isfinite(m)
     err = (av - lo).add_(d).abs_()
     tol = (lo - d).abs_().mul_(rtol).add_(m * (U_ACC * C_MAG + K_NATIVE * r)).add_(d.abs().mul_(K_NATIVE))
-    tol.add_(U_ACC * G_OUT * mean_a)
+    tol.add_(U_ACC * G_OUT * mean_a).add_(torch.nan_to_num(sv.to(work), nan=0.0, posinf=0.0).abs_().mul_(S_SENS))
     ok = valid & (err <= tol)
     outside = ~valid  # the reference or its numerics are not finite here: judged as before
     ok |= outside & torch.isfinite(lo) & ((av - lo).abs() <= atol + rtol * lo.abs())

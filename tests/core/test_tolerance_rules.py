@@ -177,3 +177,56 @@ def test_trial_record_with_output_verdicts_round_trips_json() -> None:
     rec = TrialRecord(case="problem", distribution="x1000", trial=0, passed=j.mismatch is None, mismatch=j.mismatch,
                       rule=j.rule, legacy_atol_rtol_passed=j.legacy_passed, outputs=j.outputs)
     assert TrialRecord.model_validate_json(rec.model_dump_json()) == rec
+
+
+def chan_layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """The real model's 40_LayerNorm kernel in torch (fp32): per-chunk mean and M2, merged by
+    Chan's formula. An honest, stable algorithm, in another order than PyTorch's."""
+    rows, n = x.shape
+    parts = [x[:, c:c + chunk] for c in range(0, n, chunk)]
+    cnt = torch.tensor([float(p.shape[1]) for p in parts])
+    means = torch.stack([p.sum(1) / p.shape[1] for p in parts], 1)
+    m2 = torch.stack([((p - means[:, i:i + 1]) ** 2).sum(1) for i, p in enumerate(parts)], 1)
+    mean = (cnt * means).sum(1, keepdim=True) / n
+    var = (m2 + cnt * (means - mean) ** 2).sum(1, keepdim=True) / n
+    return (x - mean) / torch.sqrt(var + 1e-5) * w + b
+
+
+@pytest.mark.parametrize("scale", [1.0, 1000.0, -1.0])
+def test_layer_norm_of_inputs_far_from_zero_is_not_rejected(scale: float) -> None:
+    """The false rejection found replaying transcript 40: its Proposer's `rand + 10` case (mean/std
+    ~ 35) put the Chan-merge kernel's honest error (the mean's rounding, ~u |x| rstd |w| per
+    element) at up to 1.9x the allowance in some draws. The sensitivity term sees that
+    conditioning; without it (`sens` dropped) the same draw fails."""
+    n = 17 * 64 * 65  # the case's (2, 17, 64, 65), nn.LayerNorm's initial weight and bias
+    w, b = torch.ones(n), torch.zeros(n)
+    model = LayerNorm(w, b)
+    worst_without = 0.0
+    for draw in range(4):
+        x = (torch.rand(2, n, generator=torch.Generator().manual_seed(draw)) + 10.0) * scale
+        ref = reference_pack(model, (x,))
+        got = pack(chan_layer_norm(x, w, b), SEED)
+        j = judge(ref, got, dtype="fp32", atol=1e-4, rtol=1e-4)
+        assert j.mismatch is None, (scale, draw, j.outputs)
+        assert j.outputs[0].max_err_over_tol < 0.5, j.outputs  # with room to spare
+        del ref["numerics"]["outputs"]["out"]["sens"]
+        worst_without = max(worst_without, judge(ref, got, dtype="fp32", atol=1e-4, rtol=1e-4)
+                            .outputs[0].max_err_over_tol)
+    assert worst_without > 1.0 if scale == 1000.0 else True, worst_without  # the draw that was rejected
+
+
+def test_layer_norm_sensitivity_does_not_excuse_lost_precision() -> None:
+    """Inputs further from zero (mean/std ~ 3500), the variance as E[x^2] - E[x]^2 in fp32
+    (cancellation), or the mean in bf16: both still fail."""
+    gen = torch.Generator().manual_seed(2)
+    n = 8192
+    w, b = 1 + 0.1 * torch.randn(n, generator=gen), 0.1 * torch.randn(n, generator=gen)
+    x = torch.rand(4, n, generator=gen) + 1000.0
+    model = LayerNorm(w, b)
+    mean = x.mean(1, keepdim=True)
+    naive_var = (x * x).mean(1, keepdim=True) - mean * mean
+    for name, got in (("E[x^2]-E[x]^2", (x - mean) / torch.sqrt(naive_var + 1e-5) * w + b),
+                      ("bf16 mean", (x - mean.bfloat16().float()) / torch.sqrt(x.var(1, unbiased=False,
+                                                                                      keepdim=True) + 1e-5) * w + b)):
+        j = judged(model, (x,), got)
+        assert j.mismatch is not None and j.mismatch.rule == "numerics", (name, j.outputs)

@@ -114,7 +114,7 @@ def _same(a: dict[str, Any], b: dict[str, Any], *, dtype: str, atol: float, rtol
         if ea.shape != eb.shape:
             return False
         if numerics and "err" in va and ea.is_floating_point():
-            got = numerics_values(ea, eb, va["err"], va["mag"], dtype=dtype, atol=atol, rtol=rtol)
+            got = numerics_values(ea, eb, va["err"], va["mag"], dtype=dtype, atol=atol, rtol=rtol, sens=va.get("sens"))
             if not isinstance(got, str):
                 if got.mismatch is not None:
                     return False
