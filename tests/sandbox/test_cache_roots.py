@@ -41,3 +41,21 @@ def test_each_cache_root_gets_a_server_that_mounts_it(box, tmp_path: Path, monke
         written = list((root / "cand").rglob("jit.txt"))
         assert written, f"{name}: the candidate's cache write did not land under {root}"
         assert os.stat(private).st_mode & 0o777 == 0o700
+
+
+def test_a_retired_server_finishes_its_running_workers_first(tmp_path: Path) -> None:
+    """Moving to another cache root takes the old root's server out of use at once, but stops it
+    only when no worker it forked is still running (a check in flight keeps its workers)."""
+    from kiln.tools.check import zygote
+    from kiln.tools.check.servers import zygote_env
+
+    old = zygote.get_zygote(("test-slot", str(tmp_path / "a")), zygote_env("cpu", 0, tmp_path / "a"))
+    assert old is not None and old.alive()
+    status = tmp_path / "worker.status"
+    old._running.add(str(status))  # a worker in flight: the server writes this file when it ends
+    zygote.retire(("test-slot",), keep=str(tmp_path / "b"))
+    assert ("test-slot", str(tmp_path / "a")) not in zygote._POOL and old.alive()
+    status.write_text("0")
+    zygote.retire(("test-slot",), keep=str(tmp_path / "b"))
+    old.proc.wait(timeout=10)
+    assert not old.alive() and old not in zygote._RETIRED

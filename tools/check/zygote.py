@@ -243,6 +243,14 @@ class Zygote:
             raise RuntimeError(f"kiln fork server failed to start: {_last_line(self.log)}")
         # preloads left out because importing them made forked children unable to use CUDA
         self.skipped = [m for m in line[1].removeprefix("skipped=").split(",") if m] if len(line) > 1 else []
+        self._running: set[str] = set()  # status files of the workers it forked that have not ended
+
+    def busy(self) -> bool:
+        """Is a worker it forked still running? (The server writes a worker's status file when it
+        reaps it.)"""
+        with self.lock:
+            self._running = {p for p in self._running if not os.path.exists(p)}
+            return bool(self._running) and self.alive()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -262,7 +270,10 @@ class Zygote:
         """Fork a worker; its pid in the server's PID namespace (a handle for `kill`, nothing else)."""
         req = {"op": "spawn", "argv": argv, "env": env, "cwd": str(cwd), "stderr": str(stderr),
                "status": str(status), "as_limit": as_limit, "confine": confine}
-        return int(self._request(req)["pid"])
+        pid = int(self._request(req)["pid"])
+        with self.lock:
+            self._running.add(str(status))
+        return pid
 
     def kill(self, pid: int) -> None:
         """SIGKILL a worker and everything it started (through the server: its pids are not ours)."""
@@ -318,21 +329,28 @@ def get_zygote(key: tuple, env: dict[str, str], command: list[str] | None = None
         return z
 
 
+_RETIRED: list[Zygote] = []  # out of the pool, stopped once their last worker has ended
+
+
 def retire(slot: tuple, keep: str) -> None:
-    """Stop the servers whose key starts with `slot` but ends in another value than `keep` (a
-    fork server for a cache root the process has moved away from)."""
+    """Take the servers whose key starts with `slot` but ends in another value than `keep` (a fork
+    server for a cache root the process has moved away from) out of the pool, and stop every
+    retired server that has no worker running (one still serving a check is stopped later)."""
     with _POOL_LOCK:
         stale = [k for k in _POOL if k[:len(slot)] == slot and k[len(slot):] != (keep,)]
-        servers = [_POOL.pop(k) for k in stale]
-    for z in servers:
+        _RETIRED.extend(_POOL.pop(k) for k in stale)
+        idle = [z for z in _RETIRED if not z.busy()]
+        _RETIRED[:] = [z for z in _RETIRED if z not in idle]
+    for z in idle:
         z.close()
 
 
 def shutdown() -> None:
     with _POOL_LOCK:
-        for z in _POOL.values():
+        for z in [*_POOL.values(), *_RETIRED]:
             z.close()
         _POOL.clear()
+        _RETIRED.clear()
 
 
 if __name__ == "__main__":
