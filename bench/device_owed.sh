@@ -3,11 +3,12 @@
 # session's 30 minutes (carry .whl, .deb, third_party/KernelBench/KernelBench):
 #   . bench/device_env.sh && bash bench/device_owed.sh loop      # 12: transcripts at real sizes; 15: figures
 #   . bench/device_env.sh && bash bench/device_owed.sh model     # 13: whole-model parts, GPU tests
-#   . bench/device_env.sh && bash bench/device_owed.sh trust     # 11: GPU test failures, parent bound; 16: batch
+#   . bench/device_env.sh && bash bench/device_owed.sh trust     # 11: GPU test failures, parent bound
+#   . bench/device_env.sh && bash bench/device_owed.sh tolerance # 16: the 23-problem level-1 verdicts, GPU tests
 # Each call keeps its logs in one archive (at most 8 files come back) and prints its summary.
 set -u
 DEFAULT_BUDGET_S=540; . "$(dirname "$0")/device_lib.sh"
-part=${1:?usage: device_owed.sh loop|model|trust}
+part=${1:?usage: device_owed.sh loop|model|trust|tolerance}
 env_record "$OUT/env.txt"
 mkdir -p "$OUT/logs"
 deb=$(ls .deb/bubblewrap_*.deb 2>/dev/null | head -1)
@@ -24,7 +25,7 @@ b() {  # name, seconds, command...: one benchmark, its output kept
 }
 case $part in
   loop)
-    b transcripts 240 python3 bench/transcripts_gpu.py --root third_party/KernelBench --out "$OUT/logs/transcripts"
+    b transcripts 420 python3 bench/transcripts_gpu.py --root third_party/KernelBench --out "$OUT/logs/transcripts"
     cp "$OUT/logs/transcripts/transcripts_gpu.json" "$OUT/" 2>/dev/null
     b curriculum $(( $(left) - 90 )) python3 bench/curriculum_figures.py --out "$OUT/logs/curriculum" --rounds 3
     tail -40 "$OUT/logs/curriculum.log" > "$OUT/curriculum.md"
@@ -46,6 +47,13 @@ case $part in
     OUT="$OUT/logs/sandbox" BUDGET_S=$(( $(left) - 30 )) timeout $(( $(left) - 20 )) bash bench/device_sandbox.sh "$deb" \
       > "$OUT/logs/sandbox_overhead.log" 2>&1
     note "sandbox_overhead rc=$?" ;;
+  tolerance)  # issue 16's figures: honest kernels falsely rejected and wrong ones caught, before and after
+    t tolerance_gpu 120 tests/core/test_tolerance_gpu.py
+    kb=third_party/KernelBench/KernelBench/level1
+    probs=$(for n in 1 2 19 20 21 22 23 24 25 26 27 28 29 30 31 32 36 40 47 48 49 53 88; do ls $kb/${n}_*.py; done)
+    b verdicts $(( $(left) - 30 )) python3 bench/tolerance_verdicts.py --device cuda --trials 1 --out "$OUT/logs/verdicts" \
+      $probs examples/large/*.py --manifest tests/fixtures/kernels/MANIFEST.json
+    tail -60 "$OUT/logs/verdicts.log" > "$OUT/verdicts.md" ;;
   *) echo "unknown part: $part" >&2; exit 2 ;;
 esac
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

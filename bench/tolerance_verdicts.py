@@ -115,13 +115,19 @@ def main(argv: list[str] | None = None) -> int:
             pairs.append((problem, cand, "honest"))
     for i, (problem, cand, expect) in enumerate(pairs):
         t0 = time.monotonic()
-        rec = check(problem, cand, CheckOptions(device=args.device, trials=args.trials, time=False))
-        (args.out / f"{i:03d}-{problem.stem}-{cand.stem}.json").write_text(rec.model_dump_json(indent=1))
-        rows.append({"problem": problem.stem, "candidate": cand.name, "expect": expect, "wall_s": time.monotonic() - t0,
-                     **verdicts(rec)})
+        try:
+            rec = check(problem, cand, CheckOptions(device=args.device, trials=args.trials, time=False))
+        except Exception as exc:  # noqa: BLE001 - a problem kiln refuses (too large here, broken) is a row, not the end
+            rows.append({"problem": problem.stem, "candidate": cand.name, "expect": expect, "after": None,
+                         "before": None, "fixed_all": None, "status": "error", "dropped": [],
+                         "first_failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][-200:]}"})
+        else:
+            (args.out / f"{i:03d}-{problem.stem}-{cand.stem}.json").write_text(rec.model_dump_json(indent=1))
+            rows.append({"problem": problem.stem, "candidate": cand.name, "expect": expect,
+                         "wall_s": time.monotonic() - t0, **verdicts(rec)})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        (args.out / "verdicts.json").write_text(json.dumps(rows, indent=1))  # a cut-off run keeps its rows
     print(report(rows))
-    (args.out / "verdicts.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 
