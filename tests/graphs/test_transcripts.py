@@ -37,13 +37,24 @@ SOLVED = {"76": {"coder": 2, "judge": 1, "proposer": 1}, "99": {"coder": 1, "pro
           "40": {"coder": 1, "proposer": 1}}
 
 
+@pytest.fixture(scope="module")
+def replays(tmp_path_factory):
+    """All four replays side by side (kiln eval runs loops in threads the same way): each is mostly
+    waiting on its check workers or, for 45, on the check timeout of its one slow case; one at a
+    time they took over four minutes of CI's 30 (45's slow case burns a core until its check
+    timeout: 90 s here, enough for its other checks beside the three replays; 150 s alone).
+    Futures: each test waits for its own."""
+    base = tmp_path_factory.mktemp("transcripts")
+    pool = ThreadPoolExecutor(len(SOLVED) + 1)
+    futures = {f: pool.submit(replay, base / f, f) for f in SOLVED}
+    futures["45"] = pool.submit(replay, base / "45", "45", check_timeout=90)
+    yield futures
+    pool.shutdown(wait=True)
+
+
 @pytest.mark.slow
-def test_solved_transcripts_stay_solved(tmp_path):
-    # The three replays run side by side (kiln eval runs loops in threads the same way): each is
-    # mostly waiting on its check workers, and one at a time they took 2.5 minutes of CI's 30.
-    with ThreadPoolExecutor(len(SOLVED)) as pool:
-        futures = {f: pool.submit(replay, tmp_path / f, f) for f in SOLVED}
-        results = {f: fut.result() for f, fut in futures.items()}
+def test_solved_transcripts_stay_solved(replays):
+    results = {f: replays[f].result() for f in SOLVED}
     for folder, calls in SOLVED.items():
         summary, got, original = results[folder]
         # 40 was rejected in about 2 seeds of 3 (its Proposer's rand + 10 case: the mean's conditioning,
@@ -53,8 +64,8 @@ def test_solved_transcripts_stay_solved(tmp_path):
 
 
 @pytest.mark.slow
-def test_45_is_solved_once_the_slow_case_is_retired(tmp_path):
-    summary, got, original = replay(tmp_path, "45", check_timeout=150)
+def test_45_is_solved_once_the_slow_case_is_retired(replays):
+    summary, got, original = replays["45"].result()
     assert summary.status == "solved" and summary.best.correct, (summary.stop_reason, summary.suite_note)
     assert list(summary.retired_cases) == ["large_batch_output_513"]
     assert got == {"coder": 2, "judge": 1, "proposer": 1} and len(original) == 9
