@@ -38,9 +38,9 @@ import torch
 from kiln.tools import sketch
 from kiln.tools.correctness import leaves, pack
 from kiln.tools.inputs import derive_seed
+from kiln.tools.tolerance import UNIT_ROUNDOFF
 
 HIGH = {"fp32": torch.float64, "bf16": torch.float32, "fp16": torch.float32}
-UNIT_ROUNDOFF = {"fp32": 2.0**-24, "bf16": 2.0**-8, "fp16": 2.0**-11}
 MAG_DTYPE = torch.float32
 STORE = torch.bfloat16
 

@@ -22,7 +22,7 @@ def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = No
     env = zygote_env(device, gpu_index, cache_root)
     # A server is bound to its cache root: its environment points the workers' caches there and its
     # bubblewrap mounts only that root's dirs. A process that moves KILN_CACHE_DIR gets a new server
-    # for the new root, and the one for the old root is stopped (never two per GPU).
+    # for the new root; the old root's server takes no more work and stops once its workers end.
     slot = (device, gpu_index, sys.executable, box.key if box is not None else None)
     retire(slot, keep=str(cache_root))
     if box is None:
