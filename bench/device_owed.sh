@@ -51,9 +51,10 @@ case $part in
     t tolerance_gpu 120 tests/core/test_tolerance_gpu.py
     kb=third_party/KernelBench/KernelBench/level1
     probs=$(for n in 1 2 19 20 21 22 23 24 25 26 27 28 29 30 31 32 36 40 47 48 49 53 88; do ls $kb/${n}_*.py; done)
-    b verdicts $(( $(left) - 30 )) python3 bench/tolerance_verdicts.py --device cuda --trials 1 --out "$OUT/logs/verdicts" \
-      $probs examples/large/*.py --manifest tests/fixtures/kernels/MANIFEST.json
-    tail -60 "$OUT/logs/verdicts.log" > "$OUT/verdicts.md" ;;
+    b verdicts $(( $(left) - 30 )) python3 bench/tolerance_verdicts.py --device cuda --trials 1 --jobs 4 \
+      --out "$OUT/logs/verdicts" $probs examples/large/*.py --manifest tests/fixtures/kernels/MANIFEST.json
+    pkill -f tolerance_verdicts; python3 bench/tolerance_verdicts.py --report --out "$OUT/logs/verdicts" > "$OUT/verdicts.md" 2>&1
+    cp "$OUT/logs/verdicts/verdicts.json" "$OUT/" 2>/dev/null ;;
   *) echo "unknown part: $part" >&2; exit 2 ;;
 esac
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from kiln.tools.records import CheckOptions, CheckRecord
@@ -79,7 +81,8 @@ def verdicts(rec: CheckRecord) -> dict[str, object]:
     before = (False if any(not t.legacy_atol_rtol_passed for t in basic) else
               (not gross if complete else None))
     worst = max((v.max_err_over_tol or 0.0 for t in trials if t.passed for v in t.outputs), default=None)
-    return {"after": rec.status == "ok", "status": rec.status, "before": before,
+    after = None if rec.status == "timeout" else rec.status == "ok"  # a timeout is no verdict on the numbers
+    return {"after": after, "status": rec.status, "before": before,
             "fixed_all": c.legacy_atol_rtol_passed if c else None, "worst_err_over_tol": worst,
             "dropped": sorted(c.dropped_distributions) if c else [],
             "first_failure": (c.first_failure or "")[:160] if c else "; ".join(rec.reasons)[:160]}
@@ -91,6 +94,22 @@ def count(rows: list[dict], expect: str, key: str, value: bool) -> str:
         f" ({sum(r[key] is None for r in rs)} unknown)" if any(r[key] is None for r in rs) else "")
 
 
+def one(i: int, problem: Path, cand: Path, expect: str, device: str, trials: int, out: Path) -> dict:
+    """One check (in a pool process), its record written under `out`, its row returned."""
+    from kiln.tools.check import check
+
+    t0 = time.monotonic()
+    try:
+        rec = check(problem, cand, CheckOptions(device=device, trials=trials, time=False))
+    except Exception as exc:  # noqa: BLE001 - a problem kiln refuses (too large here, broken) is a row, not the end
+        return {"problem": problem.stem, "candidate": cand.name, "expect": expect, "after": None,
+                "before": None, "fixed_all": None, "status": "error", "dropped": [],
+                "first_failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][-200:]}"}
+    (out / f"{i:03d}-{problem.stem}-{cand.stem}.json").write_text(rec.model_dump_json(indent=1))
+    return {"problem": problem.stem, "candidate": cand.name, "expect": expect,
+            "wall_s": round(time.monotonic() - t0, 1), **verdicts(rec)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("problems", nargs="*", type=Path, help="problem files: the built-in Coder writes a candidate")
@@ -99,12 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--only", action="append", default=[], metavar="FILE",
+                    help="of the manifest's kernels, only these file names (repeatable)")
+    ap.add_argument("--report", action="store_true", help="print the table of the rows already under --out, run nothing")
+    ap.add_argument("--jobs", type=int, default=1, help="checks at once (each in its own process)")
     args = ap.parse_args(argv)
-    from kiln.tools.check import check
+    if args.report:
+        print(report(json.loads((args.out / "verdicts.json").read_text())))
+        return 0
 
     args.out.mkdir(parents=True, exist_ok=True)
-    pairs = [p for run in args.batch for p in batch_pairs(run)]
-    pairs += manifest_pairs(args.manifest, args.device) if args.manifest else []
+    pairs: list[tuple[Path, Path, str]] = []
     rows = []
     for problem in args.problems:
         cand = generate(problem, args.out, args.device)
@@ -113,20 +137,19 @@ def main(argv: list[str] | None = None) -> int:
                          "fixed_all": None, "status": "no_code", "dropped": [], "first_failure": "builtin: no code"})
         else:
             pairs.append((problem, cand, "honest"))
-    for i, (problem, cand, expect) in enumerate(pairs):
-        t0 = time.monotonic()
-        try:
-            rec = check(problem, cand, CheckOptions(device=args.device, trials=args.trials, time=False))
-        except Exception as exc:  # noqa: BLE001 - a problem kiln refuses (too large here, broken) is a row, not the end
-            rows.append({"problem": problem.stem, "candidate": cand.name, "expect": expect, "after": None,
-                         "before": None, "fixed_all": None, "status": "error", "dropped": [],
-                         "first_failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][-200:]}"})
-        else:
-            (args.out / f"{i:03d}-{problem.stem}-{cand.stem}.json").write_text(rec.model_dump_json(indent=1))
-            rows.append({"problem": problem.stem, "candidate": cand.name, "expect": expect,
-                         "wall_s": time.monotonic() - t0, **verdicts(rec)})
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        (args.out / "verdicts.json").write_text(json.dumps(rows, indent=1))  # a cut-off run keeps its rows
+    pairs += [p for run in args.batch for p in batch_pairs(run)]  # the problems first: the figure the issue names
+    pairs += [p for p in (manifest_pairs(args.manifest, args.device) if args.manifest else [])
+              if not args.only or p[1].name in args.only]
+    todo = list(enumerate(pairs))
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futs = [pool.submit(one, i, problem, cand, expect, args.device, args.trials, args.out)
+                for i, (problem, cand, expect) in todo]
+        for fut in as_completed(futs):
+            rows.append(fut.result())
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            (args.out / "verdicts.json").write_text(json.dumps(rows, indent=1))  # a cut-off run keeps its rows
+    order = {(p.stem, c.name): i for i, (p, c, _) in todo}
+    rows.sort(key=lambda r: order.get((r["problem"], r["candidate"]), -1))
     print(report(rows))
     return 0
 

@@ -11,7 +11,9 @@ it (both from `kiln.tools.numerics`, computed by the reference worker):
 - u C A_i: the rounding-error bound of a sum or dot product, gamma_n sum|x_i| with gamma_n ~ n u,
   at u = 2^-24 (kernels for every dtype accumulate in fp32) and C = 128 standing for n u's
   probabilistic size at the chain lengths honest kernels use (sequential chains of ~10^4);
-- u G mean(A): the same at the output's typical magnitude, where an element's own A cancels;
+- u G mean(A): the same at the output's typical magnitude, where an element's own A cancels; mean(A)
+  is never taken below its value on the case's unscaled (x1) inputs, because constants in a formula
+  fix a scale the data does not (2 sigmoid(2x) - 1 errs by ulps of 1.0 on x0.001 inputs too);
 - K (|d_i| + r A_i): K times what the reference computed in the problem's own dtype gets wrong,
   here and on average per unit of magnitude over the output;
 - S s_i: S times how far the high-precision output moves when every input moves by one unit
@@ -58,6 +60,7 @@ class Judgement:
     mismatch: Mismatch | None
     outputs: list[OutputVerdict] = field(default_factory=list)
     legacy_passed: bool = False
+    mean_mag: dict[str, float] = field(default_factory=dict)  # mean A of each output the numerics rule judged
 
     @property
     def rule(self) -> str:
@@ -66,20 +69,25 @@ class Judgement:
         return next((r for r in rules if r != "numerics"), "numerics" if rules else "exact")
 
 
-def judge(exp: dict, act: dict, *, dtype: str, atol: float, rtol: float, numerics: bool = True) -> Judgement:
+def judge(exp: dict, act: dict, *, dtype: str, atol: float, rtol: float, numerics: bool = True,
+          unit_mag: dict[str, float] | None = None) -> Judgement:
     """Compare a candidate's packed output `act` with the reference's `exp` (its 'numerics' entry
-    from `kiln.tools.numerics.numerics_pack`). `numerics=False`: --atol/--rtol were given."""
+    from `kiln.tools.numerics.numerics_pack`). `numerics=False`: --atol/--rtol were given.
+    `unit_mag`: each output's mean A on the case's unscaled (x1) inputs, the floor of the G term."""
     bad = structure(exp, act)
     if bad is not None:
         return Judgement(bad, [OutputVerdict(output=bad.output, rule="structure", passed=False,
                                              legacy_atol_rtol_passed=False)])
     num = exp.get("numerics") if numerics else None
-    first, verdicts = None, []
+    first, verdicts, mags = None, [], {}
     for e, a in zip(exp["meta"], act["meta"], strict=True):
-        mm, verdict = _judge_output(e, a, exp, act, num, dtype=dtype, atol=atol, rtol=rtol, numerics=numerics)
+        mm, verdict, mag = _judge_output(e, a, exp, act, num, dtype=dtype, atol=atol, rtol=rtol, numerics=numerics,
+                                         floor=(unit_mag or {}).get(e["name"], 0.0))
         verdicts.append(verdict)
         first = first or mm
-    return Judgement(first, verdicts, all(v.legacy_atol_rtol_passed for v in verdicts))
+        if mag is not None:
+            mags[e["name"]] = mag
+    return Judgement(first, verdicts, all(v.legacy_atol_rtol_passed for v in verdicts), mags)
 
 
 def _floating(t: Any) -> bool:
@@ -88,26 +96,26 @@ def _floating(t: Any) -> bool:
 
 
 def _judge_output(e: dict, a: dict, exp: dict, act: dict, num: dict | None, *, dtype: str, atol: float,
-                  rtol: float, numerics: bool) -> tuple[Mismatch | None, OutputVerdict]:
+                  rtol: float, numerics: bool, floor: float) -> tuple[Mismatch | None, OutputVerdict, float | None]:
     name = e["name"]
     legacy = compare_output(e, a, exp, act, atol=atol, rtol=rtol)
     verdict = OutputVerdict(output=name, rule="atol_rtol", passed=legacy is None,
                             legacy_atol_rtol_passed=legacy is None)
     if e["kind"] == "tensor" and not _floating(exp["tensors"][name]):
         verdict.rule = "exact"
-        return _ruled(legacy, "exact"), verdict
+        return _ruled(legacy, "exact"), verdict, None
     why = _why_not(num, name, numerics) if e["kind"] == "tensor" else "a number"
     if why is None:
         out = _numerics_output(exp["tensors"][name], act["tensors"][name], num["outputs"][name],  # type: ignore[index]
-                               dtype=dtype, atol=atol, rtol=rtol, name=name)
+                               dtype=dtype, atol=atol, rtol=rtol, name=name, floor=floor)
         if isinstance(out, str):
             why = out
         else:
-            mm, ratio = out
+            mm, ratio, mag = out
             verdict.rule, verdict.passed, verdict.max_err_over_tol = "numerics", mm is None, ratio
-            return mm, verdict
+            return mm, verdict, mag
     verdict.why = why
-    return _ruled(legacy, "atol_rtol"), verdict
+    return _ruled(legacy, "atol_rtol"), verdict, None
 
 
 def _ruled(mm: Mismatch | None, rule: str) -> Mismatch | None:
@@ -129,23 +137,24 @@ def _why_not(num: dict | None, name: str, numerics: bool) -> str | None:
     return None
 
 
-def _numerics_output(et: Any, at: Any, num: dict, *, dtype: str, atol: float, rtol: float, name: str
-                     ) -> tuple[Mismatch | None, float] | str:
-    """(mismatch or None, worst error / allowance) of one output, or why the rule can't judge it."""
+def _numerics_output(et: Any, at: Any, num: dict, *, dtype: str, atol: float, rtol: float, name: str, floor: float
+                     ) -> tuple[Mismatch | None, float, float | None] | str:
+    """(mismatch or None, worst error / allowance, mean A) of one output, or why the rule can't judge it."""
     if not (sketch.is_sketch(et) or sketch.is_sketch(at)):
         out = numerics_values(et, at, num["err"], num["mag"], dtype=dtype, atol=atol, rtol=rtol, name=name,
-                              sens=num.get("sens"))
-        return out if isinstance(out, str) else (out.mismatch, out.ratio)
+                              sens=num.get("sens"), unit_mean_a=floor)
+        return out if isinstance(out, str) else (out.mismatch, out.ratio, out.mean_a)
     if not (sketch.is_sketch(et) and sketch.is_sketch(at)) or not sketch.same_sampling(et, at):
         return Mismatch(output=name, reason="type", rule="structure",
-                        message=f"{name}: the two sides sampled different positions."), math.inf
+                        message=f"{name}: the two sides sampled different positions."), math.inf, None
     out = numerics_values(et["values"], at["values"], num["err"], num["mag"], dtype=dtype, atol=atol, rtol=rtol,
-                          name=name, sens=num.get("sens"))
+                          name=name, sens=num.get("sens"), unit_mean_a=floor)
     if isinstance(out, str):
         return out
     if out.mismatch is not None:
-        return on_full_tensor(out.mismatch, et), out.ratio
-    return _ruled(stats_report(_stats_mismatch(et, at, rtol, out.mean_tol), et, name), "numerics"), out.ratio
+        return on_full_tensor(out.mismatch, et), out.ratio, out.mean_a
+    return (_ruled(stats_report(_stats_mismatch(et, at, rtol, out.mean_tol), et, name), "numerics"), out.ratio,
+            out.mean_a)
 
 
 def _stats_mismatch(e: dict, a: dict, rtol: float, mean_tol: float) -> str | None:
@@ -168,6 +177,7 @@ class Values:
     mismatch: Mismatch | None
     ratio: float  # worst |a - h| / allowance over the elements the rule judged
     mean_tol: float  # mean allowance (a sketch's whole-tensor check scales with it)
+    mean_a: float = 0.0  # mean A over the compared finite elements
 
 
 def _stats(d: torch.Tensor, mag: torch.Tensor, lo: torch.Tensor) -> tuple[float, float]:
@@ -185,14 +195,17 @@ def _stats(d: torch.Tensor, mag: torch.Tensor, lo: torch.Tensor) -> tuple[float,
 
 
 def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: torch.Tensor, *, dtype: str,
-                    atol: float, rtol: float, name: str = "out", sens: torch.Tensor | None = None) -> Values | str:
+                    atol: float, rtol: float, name: str = "out", sens: torch.Tensor | None = None,
+                    unit_mean_a: float = 0.0) -> Values | str:
     """The rule on aligned values: the native reference `e`, the candidate's `a`, the native
     reference's error `err`, the magnitude `mag` and the sensitivity `sens` (all the same shape;
-    `sens` None: none computed, no allowance from it), or why it can't judge."""
+    `sens` None: none computed, no allowance from it), or why it can't judge. `unit_mean_a`: mean A
+    of this output on unscaled inputs; the G term uses the larger of it and this trial's mean A."""
     sens = torch.zeros((), dtype=mag.dtype).expand(mag.shape) if sens is None else sens
     if not (e.shape == a.shape == err.shape == mag.shape == sens.shape):
         return "the numerics do not line up with the output"
-    mean_a, r = _stats(err, mag, e)
+    own_mean_a, r = _stats(err, mag, e)
+    mean_a = max(own_mean_a, unit_mean_a if math.isfinite(unit_mean_a) else 0.0)
     if r > r_max(dtype):
         return (f"the native reference differs from the high-precision one by {r:.3g} of the data's magnitude, "
                 "more than rounding explains (random ops or dtype-dependent code?)")
@@ -205,7 +218,7 @@ def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: to
     mean_tol = tol_sum / max(e.numel(), 1)
     n_bad = ok.numel() - int(ok.sum())
     if n_bad == 0:
-        return Values(None, ratio, mean_tol)
+        return Values(None, ratio, mean_tol, own_mean_a)
     work = torch.float64 if e.dtype == torch.float64 else torch.float32
     expected = torch.where(torch.isfinite(err), e.to(work) - err.to(work), e.to(work))  # the high-precision values
     desc = (f"the allowed rounding error (rtol {rtol:g} of the value + {C_MAG + G_OUT:g} x 2^-24 of the magnitude "
@@ -214,7 +227,7 @@ def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: to
             f"{ratio:.3g}x the allowance)")
     mm = report_mismatch(expected, a.to(work), ok.reshape(e.shape), name=name, tol_desc=desc, n_bad=n_bad)
     mm.rule, mm.max_err_over_tol = "numerics", ratio
-    return Values(mm, ratio, mean_tol)
+    return Values(mm, ratio, mean_tol, own_mean_a)
 
 
 def _aligned(*ts: torch.Tensor) -> Any:

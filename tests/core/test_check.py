@@ -67,6 +67,7 @@ CRASHERS = [
     ("crash_exit.py", "crashed", "exited early"),
     ("crash_huge_alloc.py", "crashed", "can't allocate memory"),
     ("crash_raise.py", "crashed", "ValueError: kernel launch parameters are wrong"),
+    ("crash_nvml_oom.py", "crashed", "torch.OutOfMemoryError: CUDA out of memory"),
     ("crash_hang.py", "timeout", "exceeded its"),
 ]
 

@@ -60,3 +60,21 @@ def test_a_scalar_loss_is_not_called_degenerate() -> None:
     assert rec.status == "ok" and rec.correct, rec.reasons
     assert rec.integrity is not None and rec.integrity.degenerate is not None
     assert not rec.integrity.degenerate.degenerate, rec.integrity.degenerate.reasons
+
+
+def test_tanh_as_two_sigmoid_passes_on_scaled_down_inputs() -> None:
+    """H200, 2026-12-01: the built-in Coder's 22_Tanh (2 sigmoid(2x) - 1) was rejected on x0.01
+    inputs, 20x over the allowance, with an absolute error of 1.5e-7: ulps of the formula's 1.0."""
+    rec = check(DATA / "tanh_problem.py", DATA / "tanh_sigmoid_triton.py", opts())
+    assert rec.status == "ok" and rec.correct, rec.reasons
+    c = rec.correctness
+    assert c is not None and {t.distribution for t in c.trials} >= {"x0.01", "x0.001"}
+    assert max(t.outputs[0].max_err_over_tol or 0.0 for t in c.trials) < 0.5
+
+
+def test_tanh_in_bf16_still_fails_on_every_distribution() -> None:
+    rec = check(DATA / "tanh_problem.py", DATA / "tanh_bf16_triton.py", opts())
+    assert rec.status == "incorrect", rec.reasons
+    c = rec.correctness
+    assert c is not None and c.trials and not any(t.passed for t in c.trials)
+    assert {t.distribution for t in c.trials} >= {"x1", "x0.01", "x0.001"}

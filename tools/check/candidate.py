@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from kiln.tools.check.poison import poisoned_allocations, prime_cuda_cache, tensor_sizes
-from kiln.tools.check.worker import JobSpec, Worker, WorkerError, load_module, save_output, sync
+from kiln.tools.check.worker import JobSpec, Worker, WorkerError, error_message, load_module, save_output, sync
 from kiln.tools.correctness import compare, pack
 from kiln.tools.inputs import DTYPES, clone, fingerprint, inputs_from_seed, prepare, same, seed_all, validate
 
@@ -89,7 +89,7 @@ class CandidateWorker(Worker):
                 info = cases[c.name]
                 self.built[c.name] = Built(c.path, self.module, self.spec, info["seeds"], info["weights"])
         except Exception as exc:  # noqa: BLE001 - the candidate's constructor failing is a result
-            raise WorkerError("candidate", f"building ModelNew: {type(exc).__name__}: {exc}") from exc
+            raise WorkerError("candidate", f"building ModelNew: {error_message(exc)}") from exc
         first = self.built[self.spec.cases[0].name]
         try:
             _, _, first_s = call_candidate(first, first.inputs(warmup_seed, "x1", self.spec), self.spec)

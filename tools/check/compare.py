@@ -91,6 +91,7 @@ class TrialComparer:
         self.atol, self.rtol, self.dtype, self.numerics = atol, rtol, dtype, numerics
         self.cmp = Comparison(rule="numerics" if numerics else "atol_rtol")
         self.digests: dict[tuple[str, int], tuple[Any, dict]] = {}  # (dist, trial) -> (input_fp, digest)
+        self.unit_mag: dict[str, dict[str, float]] = {}  # case -> output -> mean A on its x1 inputs (largest draw)
 
     @property
     def failed(self) -> bool:
@@ -137,7 +138,12 @@ class TrialComparer:
                 out.append(out[0].model_copy(update={"phase": phase, "candidate_s": _secs(secs)}, deep=True))
                 continue
             # tolerance (issue 16): the numerics rule (or atol/rtol when given), and the fixed rule's verdict
-            j = judge(expected, actual, dtype=self.dtype, atol=self.atol, rtol=self.rtol, numerics=self.numerics)
+            j = judge(expected, actual, dtype=self.dtype, atol=self.atol, rtol=self.rtol, numerics=self.numerics,
+                      unit_mag=self.unit_mag.get(d.case))
+            if d.dist == "x1":  # the unscaled inputs set the floor of the scaled trials' G term
+                mags = self.unit_mag.setdefault(d.case, {})
+                for name, v in j.mean_mag.items():
+                    mags[name] = max(mags.get(name, 0.0), v)
             rel = relative_l2(expected, actual) if j.mismatch is None or j.legacy_passed else None
             out.append(TrialRecord(case=d.case, distribution=d.dist, trial=d.trial, phase=phase,
                                    passed=j.mismatch is None, mismatch=j.mismatch,

@@ -89,9 +89,33 @@ def save_output(path: Path, packed: dict[str, Any]) -> None:
     torch.save(packed, path)
 
 
+def error_message(exc: BaseException) -> str:
+    """`Type: text`, with the one torch failure whose text misleads said plainly.
+
+    When the CUDA caching allocator runs out of memory it lists the GPU's processes through NVML
+    for its message; inside the sandbox (another uid, a pid namespace) NVML refuses, and torch
+    raises `NVML_SUCCESS == r INTERNAL ASSERT FAILED` instead of its out-of-memory error.
+    """
+    text = f"{type(exc).__name__}: {exc}"
+    if "NVML_SUCCESS == r" in text and "CUDACachingAllocator" in text:
+        return f"torch.OutOfMemoryError: CUDA out of memory{_free_memory()} (torch's allocator raised an internal " \
+               "assert because NVML may not list the GPU's processes inside kiln's sandbox)"
+    return text
+
+
+def _free_memory() -> str:
+    try:
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        return f" ({free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB)"
+    except Exception:  # noqa: BLE001 - the message stands without the figure
+        return ""
+
+
 def error_reply(exc: BaseException, kind: str, where: str) -> dict[str, Any]:
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-    return {"ok": False, "error": {"kind": kind, "where": where, "message": f"{type(exc).__name__}: {exc}",
+    return {"ok": False, "error": {"kind": kind, "where": where, "message": error_message(exc),
                                    "traceback": tb[-3000:]}}
 
 
