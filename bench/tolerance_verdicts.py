@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--only", action="append", default=[], metavar="FILE",
                     help="of the manifest's kernels, only these file names (repeatable)")
+    ap.add_argument("--expect", choices=("honest", "wrong"), help="of the manifest's kernels, only these")
     ap.add_argument("--report", action="store_true", help="print the table of the rows already under --out, run nothing")
     ap.add_argument("--jobs", type=int, default=1, help="checks at once (each in its own process)")
     args = ap.parse_args(argv)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             pairs.append((problem, cand, "honest"))
     pairs += [p for run in args.batch for p in batch_pairs(run)]  # the problems first: the figure the issue names
     pairs += [p for p in (manifest_pairs(args.manifest, args.device) if args.manifest else [])
-              if not args.only or p[1].name in args.only]
+              if (not args.only or p[1].name in args.only) and args.expect in (None, p[2])]
     todo = list(enumerate(pairs))
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futs = [pool.submit(one, i, problem, cand, expect, args.device, args.trials, args.out)
