@@ -60,3 +60,12 @@ def test_wrong_candidate_is_not_timed(tmp_path: Path) -> None:
     rec = check(PROBLEMS / "relu.py", KERNELS / "wrong/cuda/relu_fast_floor_grid.py",
                 CheckOptions(device="cuda", trials=1, timeout_s=120))
     assert rec.status == "incorrect" and rec.timing and not rec.timing.measured
+
+
+def test_running_the_gpu_out_of_memory_is_reported_as_such() -> None:
+    """In the sandbox torch's out-of-memory message asks NVML for the GPU's processes, is refused,
+    and raises `NVML_SUCCESS == r INTERNAL ASSERT FAILED` instead (H200, 2026-12-01)."""
+    data = Path(__file__).parent / "data"
+    rec = check(data / "add_problem.py", data / "oom_cuda.py", CheckOptions(device="cuda", trials=1, time=False))
+    assert rec.status == "crashed", rec.reasons
+    assert "CUDA out of memory" in " ".join(rec.reasons), rec.reasons
