@@ -18,7 +18,15 @@ from typing import Any
 import torch
 
 from kiln.tools.check.poison import poisoned_allocations, prime_cuda_cache, tensor_sizes
-from kiln.tools.check.worker import JobSpec, Worker, WorkerError, error_message, load_module, save_output, sync
+from kiln.tools.check.worker import (
+    JobSpec,
+    Worker,
+    WorkerError,
+    error_message,
+    load_module,
+    save_output,
+    sync,
+)
 from kiln.tools.correctness import compare, pack
 from kiln.tools.inputs import DTYPES, clone, fingerprint, inputs_from_seed, prepare, same, seed_all, validate
 
