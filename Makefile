@@ -28,7 +28,9 @@ sandbox:
 
 test: setup browser sandbox
 	$(BIN)/ruff check kiln tools agents graphs evals rewards tests
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --durations=25
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 \
+	  -m 'not gpu and not live_llm and not serial'
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q --durations=10 -m 'not gpu and not live_llm and serial'
 
 check: setup
 	$(BIN)/ruff check kiln tools agents graphs evals rewards tests

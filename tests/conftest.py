@@ -21,3 +21,23 @@ def cuda_available() -> bool:
         return torch.cuda.is_available()
     except Exception:  # noqa: BLE001 - a broken torch install just means "no GPU"
         return False
+
+
+# Modules whose tests time something or race a clock (a stage deadline, a signal answered "at once",
+# a case retired for being slow, a wall-time bound): `make test` runs them alone, after the rest
+# has run two at a time (pytest-xdist), so a neighbour's load never decides their verdict.
+SERIAL = {
+    "builtin/test_builtin_huge_inputs.py", "compile/test_nvcc.py", "compile/test_time_loop.py",
+    "core/test_check.py", "core/test_isolation.py", "core/test_protocol.py", "corpus/test_corpus_problems.py",
+    "curriculum/test_scheduling.py", "graphs/test_graph_cli.py", "graphs/test_suite.py",
+    "graphs/test_transcripts.py", "model/test_model_cli.py", "redteam/test_cli.py",
+    "sandbox/test_cache_roots.py", "sandbox/test_confined.py", "sandbox/test_fork_server.py",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        if item.path.relative_to(root).as_posix() in SERIAL:
+            item.add_marker(pytest.mark.serial)
