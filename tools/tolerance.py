@@ -205,7 +205,7 @@ def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: to
     if not (e.shape == a.shape == err.shape == mag.shape == sens.shape):
         return "the numerics do not line up with the output"
     own_mean_a, r = _stats(err, mag, e)
-    mean_a = max(own_mean_a, unit_mean_a if math.isfinite(unit_mean_a) else 0.0)
+    mean_a = max(own_mean_a, unit_mean_a)  # both over finite elements only (`_stats`)
     if r > r_max(dtype):
         return (f"the native reference differs from the high-precision one by {r:.3g} of the data's magnitude, "
                 "more than rounding explains (random ops or dtype-dependent code?)")
