@@ -1,7 +1,7 @@
 """Checks on Proposer cases before they join a verification suite.
 
 A case must be the problem's own `Model`, verbatim, with its own `get_inputs`/`get_init_inputs`;
-and it must run the reference to completion, quickly, in the OS sandbox (`kiln.tools.check.sandbox`:
+and it must run the reference to completion, quickly, in the OS sandbox (`kiln.tools.sandbox.box`:
 no network, no secrets, nothing but its own scratch dir to write, nothing of the user's to read).
 What a candidate kernel seems to assume is read by `kiln.agents.facts`.
 """
@@ -61,10 +61,10 @@ def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, iso
     """Run a problem-format module's reference once (`kiln.agents.case_runner`), confined like a
     check's workers: a scrubbed environment, its own scratch dir the only place to write, killed
     with all it started past `timeout_s`."""
-    from kiln.tools.check import scratch
-    from kiln.tools.check.confine import Confinement
-    from kiln.tools.check.isolation import run_isolated, scrubbed_env
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox import scratch
+    from kiln.tools.sandbox.box import sandbox_for
+    from kiln.tools.sandbox.confine import Confinement
+    from kiln.tools.sandbox.isolation import run_isolated, scrubbed_env
 
     box = sandbox_for(isolation, bwrap)
     with tempfile.TemporaryDirectory(prefix="case-", dir=scratch.root()) as tmp:

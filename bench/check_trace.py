@@ -76,7 +76,7 @@ def main() -> int:
             data = json.loads(res.read_text())
             row[f"steps_{data['role']}"] = {k: round(v, 3) for k, v in sorted(fold(data.get("trace", [])).items(),
                                                                               key=lambda kv: -kv[1])}
-        from kiln.tools.check import zygote
+        from kiln.tools.sandbox import zygote
 
         row["fork_server_skipped"] = sorted({m for z in zygote._POOL.values() for m in getattr(z, "skipped", [])})
         rows.append(row)

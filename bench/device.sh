@@ -32,7 +32,7 @@ for part in "$@"; do
   case $part in
     startup)
       b startup 120 bash -c '
-        for m in torch "torch, triton" "kiln.evals.cli" "kiln.tools.check.zygote"; do
+        for m in torch "torch, triton" "kiln.evals.cli" "kiln.tools.sandbox.zygote"; do
           /usr/bin/time -f "import $m: %e s" python3 -c "import $m" ; done
         python3 -X importtime -c "import torch, triton" 2> /tmp/imp.txt; sort -t"|" -k2 -n /tmp/imp.txt | tail -15
         python3 bench/startup_times.py' ;;

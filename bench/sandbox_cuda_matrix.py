@@ -1,5 +1,5 @@
 """Which of the inner layer's steps let CUDA start in a confined worker, on this GPU machine: the
-one-shot launcher (`kiln.tools.check.launch run`, which execs the worker) against a worker that
+one-shot launcher (`kiln.tools.sandbox.launch run`, which execs the worker) against a worker that
 enters the same containment and starts CUDA without exec (as the fork server's workers do), each
 inside bubblewrap's outer layer. A failing row prints what the worker saw of itself.
 
@@ -16,10 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from kiln.tools.check import scratch
-from kiln.tools.check.confine import Confinement, Plan
-from kiln.tools.check.isolation import run_isolated, scrubbed_env
-from kiln.tools.check.sandbox import outer_args, sandbox_for
+from kiln.tools.sandbox import scratch
+from kiln.tools.sandbox.box import outer_args, sandbox_for
+from kiln.tools.sandbox.confine import Confinement, Plan
+from kiln.tools.sandbox.isolation import run_isolated, scrubbed_env
 
 SELF = """
 import os, sys
@@ -55,8 +55,8 @@ except Exception as exc:
 """
 NO_EXEC = SELF + """
 import json
-from kiln.tools.check import confine, landlock
-from kiln.tools.check.confine import Confinement, Plan, enter, fork_worker, wait_code
+from kiln.tools.sandbox import confine, landlock
+from kiln.tools.sandbox.confine import Confinement, Plan, enter, fork_worker, wait_code
 plan, conf = Plan.from_json(sys.argv[1]), Confinement.from_dict(json.loads(sys.argv[2]))
 variant = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
 if variant.get("extra"):  # more Landlock grants than kiln gives: which one does CUDA need?

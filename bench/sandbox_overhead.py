@@ -20,12 +20,12 @@ import uuid
 from pathlib import Path
 
 from kiln.tools.check import caches, scratch, zygote
-from kiln.tools.check.confine import Confinement
-from kiln.tools.check.isolation import run_isolated, scrubbed_env
-from kiln.tools.check.sandbox import sandbox_for
 from kiln.tools.check.servers import zygote_env
 from kiln.tools.check.worker import JobSpec
 from kiln.tools.check.workers import WorkerHandle, worker_confinement, worker_env
+from kiln.tools.sandbox.box import sandbox_for
+from kiln.tools.sandbox.confine import Confinement
+from kiln.tools.sandbox.isolation import run_isolated, scrubbed_env
 
 
 def _spawn_once(server: zygote.Zygote, box, device: str) -> float:
@@ -46,9 +46,9 @@ def _server(box, device: str) -> tuple[zygote.Zygote, float]:
     t0 = time.perf_counter()
     if box is None:
         return zygote.Zygote(env), time.perf_counter() - t0
-    from kiln.tools.check.sandbox import server_mounts
+    from kiln.tools.sandbox.box import server_mounts
 
-    cmd = box.server_command([sys.executable, "-m", "kiln.tools.check.zygote"], env=env,
+    cmd = box.server_command([sys.executable, "-m", "kiln.tools.sandbox.zygote"], env=env,
                              write=server_mounts(caches.root()))
     return zygote.Zygote(env, cmd), time.perf_counter() - t0
 

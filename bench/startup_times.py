@@ -27,7 +27,7 @@ def main() -> int:
 
     os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-startup-"))
     from kiln.tools.check import caches, servers, zygote
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox.box import sandbox_for
 
     box = timed("sandbox probe", lambda: sandbox_for("best-effort", None))
     print("isolation:", getattr(box, "record", None) and box.record.level, flush=True)

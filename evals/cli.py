@@ -119,8 +119,8 @@ def _exit_now(code: int) -> None:
 
 
 def main() -> None:
-    from kiln.tools.check import scratch
-    from kiln.tools.check.sandbox import harden_self
+    from kiln.tools.sandbox import scratch
+    from kiln.tools.sandbox.box import harden_self
 
     harden_self()  # before anything reads an API key: no process of ours may read this one's memory
     scratch.at_start()  # stale scratch roots of dead kiln processes go; this one's goes on SIGTERM

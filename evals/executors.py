@@ -49,8 +49,8 @@ class SlottedEvaluator:
         if not options.fork_server:
             return []
         from kiln.tools.check.pipeline import cache_root
-        from kiln.tools.check.sandbox import sandbox_for
         from kiln.tools.check.servers import warm_fork_servers
+        from kiln.tools.sandbox.box import sandbox_for
 
         device, indices = ("cuda", self._gpus) if self.on_gpu else ("cpu", [options.gpu_index])
         return warm_fork_servers(device, indices, cache_root(options), sandbox_for(options.isolation, options.bwrap))

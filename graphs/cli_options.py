@@ -91,7 +91,7 @@ def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None =
                            llm_cache=str(llm_cache.resolve()) if llm_cache else None, **rest)
     except ValidationError as err:
         raise KilnConfigError(flag_error(err)) from None
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox.box import sandbox_for
 
     sandbox_for(loop.check.isolation, loop.check.bwrap)
     return loop

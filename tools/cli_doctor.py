@@ -171,8 +171,8 @@ def check_cache(cache_dir: Path) -> DoctorItem:
 
 
 def check_sandbox(bwrap: str | None = None) -> DoctorItem:
-    """The OS sandbox for LLM-written code: which layers are in force here (kiln.tools.check.sandbox)."""
-    from kiln.tools.check.sandbox import describe
+    """The OS sandbox for LLM-written code: which layers are in force here (kiln.tools.sandbox.box)."""
+    from kiln.tools.sandbox.box import describe
 
     rec = describe(bwrap)
     version = f"bwrap {rec.bwrap_version}" if rec.bwrap else "no bwrap"

@@ -330,7 +330,7 @@ class IntegrityRecord(Record):
 
 
 class IsolationRecord(Record):
-    """The OS sandbox that contained this check's workers (`kiln.tools.check.sandbox`)."""
+    """The OS sandbox that contained this check's workers (`kiln.tools.sandbox.box`)."""
 
     level: Isolation = "best-effort"
     complete: bool = Field(False, description="every layer below is in force")

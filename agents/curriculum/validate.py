@@ -86,7 +86,7 @@ class Sandboxing(BaseModel):
 
 def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory:
     """A dir under kiln's scratch root: the only place a sandboxed process may write."""
-    from kiln.tools.check import scratch
+    from kiln.tools.sandbox import scratch
 
     return tempfile.TemporaryDirectory(prefix=prefix, dir=scratch.root())
 
@@ -96,9 +96,9 @@ def confined_run(argv: list[str], *, tmp: Path, device: str, gpu_index: int, tim
     """Run `python -m MODULE ARGV` like a check's worker: in the OS sandbox (no network, no secrets,
     `tmp` the only place it may write), its own session, rlimits. None when it exited cleanly, else
     one line on how it ended."""
-    from kiln.tools.check.confine import Confinement
-    from kiln.tools.check.isolation import default_as_limit, run_isolated, scrubbed_env
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox.box import sandbox_for
+    from kiln.tools.sandbox.confine import Confinement
+    from kiln.tools.sandbox.isolation import default_as_limit, run_isolated, scrubbed_env
 
     box = box or Sandboxing()
     env = scrubbed_env(device=device, gpu_index=gpu_index, cache_dir=tmp / "cache")

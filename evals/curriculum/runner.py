@@ -36,7 +36,7 @@ def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_addr
     from kiln.agents.curriculum.validate import Sandboxing
     from kiln.agents.registry import resolve_roles
     from kiln.evals.jobs import gpu_facts
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox.box import sandbox_for
 
     sandbox_for(cfg.isolation, cfg.bwrap)  # --isolation strict without the full sandbox: refused at start
     catalogue = load_catalogue([Path(p) for p in cfg.catalogues]).restrict(cfg.families)

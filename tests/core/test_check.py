@@ -183,7 +183,7 @@ def test_cli_exit_codes_and_json(tmp_path: Path, run_cli) -> None:
 
 
 def test_a_dead_fork_server_is_replaced() -> None:
-    from kiln.tools.check import zygote
+    from kiln.tools.sandbox import zygote
 
     assert run("wrong_scale.py").status == "incorrect"
     assert zygote._POOL, "the check should have used the fork server"

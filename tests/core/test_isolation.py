@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from kiln.tools.check.isolation import default_as_limit, run_isolated, scrubbed_env, start_isolated
+from kiln.tools.sandbox.isolation import default_as_limit, run_isolated, scrubbed_env, start_isolated
 
 
 def test_scrubbed_env_drops_secrets_and_pins_device(tmp_path: Path, monkeypatch) -> None:
@@ -25,7 +25,7 @@ def test_scrubbed_env_drops_secrets_and_pins_device(tmp_path: Path, monkeypatch)
 
 WORKER = """
 import os, subprocess, sys, time
-from kiln.tools.check.isolation import beat
+from kiln.tools.sandbox.isolation import beat
 hb = sys.argv[1]
 beat(hb, "compile")
 child = subprocess.Popen(["sleep", "300"])          # a grandchild, like nvcc under ninja

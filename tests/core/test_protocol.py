@@ -86,7 +86,7 @@ class _Fake(WorkerHandle):
 
     def __init__(self, tmp: Path, mode: str) -> None:
         from kiln.tools.check.channel import ParentChannel
-        from kiln.tools.check.isolation import start_isolated
+        from kiln.tools.sandbox.isolation import start_isolated
 
         self.spec = JobSpec(role="candidate", work_dir=str(tmp))
         self.role, self.pending = "candidate", []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.tools.check.zygote import Zygote
+from kiln.tools.sandbox.zygote import Zygote
 
 POISON = '''import torch
 torch.cuda._is_in_bad_fork = lambda: True  # what a CUDA device-count query at import time does to forks
@@ -42,8 +42,8 @@ def test_clean_preloads_are_all_kept(tmp_path: Path) -> None:
 
 
 def test_the_server_may_cache_bytecode_but_its_workers_do_not(tmp_path: Path) -> None:
-    from kiln.tools.check import zygote
     from kiln.tools.check.servers import zygote_env
+    from kiln.tools.sandbox import zygote
 
     env = zygote_env("cpu", 0, tmp_path)
     assert "PYTHONDONTWRITEBYTECODE" not in env and env["CUDA_VISIBLE_DEVICES"] == ""
@@ -67,7 +67,7 @@ def test_servers_for_different_gpus_start_side_by_side(monkeypatch) -> None:
     deadlock it into the timeout. The same key is still started once."""
     import threading
 
-    from kiln.tools.check import zygote
+    from kiln.tools.sandbox import zygote
 
     both = threading.Barrier(2, timeout=10)
     started: list[str] = []
@@ -97,13 +97,13 @@ def test_servers_for_different_gpus_start_side_by_side(monkeypatch) -> None:
 def test_a_sandboxed_server_leaves_the_same_preloads_out(tmp_path: Path) -> None:
     """Inside bubblewrap (the check's default when it is installed) the server still probes its
     forks and starts again without a spoiling preload: the restart keeps its sandbox plan."""
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox.box import sandbox_for
 
     box = sandbox_for()
     if box.bwrap is None:
         pytest.skip("no bubblewrap here (kiln doctor)")
     env = _env(tmp_path, "kiln_test_clean,kiln_test_poison,json")
-    z = Zygote(env, box.server_command([sys.executable, "-m", "kiln.tools.check.zygote"], env=env, write=[]))
+    z = Zygote(env, box.server_command([sys.executable, "-m", "kiln.tools.sandbox.zygote"], env=env, write=[]))
     try:
         assert z.skipped == ["kiln_test_poison"] and z.alive() and z.confined
     finally:

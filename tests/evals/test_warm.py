@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from kiln.evals.executors import SlottedEvaluator
-from kiln.tools.check import LocalEvaluator, caches, zygote
+from kiln.tools.check import LocalEvaluator, caches
 from kiln.tools.records import CheckOptions
+from kiln.tools.sandbox import zygote
 
 
 def test_warm_starts_the_fork_server_the_checks_then_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -20,7 +21,7 @@ def test_warm_starts_the_fork_server_the_checks_then_use(tmp_path: Path, monkeyp
     assert threads
     for t in threads:
         t.join(120)
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox.box import sandbox_for
 
     # one server per sandbox configuration and cache root (the root's dirs are what it mounts)
     key = ("cpu", 0, sys.executable, sandbox_for().key, str(caches.root()))

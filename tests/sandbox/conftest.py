@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from kiln.tools.check import caches, scratch
-from kiln.tools.check.sandbox import Sandbox, sandbox_for
+from kiln.tools.check import caches
+from kiln.tools.sandbox import scratch
+from kiln.tools.sandbox.box import Sandbox, sandbox_for
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]

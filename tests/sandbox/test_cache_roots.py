@@ -46,8 +46,8 @@ def test_each_cache_root_gets_a_server_that_mounts_it(box, tmp_path: Path, monke
 def test_a_retired_server_finishes_its_running_workers_first(tmp_path: Path) -> None:
     """Moving to another cache root takes the old root's server out of use at once, but stops it
     only when no worker it forked is still running (a check in flight keeps its workers)."""
-    from kiln.tools.check import zygote
     from kiln.tools.check.servers import zygote_env
+    from kiln.tools.sandbox import zygote
 
     old = zygote.get_zygote(("test-slot", str(tmp_path / "a")), zygote_env("cpu", 0, tmp_path / "a"))
     assert old is not None and old.alive()

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kiln.tools.check import scratch
-from kiln.tools.check.confine import Confinement, Plan
-from kiln.tools.check.isolation import run_isolated, scrubbed_env
-from kiln.tools.check.sandbox import Sandbox
+from kiln.tools.sandbox import scratch
+from kiln.tools.sandbox.box import Sandbox
+from kiln.tools.sandbox.confine import Confinement, Plan
+from kiln.tools.sandbox.isolation import run_isolated, scrubbed_env
 from tests.sandbox.conftest import Planted, assert_contained, gone_within, stage
 
 

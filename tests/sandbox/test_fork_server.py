@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from kiln.tools.check import caches
-from kiln.tools.check.sandbox import Sandbox
 from kiln.tools.check.servers import fork_server_for
 from kiln.tools.check.worker import JobSpec
 from kiln.tools.check.workers import WorkerGone, WorkerHandle, worker_confinement, worker_env
+from kiln.tools.sandbox.box import Sandbox
 from tests.sandbox.conftest import Planted, assert_contained, gone_within, stage
 
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kiln.tools.check import caches, scratch
-from kiln.tools.check.confine import Confinement, Plan
-from kiln.tools.check.isolation import run_isolated, scrubbed_env
-from kiln.tools.check.sandbox import Sandbox, _without_namespaces
+from kiln.tools.check import caches
 from kiln.tools.check.servers import fork_server_for
+from kiln.tools.sandbox import scratch
+from kiln.tools.sandbox.box import Sandbox, _without_namespaces
+from kiln.tools.sandbox.confine import Confinement, Plan
+from kiln.tools.sandbox.isolation import run_isolated, scrubbed_env
 from tests.sandbox.conftest import Planted, assert_contained, gone_within
 from tests.sandbox.test_confined import layered
 from tests.sandbox.test_fork_server import start_candidate

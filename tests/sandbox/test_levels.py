@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kiln.tools.check.sandbox import describe, sandbox_for
 from kiln.tools.errors import KilnConfigError
 from kiln.tools.records import CheckRecord, IsolationRecord
+from kiln.tools.sandbox.box import describe, sandbox_for
 from tests.sandbox.conftest import run_cli
 
 DATA = Path(__file__).parents[1] / "core" / "data"
@@ -29,7 +29,7 @@ def test_strict_passes_where_every_layer_is_in_force(box) -> None:
 
 
 def test_best_effort_falls_back_loudly_once(capsys: pytest.CaptureFixture[str]) -> None:
-    import kiln.tools.check.sandbox as sb
+    import kiln.tools.sandbox.box as sb
 
     sb._WARNED.clear()
     for _ in range(2):
@@ -78,7 +78,7 @@ def test_doctor_shows_the_sandbox_line() -> None:
 
 
 def test_kiln_makes_its_own_process_non_dumpable() -> None:
-    code = ("import sys\nfrom kiln.evals.cli import main\nfrom kiln.tools.check import nsutil\n"
+    code = ("import sys\nfrom kiln.evals.cli import main\nfrom kiln.tools.sandbox import nsutil\n"
             "sys.argv = ['kiln', '--help']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('dumpable', nsutil.dumpable())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.tools.check import scratch
+from kiln.tools.sandbox import scratch
 
 
 def _dead_pid() -> int:
@@ -39,7 +39,7 @@ def test_stale_roots_are_removed_live_ones_kept(tmp_path: Path) -> None:
 
 CHILD = """
 import sys, threading, time
-from kiln.tools.check import scratch
+from kiln.tools.sandbox import scratch
 if sys.argv[1] == "thread":  # kiln's entry point, then a check that makes the root off the main thread
     scratch.at_start()
     t = threading.Thread(target=scratch.root)

@@ -51,9 +51,9 @@ def resolve_device(device: str) -> str:
 
 
 def _work_root() -> str:
-    """This kiln process's scratch root (kiln.tools.check.scratch): in RAM when /dev/shm has room
+    """This kiln process's scratch root (kiln.tools.sandbox.scratch): in RAM when /dev/shm has room
     (trial outputs are written and read once); the sandbox mounts it for the workers."""
-    from kiln.tools.check import scratch
+    from kiln.tools.sandbox import scratch
 
     return str(scratch.root())
 
@@ -107,7 +107,7 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     cases = [load_problem(Path(c), what="case", model_optional=True) for c in options.cases]
     rec = CheckRecord(problem=prob.path, candidate=str(Path(candidate).resolve()),
                       device=resolve_device(options.device), dtype=options.dtype, status="error")
-    from kiln.tools.check.sandbox import sandbox_for  # strict without a full sandbox: refused here
+    from kiln.tools.sandbox.box import sandbox_for  # strict without a full sandbox: refused here
 
     rec.isolation = sandbox_for(options.isolation, options.bwrap).record
     try:

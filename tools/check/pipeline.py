@@ -25,8 +25,8 @@ def fork_server(device: str, gpu_index: int, box: Any = None) -> Any:
 def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
                 options: CheckOptions, *, static: list[Finding], seed: int) -> CheckRecord:
     from kiln.tools.check.merge import integrity_record
-    from kiln.tools.check.sandbox import sandbox_for
     from kiln.tools.check.session import Session
+    from kiln.tools.sandbox.box import sandbox_for
 
     box = sandbox_for(options.isolation, options.bwrap)
     work = new_workdir()

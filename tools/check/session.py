@@ -22,8 +22,6 @@ from typing import Any
 
 from kiln.tools.check import caches
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
-from kiln.tools.check.confine import SANDBOX_EXIT
-from kiln.tools.check.isolation import ProcResult
 from kiln.tools.check.worker import CaseSpec, JobSpec
 from kiln.tools.check.workers import (
     CommandFailed,
@@ -37,6 +35,8 @@ from kiln.tools.errors import KilnInputError
 from kiln.tools.inputs import DISTRIBUTIONS, derive_seed, trial_count
 from kiln.tools.problem import CandidateInfo, ProblemInfo
 from kiln.tools.records import CheckOptions, CheckRecord, CompileRecord, Finding
+from kiln.tools.sandbox.confine import SANDBOX_EXIT
+from kiln.tools.sandbox.isolation import ProcResult
 
 SPAWN_SLACK_S = 30.0  # the first command of a worker waits for the fork server too
 LOOKAHEAD = 2  # reference trials queued ahead of the candidate's

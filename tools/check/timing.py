@@ -261,7 +261,7 @@ def _peaks(s: Session) -> dict[str, Any] | None:
     """The physics floor's peaks from kiln's one cache (`kiln.tools.peaks`), else measured now in a
     process running kiln's code only, pinned to this GPU, while the check's workers sit idle."""
     from kiln.tools import peaks
-    from kiln.tools.check.isolation import scrubbed_env
+    from kiln.tools.sandbox.isolation import scrubbed_env
 
     env = scrubbed_env(device="cuda", gpu_index=s.o.gpu_index, cache_dir=caches.root() / "zygote")
     got = peaks.get(s.o.gpu_index, measure=s.rec.device == "cuda", env=env)

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from kiln.tools.check.channel import ChannelError, ParentChannel
-from kiln.tools.check.confine import Confinement
-from kiln.tools.check.isolation import (
+from kiln.tools.check.worker import JobSpec
+from kiln.tools.sandbox.confine import Confinement
+from kiln.tools.sandbox.isolation import (
     IsolatedProc,
     ProcResult,
     default_as_limit,
     scrubbed_env,
     start_isolated,
 )
-from kiln.tools.check.worker import JobSpec
 
 POLL_S = 0.05
 EXIT_WAIT_S = 2.0
@@ -61,7 +61,7 @@ def worker_env(spec: JobSpec, cache_dir: Path, extra: dict[str, str] | None = No
 
 
 def worker_confinement(spec: JobSpec, cache_dir: Path) -> Confinement:
-    """What a worker may reach (kiln.tools.check.sandbox): read its check's shared dir (problem,
+    """What a worker may reach (kiln.tools.sandbox.box): read its check's shared dir (problem,
     cases, candidate), write its own dir and, but for the reference (which runs the Proposer's
     case modules), its compile-cache dir."""
     work = Path(spec.work_dir)

@@ -30,7 +30,7 @@ class Collected(Record):
 def target_env(work: Path) -> dict[str, str]:
     """The profiled program's environment: the check workers' scrubbed one, never the full one
     (an import error here is kiln's bug and raises)."""
-    from kiln.tools.check.isolation import scrubbed_env
+    from kiln.tools.sandbox.isolation import scrubbed_env
 
     return scrubbed_env(device="cuda", gpu_index=0, cache_dir=work / "cache")
 
@@ -136,9 +136,9 @@ def _run_target(argv: list[str], work: Path, timeout_s: float, *, interpret: boo
                 isolation: str = "best-effort", bwrap: str | None = None) -> tuple[int | None, str]:
     """Run the target program in the OS sandbox at the caller's isolation level (a run passes its
     checks' `--isolation` and `--bwrap`): it reads the problem and the candidate, writes only `work`."""
-    from kiln.tools.check.confine import Confinement
-    from kiln.tools.check.isolation import run_isolated
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox.box import sandbox_for
+    from kiln.tools.sandbox.confine import Confinement
+    from kiln.tools.sandbox.isolation import run_isolated
 
     env = target_env(work)
     if interpret is not None:  # compile-only runs: no GPU; the interpreter only where asked

@@ -4,7 +4,7 @@
   pinned, per-candidate Triton cache, `TRITON_INTERPRET=1` on CPU.
 * `start_isolated` / `IsolatedProc.poll` / `run_isolated`: a worker forked by the fork server
   (`zygote`) or exec'd here, contained by the OS sandbox when given a `Confinement` and a `Sandbox`
-  (`kiln.tools.check.confine`, `kiln.tools.check.sandbox`), else in a new session (`setsid`) so its
+  (`kiln.tools.sandbox.confine`, `kiln.tools.sandbox.box`), else in a new session (`setsid`) so its
   whole process group (ninja, nvcc, ...) can be killed; rlimits (no core files, bounded open files,
   an address-space cap only when asked: CUDA reserves huge virtual ranges, see NOTES.md); stdout
   and stderr go to files (never a pipe that can fill up); per-stage deadlines enforced here, in the
@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from kiln.tools.check.procs import Forked, Popened, _limits, pid_alive  # noqa: F401 - kiln's names for them
+from kiln.tools.sandbox.procs import Forked, Popened, _limits, pid_alive  # noqa: F401 - kiln's names for them
 
 ALLOW = {
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SHELL",
@@ -96,7 +96,7 @@ def read_beat(path: Path | None) -> dict:
 class IsolatedProc:
     """A running worker. `poll()` enforces deadlines; returns a ProcResult once it has ended.
 
-    `confinement` (what it may read and write) and `sandbox` (`kiln.tools.check.sandbox.Sandbox`)
+    `confinement` (what it may read and write) and `sandbox` (`kiln.tools.sandbox.box.Sandbox`)
     contain it: a forked worker contains itself in the fork server, which the sandbox started; an
     exec'd one runs through the sandbox's one-shot launcher."""
 
@@ -112,9 +112,10 @@ class IsolatedProc:
         self.untimed_s, self.stage, self.detail = 0.0, None, ""
         self.result: ProcResult | None = None
         self.proc: Forked | Popened
-        if zygote is not None and argv[1:3] == ["-m", "kiln.tools.check.worker"]:
+        if zygote is not None and argv[1:2] == ["-m"]:  # `python -m MODULE ARGS`: MODULE.main(ARGS), forked
             conf = confinement.as_dict() if confinement is not None else None
-            self.proc = Forked(zygote, argv[3:], env, Path(cwd), self.stderr_path, as_limit_bytes, conf)
+            self.proc = Forked(zygote, f"{argv[2]}:main", argv[3:], env, Path(cwd), self.stderr_path,
+                               as_limit_bytes, conf)
             return
         self.proc = Popened(argv, env, Path(cwd), self.stderr_path, as_limit_bytes, sandbox, confinement)
 
@@ -189,7 +190,7 @@ def start_isolated(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s
                    as_limit_bytes: int | None = None, untimed_stages: tuple[str, ...] = (),
                    zygote: Any = None, confinement: Any = None, sandbox: Any = None) -> IsolatedProc:
     """Start a worker without waiting (the check runs the reference and candidate side by side).
-    With a fork server (`kiln.tools.check.zygote.Zygote`), `python -m kiln.tools.check.worker ...` is forked from
+    With a fork server (`kiln.tools.sandbox.zygote.Zygote`), `python -m MODULE ...` is forked from
     it instead of exec'd: same containment, no import cost."""
     return IsolatedProc(argv, env=env, cwd=cwd, timeout_s=timeout_s, heartbeat=heartbeat,
                         stage_timeouts=stage_timeouts, as_limit_bytes=as_limit_bytes,

@@ -1,16 +1,16 @@
-"""A fork server for check workers: one Python that has already imported torch, Triton and kiln's
-worker code (but never touched CUDA) forks each worker, so a check does not pay ~1.5-2 s of imports
-twice. The server itself starts from a scrubbed environment: no secret is in its memory to inherit.
-With the OS sandbox (`kiln.tools.check.sandbox`) the server runs inside bubblewrap and each worker
-it forks contains itself (`kiln.tools.check.confine.enter`) before any worker code runs.
+"""A fork server: one Python that has already imported what its workers need (torch, Triton, the
+workers' own code: named by whoever starts it, in `KILN_ZYGOTE_PRELOAD`; it never touches CUDA)
+forks each worker, so a worker does not pay seconds of imports. The server itself starts from a scrubbed environment: no secret is in its memory to inherit.
+With the OS sandbox (`kiln.tools.sandbox.box`) the server runs inside bubblewrap and each worker
+it forks contains itself (`kiln.tools.sandbox.confine.enter`) before any worker code runs.
 
 Protocol (the parent is `Zygote`): one JSON line per request on the server's stdin, one JSON line
-back. `{"op": "spawn", "argv": [...], "env": {...}, "cwd": ..., "stderr": ..., "as_limit": ...,
+back. `{"op": "spawn", "entry": "module:function", "argv": [...], "env": {...}, "cwd": ..., "stderr": ..., "as_limit": ...,
 "status": ..., "confine": {"read": [...], "write": [...]}}` answers `{"pid": N}`: N is the worker's
 pid *in the server's PID namespace* (not kiln's), a handle for `{"op": "kill", "pid": N}`, which
 SIGKILLs the worker and everything it started. The child points fds 0/1 at /dev/null and fd 2 at its
-stderr file, takes the request's environment, contains itself, applies the rlimits and runs
-`kiln.tools.check.worker.main`. When the server reaps a worker it kills what the worker left
+stderr file, takes the request's environment, contains itself, applies the rlimits and calls the
+request's `entry` with its argv (the server imports no worker code of its own). When the server reaps a worker it kills what the worker left
 behind and writes its exit code (or -signal) to the request's `status` file (kiln's control dir,
 where no worker may write), which the parent polls. EOF on stdin (the parent died) stops the server.
 """
@@ -30,21 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ("torch", "numpy", "triton", "triton.language", "torch.utils.flop_counter",
-           "kiln.tools.check.reference", "kiln.tools.check.candidate", "kiln.tools.check.baseline",
-           "kiln.tools.compile", "kiln.tools.cuda", "kiln.tools.integrity.physics", "kiln.tools.integrity.degenerate",
-           "kiln.tools.integrity.runtime", "kiln.tools.timing", "kiln.tools.gpuenv")
-# What every checked candidate reaches later, measured at 4-8 s of imports per worker on the H200
-# machine (torch's integrity-stage dispatch machinery, the profiler, and dynamo/inductor for the
-# torch.compile baseline). Some may ask the CUDA runtime for the device count at import, which
-# makes torch refuse CUDA in every forked child: each is imported, then a probe child checks the
-# fork is still clean, and a module that spoils it makes the server start again without it.
-PRELOAD_EXTRA = ("torch.utils._python_dispatch", "torch.profiler", "torch._higher_order_ops.triton_kernel_wrap",
-                 "torch._dynamo", "torch._inductor.compile_fx", "torch.utils.cpp_extension")
-# Only where kiln times (a GPU) does a worker build the torch.compile baseline: a CPU server leaves
-# inductor (~1.8 s of its start on CI's machine) to the rare worker that imports it. Dynamo stays:
-# the integrity stage imports it, and leaving it out cost every CPU worker 1.5 s.
-TIMING_ONLY = ("torch._inductor.compile_fx",)
+PRELOAD_ENV = "KILN_ZYGOTE_PRELOAD"
+"""The modules the server imports before it serves (comma-separated, set by whoever starts it: the
+server itself knows no worker's code). They must leave a forked child able to use CUDA."""
+PRELOAD_EXTRA_ENV = "KILN_ZYGOTE_PRELOAD_EXTRA"
+"""Further modules, each imported and then probed: some ask the CUDA runtime for the device count at
+import, which makes torch refuse CUDA in every forked child, and a module that spoils the fork makes
+the server start again without it (named in `ready skipped=...`)."""
 SKIP_ENV = "KILN_ZYGOTE_SKIP"
 
 
@@ -67,7 +59,7 @@ def _contain(req: dict, plan: Any) -> None:
     if plan is None or conf is None:
         os.setsid()
         return
-    from kiln.tools.check import confine
+    from kiln.tools.sandbox import confine
 
     try:
         confine.enter(confine.Confinement.from_dict(conf), plan)
@@ -88,12 +80,12 @@ def _child(req: dict, plan: Any) -> None:
 
         tempfile.tempdir = None  # the server's imports cached its TMPDIR: the worker's is its own dir
         _contain(req, plan)
-        from kiln.tools.check.isolation import _limits
+        from kiln.tools.sandbox.isolation import _limits
 
         _limits(req.get("as_limit"))
         os.chdir(req["cwd"])
-        from kiln.tools.check.worker import main
-
+        module, _, name = str(req["entry"]).partition(":")
+        main = getattr(importlib.import_module(module), name)
         sys.argv = ["kiln-worker", *req["argv"]]
         code = main(req["argv"])
     except SystemExit as exc:
@@ -117,7 +109,7 @@ class _Workers:
         self.init: dict[int, int | None] = {}
 
     def spawn(self, req: dict) -> int:
-        from kiln.tools.check.confine import fork_worker
+        from kiln.tools.sandbox.confine import fork_worker
 
         confined = self.plan is not None and req.get("confine") is not None
         pid, init = fork_worker(self.plan) if confined else (os.fork(), None)
@@ -127,13 +119,13 @@ class _Workers:
         return pid
 
     def kill(self, pid: int) -> None:
-        from kiln.tools.check.confine import kill_worker
+        from kiln.tools.sandbox.confine import kill_worker
 
         if pid in self.status:
             kill_worker(pid, self.init.get(pid))
 
     def reap(self) -> None:
-        from kiln.tools.check.confine import kill_worker, wait_code, write_status
+        from kiln.tools.sandbox.confine import kill_worker, wait_code, write_status
 
         while True:
             try:
@@ -169,24 +161,24 @@ def fork_is_clean() -> bool:
 def _preload() -> None:
     # torch answers device-count questions through NVML (fork-safe) rather than the CUDA runtime
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    for name in PRELOAD:
+    for name in _names(PRELOAD_ENV):
         with contextlib.suppress(Exception):
             importlib.import_module(name)
     if not fork_is_clean():
         sys.exit("kiln fork server: CUDA was initialised by the basic preloads; not safe to fork")
-    skip = set(filter(None, os.environ.get(SKIP_ENV, "").split(",")))
-    extra = os.environ.get("KILN_ZYGOTE_PRELOAD_EXTRA")  # a developer's override of the list
-    names = extra.split(",") if extra is not None else PRELOAD_EXTRA
-    if extra is None and os.environ.get("CUDA_VISIBLE_DEVICES") == "":  # a CPU server: nothing is timed
-        names = tuple(n for n in names if n not in TIMING_ONLY)
-    for name in names:
+    skip = set(_names(SKIP_ENV))
+    for name in _names(PRELOAD_EXTRA_ENV):
         if name in skip or name in sys.modules:
             continue
         with contextlib.suppress(Exception):
             importlib.import_module(name)
         if not fork_is_clean():  # start again without it (the import cannot be undone)
             os.environ[SKIP_ENV] = ",".join(sorted(skip | {name}))
-            os.execv(sys.executable, [sys.executable, "-m", "kiln.tools.check.zygote", *sys.argv[1:]])
+            os.execv(sys.executable, [sys.executable, "-m", "kiln.tools.sandbox.zygote", *sys.argv[1:]])
+
+
+def _names(var: str) -> list[str]:
+    return [n for n in os.environ.get(var, "").split(",") if n]
 
 
 def _handle(workers: _Workers, req: dict) -> dict:
@@ -199,10 +191,10 @@ def _handle(workers: _Workers, req: dict) -> dict:
 def serve(argv: list[str]) -> None:
     plan = None
     if argv[:1] == ["--plan"]:
-        from kiln.tools.check.confine import Plan
+        from kiln.tools.sandbox.confine import Plan
 
         plan = Plan.from_json(argv[1])
-        from kiln.tools.check.confine import warm
+        from kiln.tools.sandbox.confine import warm
 
         warm()  # what every worker's Landlock rules need, computed once here, not per fork
     _preload()
@@ -239,7 +231,7 @@ class Zygote:
         self.confined = command is not None
         self.log = _log_file()
         with open(self.log, "wb") as log:
-            argv = command or [sys.executable, "-m", "kiln.tools.check.zygote"]
+            argv = command or [sys.executable, "-m", "kiln.tools.sandbox.zygote"]
             self.proc = _SPAWNER.submit(lambda: subprocess.Popen(  # noqa: S603
                 argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                 start_new_session=True)).result()
@@ -272,10 +264,11 @@ class Zygote:
             raise RuntimeError("kiln fork server died")
         return json.loads(line)
 
-    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: Path, stderr: Path, status: Path,
+    def spawn(self, entry: str, argv: list[str], *, env: dict[str, str], cwd: Path, stderr: Path, status: Path,
               as_limit: int | None, confine: dict | None = None) -> int:
-        """Fork a worker; its pid in the server's PID namespace (a handle for `kill`, nothing else)."""
-        req = {"op": "spawn", "argv": argv, "env": env, "cwd": str(cwd), "stderr": str(stderr),
+        """Fork a worker that runs `entry` ("module:function", called with `argv`, returning the exit
+        code); its pid in the server's PID namespace (a handle for `kill`, nothing else)."""
+        req = {"op": "spawn", "entry": entry, "argv": argv, "env": env, "cwd": str(cwd), "stderr": str(stderr),
                "status": str(status), "as_limit": as_limit, "confine": confine}
         pid = int(self._request(req)["pid"])
         with self.lock:
@@ -301,7 +294,7 @@ _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_pref
 
 
 def _log_file() -> Path:
-    from kiln.tools.check import scratch
+    from kiln.tools.sandbox import scratch
 
     return scratch.ctl_dir() / f"zygote-{os.getpid()}-{time.monotonic_ns()}.log"
 

@@ -46,22 +46,22 @@ def _read_code(path: Path | None) -> int | None:
 
 def _status_path() -> Path:
     """Where a worker's exit code is written: kiln's control dir, which no worker may write."""
-    from kiln.tools.check import scratch
+    from kiln.tools.sandbox import scratch
 
     return scratch.ctl_dir() / f"{os.getpid()}.{time.monotonic_ns()}.status"
 
 
 class Forked:
-    """A worker forked by the fork server (kiln.tools.check.zygote), with the bits of Popen we use.
+    """A worker forked by the fork server (kiln.tools.sandbox.zygote), with the bits of Popen we use.
     Its pid is the server's (another PID namespace when sandboxed): polls and kills go through the
     server, never through os.kill here."""
 
-    def __init__(self, zygote: Any, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
+    def __init__(self, zygote: Any, entry: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
                  as_limit: int | None, confine: dict | None) -> None:
         self.zygote = zygote
         self.returncode: int | None = None
         self.status = _status_path()
-        self.pid = zygote.spawn(argv, env=env, cwd=cwd, stderr=stderr, status=self.status, as_limit=as_limit,
+        self.pid = zygote.spawn(entry, argv, env=env, cwd=cwd, stderr=stderr, status=self.status, as_limit=as_limit,
                                 **({"confine": confine} if confine is not None else {}))
 
     def poll(self) -> int | None:

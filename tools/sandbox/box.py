@@ -12,7 +12,7 @@ the profiler's targets):
   cgroup namespaces, `--die-with-parent`, a new session, the scrubbed environment only; of all
   capabilities only CAP_SYS_ADMIN inside its own user namespace, which the fork server needs to
   give each worker its own namespaces.
-* **inner**, per worker (`kiln.tools.check.confine`): own PID/mount/net/IPC/user namespaces, fresh
+* **inner**, per worker (`kiln.tools.sandbox.confine`): own PID/mount/net/IPC/user namespaces, fresh
   /proc, no capabilities, no_new_privs, Landlock.
 
 `--isolation strict` refuses to run unless every layer is in force; `best-effort` uses what works
@@ -34,10 +34,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from kiln.tools.check import confine, nsutil, scratch
-from kiln.tools.check.confine import Confinement, Plan
 from kiln.tools.errors import KilnConfigError
 from kiln.tools.records import IsolationRecord
+from kiln.tools.sandbox import confine, nsutil, scratch
+from kiln.tools.sandbox.confine import Confinement, Plan
 
 ALWAYS = ["new-session", "pdeathsig", "no-capabilities", "no-new-privs", "closed-fds"]
 ALL_LAYERS = ["bwrap", "pid-namespace", "mount-namespace", "net-namespace", "ipc-namespace", "user-namespace",
@@ -177,7 +177,7 @@ class Sandbox:
                 status_fd: int | None = None) -> list[str]:
         """A one-shot confined run of `argv` (both layers); its exit code (or -signal) is written
         to `status_fd`, an inherited pipe the worker itself never holds."""
-        launch = [sys.executable, "-m", "kiln.tools.check.launch", "run", "--plan", self.plan.as_json(),
+        launch = [sys.executable, "-m", "kiln.tools.sandbox.launch", "run", "--plan", self.plan.as_json(),
                   "--confine", json.dumps(conf.as_dict()),
                   *(["--status-fd", str(status_fd)] if status_fd is not None else []), "--", *argv]
         if not self.bwrap:
@@ -186,7 +186,7 @@ class Sandbox:
 
 
 def _probe(bwrap: str | None, env: dict[str, str]) -> tuple[dict | None, str]:
-    argv = [sys.executable, "-m", "kiln.tools.check.launch", "probe"]
+    argv = [sys.executable, "-m", "kiln.tools.sandbox.launch", "probe"]
     if bwrap:
         argv = outer_args(bwrap, env=env) + argv
     try:
@@ -234,7 +234,7 @@ def _without_namespaces(probe: dict) -> dict:
 
 
 def _probe_env() -> dict[str, str]:
-    from kiln.tools.check.isolation import scrubbed_env
+    from kiln.tools.sandbox.isolation import scrubbed_env
 
     return scrubbed_env(device="cpu", gpu_index=0, cache_dir=scratch.root() / "probe")
 

@@ -1,8 +1,8 @@
-"""One-shot confined runs and the sandbox's probe (`python -m kiln.tools.check.launch ...`), run
+"""One-shot confined runs and the sandbox's probe (`python -m kiln.tools.sandbox.launch ...`), run
 inside the bubblewrap layer when there is one.
 
 - `run --plan JSON --confine JSON [--status-fd N] -- ARGV...`: fork a worker with the inner layer
-  (`kiln.tools.check.confine`), exec ARGV in it, wait, write its exit code (or -signal) to fd N
+  (`kiln.tools.sandbox.confine`), exec ARGV in it, wait, write its exit code (or -signal) to fd N
   (a pipe from kiln, closed in the worker before it runs anything), and exit with it (128 + signal). For the Proposer's case modules and the profiler's targets:
   the fork server is for the check's hot path.
 - `probe`: which inner steps work here, as one JSON line on stdout.
@@ -18,8 +18,8 @@ import os
 import sys
 from dataclasses import asdict
 
-from kiln.tools.check import landlock, nsutil
-from kiln.tools.check.confine import (
+from kiln.tools.sandbox import landlock, nsutil
+from kiln.tools.sandbox.confine import (
     SANDBOX_EXIT,
     Confinement,
     Plan,

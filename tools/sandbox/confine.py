@@ -1,6 +1,6 @@
 """The inner layer of the sandbox: what a worker process does to itself before any worker code runs.
 
-The spawner (the fork server, or the one-shot launcher `python -m kiln.tools.check.launch run`)
+The spawner (the fork server, or the one-shot launcher `python -m kiln.tools.sandbox.launch run`)
 calls `fork_worker(plan)`; the child calls `enter(confinement, plan)`. With `plan.pidns` the child is
 pid 2 of a new PID namespace whose pid 1 is a tiny init (it dies with the spawner), so a worker sees neither kiln, nor the server, nor its siblings, and when the spawner
 kills that init everything the worker started dies with it. `enter`:
@@ -35,8 +35,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kiln.tools.check import landlock, nsutil
-from kiln.tools.check.nsutil import SandboxError
+from kiln.tools.sandbox import landlock, nsutil
+from kiln.tools.sandbox.nsutil import SandboxError
 
 SANDBOX_EXIT = 97  # a worker whose containment failed exits with this code (stderr says why)
 NOBODY = 65534
