@@ -102,11 +102,12 @@ def _perturbed(x: torch.Tensor, u: float, seed: int) -> torch.Tensor:
 
 
 def _compared(t: torch.Tensor, name: str, seed: int) -> torch.Tensor:
-    """The elements the parent compares, on the CPU: all of them, or the sketch's sample."""
+    """The elements the judge compares, where the model computed them: all of them, or the
+    sketch's sample."""
     if t.numel() >= sketch.SKETCH_MIN_NUMEL:
         pos = sketch.positions_on(str(t.device), tuple(t.shape), derive_seed(seed, name))
-        return t.detach().reshape(-1)[pos].cpu()
-    return t.detach().cpu()  # a fresh output of our own model copy: no defensive copy needed
+        return t.detach().reshape(-1)[pos]
+    return t.detach()  # a fresh output of our own model copy: no defensive copy needed
 
 
 def _native_values(packed: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -161,23 +162,28 @@ def _element_data(native: torch.Tensor, high: torch.Tensor, mag: torch.Tensor | 
 
 
 def reference_trial(model: torch.nn.Module, num: Numerics | str | None, inputs: tuple, pristine: tuple, *,
-                    seed: int, drop_nonfinite: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+                    seed: int, drop_nonfinite: bool = False, packer: Any = pack
+                    ) -> tuple[dict[str, Any] | None, str | None]:
     """One trial on the reference side: run the native reference on `inputs`, pack its output
-    (`correctness.pack`) and add the numerics computed from `pristine` (an untouched copy of the
-    inputs; `num` is the case's `build(...)` result, None: --atol/--rtol given). Returns
-    (packed, None), or (None, why) when `drop_nonfinite` (a wide distribution's first trial) and
-    the reference's output is not finite there: the distribution is dropped for the problem."""
+    (`packer`: `correctness.pack` (CPU copies), or the judge's `pack_on_device`) and add the numerics
+    computed from `pristine` (an untouched copy of the inputs; `num` is the case's `build(...)`
+    result, None: --atol/--rtol given). Returns (packed, None), or (None, why) when
+    `drop_nonfinite` (a wide distribution's first trial) and the reference's output is not finite
+    there: the distribution is dropped for the problem."""
     with torch.no_grad():
         out = model(*inputs)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
-    packed = pack(out, seed)
+    packed = packer(out, seed)
     del out  # multi-GB outputs: the float64 run needs the room
     why = nonfinite(packed) if drop_nonfinite else None
     if why is not None:
         return None, why
     if isinstance(num, Numerics):
         packed["numerics"] = numerics_pack(num, pristine, packed, seed=seed)
+        if packer is pack:  # CPU copies, as the packed output's
+            for data in (packed["numerics"].get("outputs") or {}).values():
+                data.update({k: v.cpu() for k, v in data.items()})
     elif num is not None:
         packed["numerics"] = {"status": f"unavailable: {num}"}
     return packed, None

@@ -52,7 +52,8 @@ class CheckOptions(Record):
 
     device: Device = "auto"
     dtype: DType = "fp32"
-    trials: int = Field(5, ge=1, description="correctness trials per case and input distribution")
+    trials: int = Field(2, ge=1, description="correctness trials per case and basic input distribution (the wide "
+                                              "ones get half, at least one): docs/integrity.md says what each catches")
     cases: list[str] = Field(default_factory=list, description="extra case files (problem format)")
     timeout_s: float = Field(300.0, gt=0, description="overall budget; stages get their own share")
     compile_timeout_s: float | None = None
@@ -293,26 +294,37 @@ class DegenerateRecord(Record):
 
 
 class TimingIntegrity(Record):
-    wall_over_event: float | None = Field(None, description="host wall time / event time, same calls")
+    """What kiln's own process measured and checked about a candidate's timing (`kiln.tools.check.timing`)."""
+
+    method: str = Field("", description="'laps': kiln's clock over laps of calls (older records: events)")
+    n_laps: int | None = Field(None, description="timed laps of the candidate")
+    slots: int | None = Field(None, description="calls per lap, each on its own input set")
+    span_bytes: int | None = Field(None, description="a lap's inputs and outputs together (L2 is cold above ~100 MB)")
+    deferred_us_per_call: float | None = Field(None, description="the candidate's refresh and commit time beyond the "
+                                                                 "baseline's, charged to its laps, per call")
+    cand_refresh_s: float | None = Field(None, description="median refresh (new inputs) of the candidate's worker")
+    cand_commit_s: float | None = Field(None, description="median commit (projections of its outputs)")
+    base_refresh_s: float | None = Field(None, description="the same steps in the baseline worker (eager)")
+    base_commit_s: float | None = None
+    timed_outputs_checked: int = Field(0, description="timed (lap, slot) outputs the reference recomputed")
+    timed_outputs_failed: int = 0
+    audit_worst: float | None = Field(None, description="worst projection difference / its allowed bound (> 1 fails)")
+    audit_why: str = Field("", description="the first failed audit, in words")
+    distinct_inputs: bool = False
+    # older records (events timed inside the candidate's worker): kept so they still load
+    wall_over_event: float | None = None
     threads_before: int | None = None
     threads_after: int | None = None
-    timed_outputs_checked: int = 0
-    timed_outputs_failed: int = 0
-    distinct_inputs: bool = False
-    wall_us: float | None = Field(None, description="host wall time of the same calls, incl. final device sync")
-    event_us: float | None = Field(None, description="CUDA-event time of those calls on the timed stream")
-    n_calls: int | None = Field(None, description="how many calls wall_us / event_us cover")
-    parent_wall_s: float | None = Field(None, description="the timed loop as kiln's own clock saw it (outside "
-                                                          "the candidate's process)")
-    parent_event_s: float | None = Field(None, description="the sum of the loop's per-call event times")
-    overhead_us: float | None = Field(None, description="harness time per call outside the events, measured on "
-                                                        "the eager baseline's loop (a process without the candidate)")
-    hidden_us_per_call: float | None = Field(None, description="loop wall - events - overhead, per call: time the "
-                                                               "candidate's events did not show")
-    n_calls_loop: int | None = Field(None, description="timed calls in the loop kiln's clock bracketed")
-    parent_per_call_us: float | None = Field(None, description="kiln's clock per timed call, the harness overhead "
-                                                               "taken off: the mean time a call really took")
-    median_us: float | None = Field(None, description="the median of the samples the candidate reported")
+    wall_us: float | None = None
+    event_us: float | None = None
+    n_calls: int | None = None
+    parent_wall_s: float | None = None
+    parent_event_s: float | None = None
+    overhead_us: float | None = None
+    hidden_us_per_call: float | None = None
+    n_calls_loop: int | None = None
+    parent_per_call_us: float | None = None
+    median_us: float | None = None
 
 
 class IntegrityRecord(Record):

@@ -57,16 +57,18 @@ def positions_on(device: str, shape: tuple[int, ...], seed: int, n_uniform: int 
     return positions(shape, seed, n_uniform, n_edge).to(device)
 
 
-def make_sketch(t: torch.Tensor, seed: int, *, n_uniform: int = N_UNIFORM, n_edge: int = N_EDGE) -> dict[str, Any]:
-    """The sketch of one big tensor, as CPU data ready for torch.save. The positions are not in it
-    (megabytes per output): `sketch_positions` draws them again from the seed and shape."""
+def make_sketch(t: torch.Tensor, seed: int, *, n_uniform: int = N_UNIFORM, n_edge: int = N_EDGE,
+                on_device: bool = False) -> dict[str, Any]:
+    """The sketch of one big tensor (its values on the CPU, or left on the tensor's device). The
+    positions are not in it (megabytes per output): `sketch_positions` draws them again from the
+    seed and shape."""
     flat = t.detach().reshape(-1)
     pos = positions_on(str(flat.device), tuple(t.shape), seed, n_uniform, n_edge)
     values = flat[pos]
     with torch.no_grad():
         stats = chunked.finite_stats(flat)
     return {"kind": "sketch", "shape": list(t.shape), "seed": seed, "n_uniform": n_uniform, "n_edge": n_edge,
-            "values": values.cpu(), **stats}
+            "values": values if on_device else values.cpu(), **stats}
 
 
 def sketch_positions(sk: dict[str, Any]) -> torch.Tensor:

@@ -201,7 +201,7 @@ def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: to
     reference's error `err`, the magnitude `mag` and the sensitivity `sens` (all the same shape;
     `sens` None: none computed, no allowance from it), or why it can't judge. `unit_mean_a`: mean A
     of this output on unscaled inputs; the G term uses the larger of it and this trial's mean A."""
-    sens = torch.zeros((), dtype=mag.dtype).expand(mag.shape) if sens is None else sens
+    sens = torch.zeros((), dtype=mag.dtype, device=mag.device).expand(mag.shape) if sens is None else sens
     if not (e.shape == a.shape == err.shape == mag.shape == sens.shape):
         return "the numerics do not line up with the output"
     own_mean_a, r = _stats(err, mag, e)
@@ -209,7 +209,7 @@ def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: to
     if r > r_max(dtype):
         return (f"the native reference differs from the high-precision one by {r:.3g} of the data's magnitude, "
                 "more than rounding explains (random ops or dtype-dependent code?)")
-    ok = torch.empty(e.shape, dtype=torch.bool).reshape(-1)
+    ok = torch.empty(e.shape, dtype=torch.bool, device=e.device).reshape(-1)
     ratio, tol_sum = 0.0, 0.0
     for off, (lo, av, d, m, sv) in _aligned(e, a, err, mag, sens):
         chunk_ok, chunk_ratio, chunk_tol = _chunk(lo, av, d, m, sv, mean_a=mean_a, r=r, atol=atol, rtol=rtol)

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from kiln.tools.errors import KilnInputError
 from kiln.tools.records import (
@@ -122,12 +123,31 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
         rec.reasons.append("not executed: the static scan rejected the source")
         rec.timing = TimingRecord(measured=False, reason="not measured (rejected before running)")
     elif _unsupported(rec, lang, options.dtype, Path(candidate)) is None:
-        from kiln.tools.check.pipeline import run_check
-
-        rec = run_check(rec, prob, cases, cand, options, static=static, seed=options.seed or secrets.randbits(63))
+        rec = _run_guarded(rec, prob, cases, cand, options, static)
     rec = _verdict(rec, options)
     rec.stages_s["total"] = round(time.monotonic() - t0, 3)
     return rec
+
+
+def _run_guarded(rec: CheckRecord, prob: Any, cases: list[Any], cand: Any, options: CheckOptions,
+                 static: list[Finding]) -> CheckRecord:
+    """The pipeline; a failure of kiln's own code becomes an `error` record (never a traceback
+    instead of a verdict). A broken problem still raises KilnInputError: that is the user's input."""
+    from kiln.tools.check.pipeline import run_check
+
+    try:
+        return run_check(rec, prob, cases, cand, options, static=static, seed=options.seed or secrets.randbits(63))
+    except KilnInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every check ends with a record
+        import traceback
+
+        failed = rec.model_copy(deep=True)
+        failed.status, failed.correct = "error", False
+        failed.reasons.append(f"kiln failed during the check ({type(exc).__name__}: {str(exc)[:300]}): "
+                              "this is kiln's bug, not the candidate's; the traceback is in stderr_tail")
+        failed.stderr_tail = "".join(traceback.format_exception(exc))[-2000:]
+        return failed
 
 
 def _broken_candidate(rec: CheckRecord, message: str, t0: float) -> CheckRecord:

@@ -1,11 +1,10 @@
 """The baseline worker: a process that never imports a candidate.
 
 `BaselineWorker` builds the problem's Model (seeds from the parent) and times it as eager, eager
-with TF32 and `torch.compile`, exactly as the candidate worker times ModelNew: same input pool
-(`TimedInputs` from the same timing key), same flush, same per-call sketches, so its loop's wall
-time, measured by the parent, also calibrates the harness's per-call overhead that the parent
-allows the candidate. `PeaksWorker` measures the GPU's copy bandwidth and matmul rate for the
-physics floor (kiln's own code only; the parent writes the cache).
+with TF32 and `torch.compile` through exactly the harness the candidate's worker runs
+(`kiln.tools.timing.laps`: the same ring, the same refresh, lap and commit steps), so kiln's clock
+measures both the same way, and the baseline's refresh and commit times are what those steps cost
+when nothing is hidden in them.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from typing import Any
 
 import torch
 
+from kiln.tools.check import messages as m
 from kiln.tools.check.reference import Case
 from kiln.tools.check.worker import JobSpec, Worker
 
@@ -26,36 +26,47 @@ class BaselineWorker(Worker):
         self.case: Case | None = None
         self.prepared: dict[str, Any] = {}
 
-    def op_setup(self, seeds: dict[str, int]) -> dict[str, Any]:
+    def op_setup(self, cmd: m.BaseSetup) -> None:
         c = self.spec.cases[0]
-        self.case = Case(c.path, c.model_path, init_seed=seeds["init"], model_seed=seeds["model"],
+        self.case = Case(c.path, c.model_path, init_seed=cmd.seeds.init, model_seed=cmd.seeds.model,
                          dtype=self.spec.dtype, device=self.spec.device)
-        return {}
 
-    def op_prepare(self, name: str, timing: dict[str, Any]) -> dict[str, Any]:
-        """Build the baseline callable (compile: its first call, compile time excluded) and its pool."""
-        from kiln.tools.timing.bench import TimedInputs
-        from kiln.tools.timing.stage import Prepared, baseline_fn, settle_compiled
+    def op_prepare(self, cmd: m.BasePrepare) -> None:
+        """Build the baseline callable (compile: its first call, compile time excluded) and its ring."""
+        from kiln.tools.timing.laps import Ring, RingSpec, warm_up
+        from kiln.tools.timing.stage import baseline_fn, settle_compiled, tf32
 
         assert self.case is not None
-        feed = TimedInputs.from_spec(timing, self.case.mod.get_inputs, dtype=self.spec.dtype, device=self.spec.device)
-        fn = baseline_fn(name, self.case.model)
-        if name == "compile":
-            with torch.no_grad():
-                settle_compiled(fn, feed.for_call(0))
-        self.prepared[name] = (Prepared(fn, feed, self.spec.device), timing)
-        return {}
+        ring = Ring(self.case.mod.get_inputs, RingSpec.model_validate(cmd.ring))
+        fn = baseline_fn(cmd.name, self.case.model)
+        with tf32(True if cmd.name == "eager_tf32" else None):
+            if cmd.name == "compile":
+                with torch.no_grad():
+                    settle_compiled(fn, ring.slots[0])
+            warm_up(fn, ring)
+        self.prepared[cmd.name] = (fn, ring)
 
-    def op_time_loop(self, name: str, max_time_s: float) -> dict[str, Any]:
-        from kiln.tools.timing.stage import run_loop, tf32
+    def op_refresh(self, cmd: m.Refresh) -> None:
+        self.prepared[cmd.name][1].refresh(cmd.lap)
 
-        prepared, timing = self.prepared[name]
-        with tf32(True if name == "eager_tf32" else None):
-            run, facts = run_loop(prepared, max_time_s=max_time_s, sketch_key=int(timing["key"]))
-        return {"samples_us": run.samples, **facts}
+    def op_lap(self, cmd: m.Lap) -> None:
+        from kiln.tools.timing.laps import run_lap
+        from kiln.tools.timing.stage import tf32
 
-    def op_peak_memory(self) -> dict[str, Any]:
+        with tf32(True if cmd.name == "eager_tf32" else None):
+            run_lap(*self.prepared[cmd.name])
+
+    def op_commit(self, cmd: m.Commit) -> m.CommitReply:
+        from kiln.tools.timing.laps import commit
+
+        ring = self.prepared[cmd.name][1]
+        out = m.CommitReply(projections=[{"leaves": p} for p in commit(ring, cmd.key, cmd.sigma)])
+        ring.outputs = []
+        return out
+
+    def op_peak_memory(self, cmd: m.PeakMemory) -> m.PeakMemoryReply:
         from kiln.tools.timing.stage import peak_bytes
 
-        prepared, _ = self.prepared["eager"]
-        return {"peak_bytes": peak_bytes(prepared.fn, prepared.feed.for_call(0))}
+        fn, ring = self.prepared[cmd.name]
+        ring.outputs = []
+        return m.PeakMemoryReply(peak_bytes=peak_bytes(fn, ring.slots[0]))

@@ -2,8 +2,9 @@
 
 - `reference/`: facts about a problem alone (the work count for the physics floor, degeneracy),
   keyed by the problem's and cases' sources, dtype and device;
-- `baselines/`: the baselines' raw samples and their loop's wall time on one GPU, keyed by the
-  problem's source, dtype, GPU (name and UUID), torch version and the harness version;
+- `baselines/`: the baselines' raw samples (kiln's clock, per call) and the median time of their
+  refresh and commit steps on one GPU, keyed by the problem's source, dtype, GPU (name and UUID),
+  torch version, the ring's size and the harness version;
 - `peaks.json`: the GPU's measured copy bandwidth and matmul rates (`kiln.tools.peaks`);
 - `cand/<hash>/`: a candidate's own compile cache (Triton, torch extensions, cubins), per source
   hash: the only cache a worker writes, and only its own source's.
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 REFERENCE_VERSION = 3  # bump when the cached reference-side facts change meaning (3: degenerate holds weight
 # independence only; the rest is judged in the parent across the trials' draws, issue 16)
-HARNESS_VERSION = 2  # bump when the timing harness changes what a baseline sample means
+HARNESS_VERSION = 3  # bump when the timing harness changes what a baseline sample means (3: laps, kiln's clock)
 BASELINE_MAX_AGE_S = 7 * 24 * 3600.0
 
 
@@ -37,6 +38,7 @@ def root() -> Path:
 def candidate_cache(source_sha: str) -> Path:
     path = root() / "cand" / source_sha[:16]
     path.mkdir(parents=True, exist_ok=True)
+    os.utime(path)  # the least recently used caches are the first trimmed
     return path
 
 
@@ -99,19 +101,19 @@ def gpu_identity(gpu_index: int) -> str | None:
 # ----------------------------------------------------------------------------- baselines
 
 
-def _baseline_path(s: Session, name: str, n_sets: int) -> Path | None:
+def _baseline_path(s: Session, name: str, slots: int) -> Path | None:
     gpu = gpu_identity(s.o.gpu_index)
     if gpu is None:
         return None
     problem = Path(s.cases[0].path).read_text()
-    key = hashlib.sha256(repr((problem, s.o.dtype, gpu, HARNESS_VERSION, n_sets, name))
+    key = hashlib.sha256(repr((problem, s.o.dtype, gpu, HARNESS_VERSION, slots, name))
                          .encode()).hexdigest()[:24]
     return root() / "baselines" / f"{key}.json"
 
 
-def baseline(s: Session, name: str, n_sets: int) -> dict[str, Any] | None:
-    """A cached baseline run: {'samples_us', 'wall_s', 'n_calls', 'measured_at', ...} or None."""
-    path = _baseline_path(s, name, n_sets)
+def baseline(s: Session, name: str, slots: int) -> dict[str, Any] | None:
+    """A cached baseline run: {'samples_us', 'refresh_s', 'commit_s', 'measured_at', ...} or None."""
+    path = _baseline_path(s, name, slots)
     data = _read(path) if path else None
     if data is None or not isinstance(data.get("samples_us"), list) or not data["samples_us"]:
         return None
@@ -120,8 +122,73 @@ def baseline(s: Session, name: str, n_sets: int) -> dict[str, Any] | None:
     return {**data, "cached": True}
 
 
-def store_baseline(s: Session, name: str, n_sets: int, run: dict[str, Any]) -> None:
-    path = _baseline_path(s, name, n_sets)
+def store_baseline(s: Session, name: str, slots: int, run: dict[str, Any]) -> None:
+    path = _baseline_path(s, name, slots)
     if path is not None:
-        keep: dict[str, Any] = {k: run[k] for k in ("samples_us", "wall_s", "n_calls", "peak_bytes") if k in run}
+        keep: dict[str, Any] = {k: run[k] for k in ("samples_us", "refresh_s", "commit_s", "peak_bytes") if k in run}
         _write(path, {**keep, "measured_at": time.time()})
+
+
+# ----------------------------------------------------------------------------- bounds on what a candidate leaves
+
+
+CANDIDATE_CACHE_MAX_BYTES = 2 << 30
+"""One candidate source's compile cache (Triton, torch extensions, cubins) may hold this much; a
+check that leaves more has its cache removed, and a worker that writes more mid-check is stopped."""
+CANDIDATE_CACHE_MAX_FILES = 20_000
+ALL_CANDIDATES_MAX_BYTES = 20 << 30
+"""The compile caches of all candidate sources together: the least recently used go first."""
+
+
+def tree_usage(top: Path, max_files: int = CANDIDATE_CACHE_MAX_FILES) -> tuple[int, int]:
+    """(bytes, files) under `top`, never following links; counting stops past `max_files`."""
+    total = files = 0
+    stack = [str(top)]
+    while stack and files <= max_files:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                else:
+                    total += e.stat(follow_symlinks=False).st_blocks * 512
+                    files += 1
+            except OSError:
+                continue
+    return total, files
+
+
+def over_bound(top: Path) -> str | None:
+    """Why a candidate's compile cache is over its bound, in words; None if within."""
+    size, files = tree_usage(top)
+    if size > CANDIDATE_CACHE_MAX_BYTES:
+        return f"its compile cache grew past {CANDIDATE_CACHE_MAX_BYTES >> 30} GiB"
+    if files > CANDIDATE_CACHE_MAX_FILES:
+        return f"its compile cache holds more than {CANDIDATE_CACHE_MAX_FILES} files"
+    return None
+
+
+def trim_candidate_cache(source_sha: str) -> None:
+    """After a check: a cache over its bound is removed; then the oldest caches go until all
+    candidates' caches fit `ALL_CANDIDATES_MAX_BYTES` (the one just used is kept)."""
+    import shutil
+
+    own = root() / "cand" / source_sha[:16]
+    if own.is_dir() and over_bound(own):
+        shutil.rmtree(own, ignore_errors=True)
+    base = root() / "cand"
+    try:
+        dirs = sorted((d for d in base.iterdir() if d.is_dir() and not d.is_symlink() and d != own),
+                      key=lambda d: d.stat().st_mtime)
+    except OSError:
+        return
+    sizes = {d: tree_usage(d)[0] for d in dirs}
+    total = sum(sizes.values()) + (tree_usage(own)[0] if own.is_dir() else 0)
+    for d in dirs:
+        if total <= ALL_CANDIDATES_MAX_BYTES:
+            break
+        shutil.rmtree(d, ignore_errors=True)
+        total -= sizes[d]

@@ -1,22 +1,20 @@
-"""Parent side of correctness: load each trial's packed outputs (reference worker vs candidate
-worker), compare them, detect input mutation and nondeterministic problems, score the groups, and
-summarise for the Coder. Everything here runs in kiln's own process."""
+"""Parent side of correctness: gather each trial's verdicts from the judge (the reference worker,
+`kiln.tools.check.judging`), note input mutation, score the groups, and summarise for the Coder.
+No output is loaded here and nothing here needs torch: the candidate's worker sends only claims, the
+judge sends verdicts as typed records."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from kiln.tools.correctness import first_failure, relative_l2
+from kiln.tools.check.messages import CandPackReply, CandTrialReply, RefJudgeReply, RefTrialReply
+from kiln.tools.correctness import first_failure
 from kiln.tools.inputs import DISTRIBUTIONS
-from kiln.tools.integrity import degenerate
-from kiln.tools.records import CaseSummary, DegenerateRecord, Finding, Mismatch, TrialRecord
-from kiln.tools.tolerance import judge
+from kiln.tools.records import CaseSummary, DegenerateRecord, Finding, TrialRecord
 
 DIST_WORDS = {name: d.words for name, d in DISTRIBUTIONS.items()}
 PHASE_WORDS = {"first_call": "first call", "second_call": "second call on the same inputs"}
-MAX_PACK_BYTES = 1 << 34  # a candidate's output file above 16 GiB is refused unread
 
 
 @dataclass
@@ -53,19 +51,6 @@ def _group(t: TrialRecord) -> str:
     return f"{t.case}/{t.distribution}"
 
 
-def load_pack(path: str | Path) -> dict:
-    import torch
-
-    # weights_only: a worker wrote this file; never unpickle arbitrary objects from it
-    if Path(path).stat().st_size > MAX_PACK_BYTES:
-        raise ValueError(f"{Path(path).name} is larger than {MAX_PACK_BYTES >> 30} GiB")
-    packed = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(packed, dict) or not isinstance(packed.get("meta"), list) or not isinstance(
-            packed.get("tensors"), dict):
-        raise ValueError("not a packed output")
-    return packed
-
-
 def describe(t: TrialRecord) -> str:
     return (f"case '{t.case}', {DIST_WORDS.get(t.distribution, t.distribution)}, trial {t.trial} "
             f"({PHASE_WORDS.get(t.phase, t.phase)})")
@@ -73,25 +58,26 @@ def describe(t: TrialRecord) -> str:
 
 @dataclass
 class TrialData:
-    """One trial as both workers reported it (the parent's view; candidate fields untrusted)."""
+    """One trial as the workers reported it: the reference's trial reply, the candidate's two
+    (claims), and the judge's verdict."""
 
     case: str
     dist: str
     trial: int
-    ref: dict[str, Any]
-    cand: dict[str, Any]
-    packed: dict[str, Any]
+    ref: RefTrialReply
+    cand: CandTrialReply
+    packed: CandPackReply
+    verdict: RefJudgeReply
 
 
 class TrialComparer:
-    """Compares trials as the session hands them over, and keeps the running verdict. `numerics`:
-    the numerics rule decides (kiln.tools.tolerance); False when --atol/--rtol were given."""
+    """Keeps the running verdict as the session hands trials over. `numerics`: the numerics rule
+    decides (kiln.tools.tolerance); False when --atol/--rtol were given."""
 
     def __init__(self, atol: float, rtol: float, *, dtype: str = "fp32", numerics: bool = False) -> None:
         self.atol, self.rtol, self.dtype, self.numerics = atol, rtol, dtype, numerics
         self.cmp = Comparison(rule="numerics" if numerics else "atol_rtol")
-        self.digests: dict[tuple[str, int], tuple[Any, dict]] = {}  # (dist, trial) -> (input_fp, digest)
-        self.unit_mag: dict[str, dict[str, float]] = {}  # case -> output -> mean A on its x1 inputs (largest draw)
+        self.rms: dict[str, float] = {}
 
     @property
     def failed(self) -> bool:
@@ -107,63 +93,28 @@ class TrialComparer:
         self.cmp.dropped[group] = why
 
     def add(self, d: TrialData) -> list[TrialRecord]:
-        if d.ref["input_fp"] != d.cand["input_fp"]:
-            self.cmp.problem_error = ("get_inputs() gave different tensors under the same seed in two processes: it "
-                                      "uses a random source kiln does not seed, so inputs cannot be reproduced")
-            return []
         records = self._records(d)
-        mutated = bool(d.cand.get("mutated") or d.packed.get("mutated"))
-        if mutated and not d.ref.get("mutated"):
+        if d.cand.input_fp and d.cand.input_fp != d.ref.input_fp:
+            for r in records:
+                r.passed = r.legacy_atol_rtol_passed = False
+                r.error = ("its worker reports inputs that differ from the reference's for the same trial: it did not "
+                           "compute on the trial's inputs")
+        mutated = d.cand.mutated or d.packed.mutated
+        if mutated and not d.ref.mutated:
             _mutation(self.cmp, records)
         self.cmp.trials += records
+        self.rms.update(d.verdict.rms)
         return records
 
     def _records(self, d: TrialData) -> list[TrialRecord]:
-        expected = load_pack(d.ref["output"])
-        self._digest(d, expected)
-        raw_files = d.packed.get("files")
-        files: dict[str, Any] = raw_files if isinstance(raw_files, dict) else {}
-        try:  # the candidate's process wrote these: anything unreadable is its failure, not ours
-            first = load_pack(files["first"])
-            second = first if d.packed.get("after_same") or "second" not in files else load_pack(files["second"])
-        except Exception as exc:  # noqa: BLE001
-            msg = f"its output could not be read back as plain tensors ({type(exc).__name__}: {str(exc)[:200]})"
-            return [TrialRecord(case=d.case, distribution=d.dist, trial=d.trial, phase=phase, passed=False,
-                                mismatch=Mismatch(output="out", reason="type", message=msg), error=msg)
-                    for phase in ("first_call", "second_call")]
         out: list[TrialRecord] = []
-        times = (d.cand.get("call_s"), d.packed.get("call_s"))
-        for (phase, actual), secs in zip((("first_call", first), ("second_call", second)), times, strict=True):
-            if out and actual is first:  # bitwise-identical output: same verdict, no second comparison
-                out.append(out[0].model_copy(update={"phase": phase, "candidate_s": _secs(secs)}, deep=True))
-                continue
-            # tolerance (issue 16): the numerics rule (or atol/rtol when given), and the fixed rule's verdict
-            j = judge(expected, actual, dtype=self.dtype, atol=self.atol, rtol=self.rtol, numerics=self.numerics,
-                      unit_mag=self.unit_mag.get(d.case))
-            if d.dist == "x1":  # the unscaled inputs set the floor of the scaled trials' G term
-                mags = self.unit_mag.setdefault(d.case, {})
-                for name, v in j.mean_mag.items():
-                    mags[name] = max(mags.get(name, 0.0), v)
-            rel = relative_l2(expected, actual) if j.mismatch is None or j.legacy_passed else None
-            out.append(TrialRecord(case=d.case, distribution=d.dist, trial=d.trial, phase=phase,
-                                   passed=j.mismatch is None, mismatch=j.mismatch,
-                                   input_mutated=bool(d.cand.get("mutated")), rel_l2_err=rel, candidate_s=_secs(secs),
-                                   rule=j.rule, legacy_atol_rtol_passed=j.legacy_passed, outputs=j.outputs))
+        times = {"first_call": d.cand.call_s, "second_call": d.packed.call_s}
+        for v in d.verdict.phases:
+            out.append(TrialRecord(case=d.case, distribution=d.dist, trial=d.trial, phase=v.phase, passed=v.passed,
+                                   mismatch=v.mismatch, error=v.error, input_mutated=d.cand.mutated,
+                                   rel_l2_err=v.rel_l2_err, candidate_s=_secs(times.get(v.phase)), rule=v.rule,
+                                   legacy_atol_rtol_passed=v.legacy_atol_rtol_passed, outputs=v.outputs))
         return out
-
-    def _digest(self, d: TrialData, expected: dict) -> None:
-        """Keep a small digest of the problem's reference outputs for the degenerate check (the
-        first trial of each distribution and a second x1 draw), before the session deletes them."""
-        if d.case == "problem" and (d.trial == 0 or (d.dist, d.trial) == ("x1", 1)):
-            self.digests[(d.dist, d.trial)] = (d.ref.get("input_fp"), degenerate.digest(expected))
-
-    def _degenerate(self) -> DegenerateRecord | None:
-        fps = {k: fp for k, (fp, _) in self.digests.items()}
-        keys = degenerate.draws(list(DISTRIBUTIONS), fps)
-        if not keys:
-            return None
-        return degenerate.assess_packs([(dist, self.digests[(dist, t)][1]) for dist, t in keys], dtype=self.dtype,
-                                       atol=self.atol, rtol=self.rtol, numerics=self.numerics)
 
     def finish(self, *, complete: bool) -> Comparison:
         """`complete`: every planned trial ran (no early stop, no time-out)."""
@@ -171,17 +122,22 @@ class TrialComparer:
         bad = next((t for t in cmp.trials if not t.passed), None)
         cmp.passed = complete and bad is None and cmp.problem_error is None and bool(cmp.trials)
         cmp.legacy_passed = _legacy_verdict(cmp, complete)
-        cmp.degenerate = self._degenerate()
         if cmp.passed:
             hidden_error(cmp, self.rtol)
         if bad is not None:
-            if bad.mismatch is None:  # failed by mutation only
+            if bad.mismatch is None and bad.error is None:  # failed by mutation only
                 cmp.first_failure = (f"ModelNew.forward wrote into its input tensors on {describe(bad)}. Inputs are "
                                      "read-only: allocate the output (and any scratch) separately.")
             else:
-                cmp.first_failure = first_failure(describe(bad), bad.mismatch)
+                cmp.first_failure = first_failure(describe(bad), bad.mismatch, None if bad.mismatch else bad.error)
             cmp.short_reason = _short(bad)
         return cmp
+
+    def rel_err(self) -> float:
+        """The candidate's worst relative L2 error on the unscaled (x1) trials: the error level its
+        timed outputs are held to (`kiln.tools.timing.audit`)."""
+        errs = [t.rel_l2_err for t in self.cmp.trials if t.distribution == "x1" and t.rel_l2_err is not None]
+        return max(errs, default=0.0)
 
 
 def _secs(v: Any) -> float | None:

@@ -10,7 +10,6 @@ from typing import Any
 from kiln.tools.check.compare import Comparison
 from kiln.tools.records import (
     CaseSummary,
-    CheckRecord,
     CorrectnessRecord,
     DegenerateRecord,
     Finding,
@@ -48,25 +47,27 @@ def _cases(cmp: Comparison, ref_replies: dict[str, dict[str, Any]]) -> dict[str,
     return out
 
 
-def integrity_record(rec: CheckRecord, static: list[Finding], policy: str, cmp_findings: list[Finding], *,
-                     static_mode: str = "allowlist", degenerate: DegenerateRecord | None = None) -> IntegrityRecord:
-    """Static findings, correctness-side findings, and what `rec.extra` holds from the workers;
-    `degenerate`: the parent's judgement across the trials' input draws (issue 16)."""
-    x = rec.extra
+def integrity_record(evidence: dict[str, Any], static: list[Finding], policy: str, cmp_findings: list[Finding], *,
+                     static_mode: str = "allowlist") -> IntegrityRecord:
+    """Static findings, correctness-side findings, and what the session gathered (`evidence`): the
+    candidate's runtime evidence (judged here, never trusted as a verdict), the reference's facts
+    and its degeneracy judgement across the trials' draws (issue 16), kiln's timing measurements."""
+    x = evidence
     integ = IntegrityRecord(policy=policy, static=static_mode, findings=[*static, *cmp_findings])
     if "accounting" in x:  # the runtime stage ran: judge its evidence here, never trust its verdict
-        integ.accounting = _validated(OpAccounting, x.pop("accounting"))
-        integ.findings += runtime_findings(integ.accounting, x.pop("runtime_findings", None), policy)
-    facts = x.pop("reference_facts", None) or {}
+        integ.accounting = _validated(OpAccounting, x.get("accounting"))
+        integ.findings += runtime_findings(integ.accounting, x.get("runtime_findings"), policy)
+    facts = x.get("reference_facts") or {}
     if isinstance(facts.get("physics"), dict):
         integ.physics = PhysicsRecord.model_validate(facts["physics"])
     if isinstance(facts.get("degenerate"), dict):
         integ.degenerate = DegenerateRecord.model_validate(facts["degenerate"])
-    if degenerate is not None:  # tolerance (issue 16): across input draws, plus the reference's weight test
-        reasons = degenerate.reasons + (integ.degenerate.reasons if integ.degenerate else [])
+    draws = _validated(DegenerateRecord, x["degenerate_draws"]) if x.get("degenerate_draws") else None
+    if draws is not None:  # tolerance (issue 16): across input draws, plus the reference's weight test
+        reasons = draws.reasons + (integ.degenerate.reasons if integ.degenerate else [])
         integ.degenerate = DegenerateRecord(degenerate=bool(reasons), reasons=reasons)
-    if isinstance(x.get("timing_integrity"), dict):
-        integ.timing = TimingIntegrity.model_validate(x.pop("timing_integrity"))
+    if isinstance(x.get("timing_integrity"), TimingIntegrity):
+        integ.timing = x["timing_integrity"]
     return integ
 
 

@@ -36,17 +36,19 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
                     budgets=stage_timeouts(options), zygote=zygote, sandbox=box)
         out = s.run()
         cmp_findings = s.comparer.cmp.findings if s.comparer else []
-        out.integrity = integrity_record(out, static, options.policy, cmp_findings, static_mode=options.static,
-                                         degenerate=s.comparer.cmp.degenerate if s.comparer else None)  # issue 16
+        out.integrity = integrity_record(s.evidence, static, options.policy, cmp_findings, static_mode=options.static)
         if out.timing is None:
             out.timing = _not_timed(out, options)
-            out.timing.reason = out.extra.pop("not_timed", None) or out.timing.reason
+            out.timing.reason = s.evidence.get("not_timed") or out.timing.reason
+        if s.evidence.get("peaks"):
+            out.extra["peaks"] = s.evidence["peaks"]
         out.env = out.timing.env if out.timing and out.timing.env else out.env
         return out
     finally:
         with contextlib.suppress(OSError):
             os.chmod(work, 0o700)
         shutil.rmtree(work, ignore_errors=True)
+        caches.trim_candidate_cache(cand.sha256)
 
 
 def _not_timed(rec: CheckRecord, options: CheckOptions) -> Any:

@@ -1,11 +1,12 @@
-"""The reference worker: the problem's (and each case's) `Model`, built from seeds the parent sends.
+"""The reference worker: the problem's (and each case's) `Model`, built from seeds the parent sends,
+and the check's judge.
 
 It never imports the candidate. For each trial it draws the inputs from that trial's seed, runs the
-reference, packs the output with the key the parent sends and saves it where only it and the parent
-can read; inputs small enough to pass as a file are saved too, for the parent to hand to the
-candidate (larger ones the candidate draws from the same per-trial seed: see docs/integrity.md). It
-also counts the problem's work for the physics floor and recomputes the outputs of timed calls the
-parent picks, so timed outputs are re-checked outside the candidate's process.
+reference, keeps the packed output and its numerics on its device until the parent asks for the
+judgement (`kiln.tools.check.judging`), and saves inputs small enough to pass as a file where the
+candidate reads them (larger ones the candidate draws from the same per-trial seed). It counts the
+problem's work for the physics floor, judges degeneracy, and recomputes the timed iterations the
+parent picks (`kiln.tools.timing.audit`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 import torch
 
 from kiln.tools import numerics
-from kiln.tools.check.worker import JobSpec, Worker, WorkerError, load_module, save_output
+from kiln.tools.check import messages as m
+from kiln.tools.check.judging import Judge, leaves_of, pack_on_device
+from kiln.tools.check.worker import JobSpec, Worker, WorkerError, error_message, load_module
 from kiln.tools.inputs import (
     DTYPES,
     InputsError,
@@ -61,73 +64,99 @@ class ReferenceWorker(Worker):
         super().__init__(spec)
         self.cases: dict[str, Case] = {}
         self.dropped: dict[tuple[str, str], str] = {}  # tolerance (issue 16): (case, dist) -> why
+        self.held: dict[str, dict[str, Any]] = {}  # tag -> the packed reference output, until judged
+        self.judge = Judge(spec.dtype, spec.device)
+        self.digests: dict[tuple[str, int], tuple[list[float], dict[str, Any]]] = {}  # degeneracy across draws
 
-    def op_setup(self, seeds: dict[str, dict[str, int]], numerics_rule: bool = False) -> dict[str, Any]:
+    def op_setup(self, cmd: m.RefSetup) -> m.RefSetupReply:
         """Build every case's Model (and, for the numerics rule, its high-precision and |.| copies:
-        `kiln.tools.numerics`); save its weights for the candidate to copy."""
-        out: dict[str, Any] = {}
+        `kiln.tools.numerics`); save its weights where the candidate reads them."""
+        fps: dict[str, list[float]] = {}
         for c in self.spec.cases:
+            seeds = cmd.seeds[c.name]
             try:
-                case = Case(c.path, c.model_path, init_seed=seeds[c.name]["init"], model_seed=seeds[c.name]["model"],
+                case = Case(c.path, c.model_path, init_seed=seeds.init, model_seed=seeds.model,
                             dtype=self.spec.dtype, device=self.spec.device)
             except InputsError as exc:
                 raise WorkerError("input", f"case {c.name}: {exc}") from exc
             self.cases[c.name] = case
-            case.numerics = numerics.build(case.model, self.spec.dtype) if numerics_rule else None
-            weights = self.spec.output_path(f"weights-{c.name}")
-            torch.save({k: v.detach().cpu() for k, v in case.model.state_dict().items()}, weights)
-            out[c.name] = {"weights": str(weights), "weights_fp": fingerprint(
-                [t for _, t in sorted(case.model.state_dict().items())])}
-        return {"cases": out}
+            case.numerics = numerics.build(case.model, self.spec.dtype) if cmd.numerics_rule else None
+            torch.save({k: v.detach().cpu() for k, v in case.model.state_dict().items()}, cmd.weights[c.name])
+            fps[c.name] = fingerprint([t for _, t in sorted(case.model.state_dict().items())])
+        return m.RefSetupReply(weights_fp=fps)
 
-    def op_trial(self, case: str, dist: str, trial: int, seed: int, key: int, tag: str,
-                 file_max_bytes: int = INPUT_FILE_MAX_BYTES, drop_nonfinite: bool = False) -> dict[str, Any]:
-        """One trial's reference output, packed with `key` (and its numerics). `drop_nonfinite`
-        (a wide distribution, issue 16): when the first trial's output is not finite, the
-        distribution is dropped for this case, and every trial of it answers {'dropped': why}."""
-        if (case, dist) in self.dropped:
-            return {"dropped": self.dropped[(case, dist)]}
-        c = self.cases[case]
+    def op_trial(self, cmd: m.RefTrial) -> m.RefTrialReply:
+        """One trial's reference output, kept with its numerics for the judgement. A wide distribution
+        (issue 16) whose first trial's output is not finite is dropped for this case."""
+        if (cmd.case, cmd.dist) in self.dropped:
+            return m.RefTrialReply(dropped=self.dropped[(cmd.case, cmd.dist)])
+        c = self.cases[cmd.case]
         try:
-            inputs = c.inputs(seed, dist, self.spec.dtype, self.spec.device)
+            inputs = c.inputs(cmd.seed, cmd.dist, self.spec.dtype, self.spec.device)
         except InputsError as exc:
-            raise WorkerError("input", f"case {case}: {exc}") from exc
+            raise WorkerError("input", f"case {cmd.case}: {exc}") from exc
         pristine = clone(inputs)
-        inputs_file = None
-        if input_bytes(inputs) <= file_max_bytes:
-            inputs_file = str(self.spec.output_path(f"in-{tag}"))
-            torch.save([v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in pristine], inputs_file)
-        # tolerance (issue 16): the packed output plus its numerics (numerics.reference_trial)
-        packed, why = numerics.reference_trial(c.model, c.numerics, inputs, pristine, seed=key,
-                                               drop_nonfinite=drop_nonfinite and trial == 0)
+        saved = cmd.inputs_file is not None and input_bytes(inputs) <= INPUT_FILE_MAX_BYTES
+        if saved:
+            torch.save([v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in pristine], cmd.inputs_file)
+        packed, why = numerics.reference_trial(c.model, c.numerics, inputs, pristine, seed=cmd.key,
+                                               drop_nonfinite=cmd.drop_nonfinite and cmd.trial == 0,
+                                               packer=pack_on_device)
         if packed is None:
-            self.dropped[(case, dist)] = why or "not finite"
-            if inputs_file:
-                Path(inputs_file).unlink(missing_ok=True)
-            return {"dropped": self.dropped[(case, dist)]}
-        save_output(self.spec.output_path(f"ref-{tag}"), packed)
-        return {"input_fp": fingerprint(pristine), "mutated": not _same(inputs, pristine),
-                "inputs_file": inputs_file, "input_bytes": input_bytes(pristine), "output": str(self.spec.output_path(f"ref-{tag}")),
-                "finite": _finite(packed)}
+            self.dropped[(cmd.case, cmd.dist)] = why or "not finite"
+            return m.RefTrialReply(dropped=self.dropped[(cmd.case, cmd.dist)])
+        self.held[cmd.tag] = packed
+        fp = fingerprint(pristine)
+        self._digest(cmd, fp, packed)
+        mutated, nbytes = not _same(inputs, pristine), input_bytes(pristine)
+        del inputs, pristine
+        return m.RefTrialReply(input_fp=fp, mutated=mutated, inputs_saved=saved, input_bytes=nbytes,
+                               finite=numerics.nonfinite(packed) is None, leaves=leaves_of(packed),
+                               reproducible=saved or cmd.trial != 0 or cmd.dist != "x1"
+                               or self._again(c, cmd, fp))
 
-    def op_work(self, seed: int) -> dict[str, Any]:
+    def _again(self, c: Case, cmd: m.RefTrial, fp: list[float]) -> bool:
+        """Do the trial's inputs come out the same when drawn again from its seed? (The candidate
+        draws inputs too large to pass as a file itself: a problem whose get_inputs uses a random
+        source kiln does not seed cannot be checked that way.)"""
+        return fingerprint(c.inputs(cmd.seed, cmd.dist, self.spec.dtype, self.spec.device)) == fp
+
+    def _digest(self, cmd: m.RefTrial, fp: list[float], packed: dict[str, Any]) -> None:
+        """A small digest of the problem's outputs for the degeneracy judgement (the first trial of
+        each distribution and a second x1 draw)."""
+        from kiln.tools.integrity import degenerate
+
+        if cmd.case == "problem" and (cmd.trial == 0 or (cmd.dist, cmd.trial) == ("x1", 1)):
+            self.digests[(cmd.dist, cmd.trial)] = (fp, degenerate.digest(packed))
+
+    def op_judge(self, cmd: m.RefJudge) -> m.RefJudgeReply:
+        """Judge the candidate's outputs of a trial; its inputs file (if any) is no longer needed."""
+        packed = self.held.pop(cmd.tag, None)
+        if packed is None:
+            raise WorkerError("protocol", f"no reference output held for trial {cmd.tag}")
+        if cmd.inputs_file:
+            Path(cmd.inputs_file).unlink(missing_ok=True)
+        try:
+            return self.judge.judge(packed, cmd)
+        except Exception as exc:  # noqa: BLE001 - kiln's own judge failing is kiln's error, never the problem's
+            raise WorkerError("kiln", f"kiln's judge failed: {error_message(exc)}") from exc
+
+    def op_work(self, cmd: m.RefWork) -> m.RefWorkReply:
         """Bytes and FLOPs of one forward of the problem (the physics floor's numerator)."""
         from kiln.tools.integrity import physics
 
         c = self.cases[self.spec.cases[0].name]
-        nbytes, flops = physics.count_work(c.model, c.inputs(seed, "x1", self.spec.dtype, self.spec.device))
-        return {"bytes_moved": nbytes, "flops": flops}
+        nbytes, flops = physics.count_work(c.model, c.inputs(cmd.seed, "x1", self.spec.dtype, self.spec.device))
+        return m.RefWorkReply(bytes_moved=nbytes, flops=flops)
 
-    def op_degenerate(self, seed_a: int, seed_b: int) -> dict[str, Any]:
-        """Is the problem's output independent of its weights? (Constant, near-zero and input-independent
-        outputs are judged in the parent across the trials' draws: compare.TrialComparer, issue 16.)"""
+    def op_degenerate(self, cmd: m.RefDegenerate) -> m.RefDegenerateReply:
+        """Is the problem's output independent of its weights (two weight seeds), and across the
+        trials' input draws (`degenerate.assess_packs`, issue 16)?"""
         from kiln.tools.integrity import degenerate
 
-        first = self.spec.cases[0]
-        c = self.cases[first.name]
+        c = self.cases[self.spec.cases[0].name]
         dtype, device = self.spec.dtype, self.spec.device
-
-        seeds = (seed_a, seed_b)  # assess() asks for draws 0 and 1
+        seeds = (cmd.seed_a, cmd.seed_b)
 
         def make(i: int) -> tuple:
             return c.inputs(seeds[i], "x1", dtype, device)
@@ -138,44 +167,51 @@ class ReferenceWorker(Worker):
             seed_all(seeds[i])
             return c.model.__class__(*init).to(device=device, dtype=DTYPES[dtype])
 
-        return {"degenerate": degenerate.assess(build, make).model_dump()}
+        weights = degenerate.assess(build, make).model_dump(mode="json")
+        return m.RefDegenerateReply(degenerate=weights, draws=self._draws(cmd))
 
-    def op_timed_refs(self, timing: dict[str, Any], calls: list[int], key: int) -> dict[str, Any]:
-        """Reference sketches of the timed calls the parent picked (their inputs drawn again)."""
-        from kiln.tools.timing.bench import TimedInputs, timing_sketch
+    def _draws(self, cmd: m.RefDegenerate) -> dict[str, Any] | None:
+        from kiln.tools.inputs import DISTRIBUTIONS
+        from kiln.tools.integrity import degenerate
+
+        fps = {k: fp for k, (fp, _) in self.digests.items()}
+        keys = degenerate.draws(list(DISTRIBUTIONS), fps)
+        if not keys:
+            return None
+        rec = degenerate.assess_packs([(dist, self.digests[(dist, t)][1]) for dist, t in keys], dtype=self.spec.dtype,
+                                      atol=cmd.atol, rtol=cmd.rtol, numerics=cmd.numerics)
+        return rec.model_dump(mode="json")
+
+    def op_audit(self, cmd: m.RefAudit) -> m.RefAuditReply:
+        """Recompute the picked timed iterations and judge the candidate's committed projections."""
+        from kiln.tools.timing.audit import verdict
+        from kiln.tools.timing.laps import RingSpec, draw
 
         c = self.cases[self.spec.cases[0].name]
-        feed = TimedInputs.from_spec(timing, c.mod.get_inputs, dtype=self.spec.dtype, device=self.spec.device)
-        out: dict[str, Any] = {}
-        for i in calls:
+        spec = RingSpec.model_validate(cmd.ring)
+        out = []
+        for lap, slot in cmd.picks:
+            key = cmd.commit_keys.get(str(lap))
+            committed = cmd.projections.get(f"{lap}.{slot}")
+            if key is None or not isinstance(committed, dict):
+                out.append(m.AuditVerdict(lap=lap, slot=slot, passed=False, why="nothing was committed for it"))
+                continue
             with torch.no_grad():
-                y = c.model(*feed.for_call(i))
-            out[str(i)] = timing_sketch(y, key)
-        path = self.spec.output_path("timed-refs")
-        torch.save(out, path)
-        return {"file": str(path)}
+                ref_out = c.model(*draw(c.mod.get_inputs, spec, lap, slot))
+            ok, why, stat = verdict(committed.get("leaves"), ref_out, key, cmd.sigma, rel_err=cmd.rel_err,
+                                    atol=cmd.atol, rtol=cmd.rtol)
+            out.append(m.AuditVerdict(lap=lap, slot=slot, passed=ok, why=why, stat=stat))
+            del ref_out
+        return m.RefAuditReply(verdicts=out)
 
-    def op_release(self) -> dict[str, Any]:
+    def op_release(self, cmd: m.Release) -> None:
         """Give cached GPU blocks back (the candidate is about to be timed on this GPU)."""
+        self.held.clear()
         if self.spec.device == "cuda":
             torch.cuda.empty_cache()
-        return {}
 
 
 def _same(a: tuple, b: tuple) -> bool:
     from kiln.tools.inputs import same
 
     return same(a, b)
-
-
-def _finite(packed: dict[str, Any]) -> bool:
-    """Every packed tensor (or sketch) holds only finite values."""
-    from kiln.tools import sketch
-
-    for t in packed["tensors"].values():
-        if sketch.is_sketch(t):
-            if t["nan"] or t["posinf"] or t["neginf"]:
-                return False
-        elif t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            return False
-    return True

@@ -1,36 +1,34 @@
-"""One check as the parent drives it: workers started, commands sent, every verdict computed here.
+"""One check as the parent drives it: workers started, typed commands sent, the verdict assembled.
 
 The secret seed never leaves this process. The reference worker gets each trial's seed and sketch
-key; the candidate worker gets that trial's inputs (a file the reference made, or the trial's seed
-for inputs too large to pass) when the trial starts, and the sketch key only after its output
-exists. Trials go group by group ((case, distribution) pairs): every group once, then the rest of
-the trials, so one early failure does not decide the score. Timing: the candidate's loop and each
-baseline's loop (baseline worker, never imports the candidate) are bracketed by this process's
-clock; a secret subset of the candidate's timed outputs is recomputed by the reference worker and
-compared here. Caches are read and written only here (`kiln.tools.check.caches`).
+key, and judges the candidate's outputs against its own; the candidate worker gets that trial's
+inputs (a file the reference made, or the trial's seed for inputs too large to pass) when the trial
+starts, and the sketch key only after its output exists. The parent lays out the check's dirs
+(`Layout`), creates every file the candidate writes for the judge, names no path a worker gave it
+and reads nothing a worker wrote except typed replies. Trials go group by group ((case,
+distribution) pairs): every group once, then the rest, so one early failure does not decide the
+score; the judge works on one trial while the candidate runs the next. Timing
+(`kiln.tools.check.timing`) is kiln's own clock over laps. Caches are read and written only here
+(`kiln.tools.check.caches`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kiln.tools.check import caches
+from kiln.tools.check import messages as m
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
+from kiln.tools.check.outputs import make_slot
 from kiln.tools.check.worker import CaseSpec, JobSpec
-from kiln.tools.check.workers import (
-    CommandFailed,
-    WorkerGone,
-    WorkerHandle,
-    ok,
-    worker_confinement,
-    worker_env,
-)
+from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, worker_confinement, worker_env
 from kiln.tools.errors import KilnInputError
 from kiln.tools.inputs import DISTRIBUTIONS, derive_seed, trial_count
 from kiln.tools.problem import CandidateInfo, ProblemInfo
@@ -64,12 +62,42 @@ def plan(cases: list[CaseSpec], dists: list[str], trials: int) -> list[Trial]:
     return [Trial(c.name, d, t) for t in range(trials) for c in cases for d in dists if t < trial_count(d, trials)]
 
 
+class Layout:
+    """A check's dirs, made by the parent. `shared/`: the problem, case and candidate copies (every
+    worker reads); `feed/`: weights and small inputs (the reference writes, the candidate reads);
+    `cand-out/`: the files the parent makes for the candidate's outputs (the candidate may only fill
+    them, the reference reads them to judge); one own dir per worker role."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        for name in ("shared", "feed", "cand-out"):
+            (work / name).mkdir(parents=True, exist_ok=True)
+        self.feed, self.out = work / "feed", work / "cand-out"
+
+    def weights(self, case: str) -> str:
+        return str(self.feed / f"weights-{case}.pt")
+
+    def inputs(self, tag: str) -> str:
+        return str(self.feed / f"in-{tag}.pt")
+
+
 class Failure(Exception):
     """The candidate's check ends here with `status` and `reasons` (raised inside the session)."""
 
     def __init__(self, status: str, reasons: list[str], stderr: str = "") -> None:
         super().__init__("; ".join(reasons))
         self.status, self.reasons, self.stderr = status, reasons, stderr
+
+
+@dataclass
+class Pending:
+    """A trial whose outputs the judge has (or will have) before the parent needs its verdict."""
+
+    trial: Trial
+    ref: m.RefTrialReply
+    cand: m.CandTrialReply
+    packed: m.CandPackReply
+    fds: list[int] = field(default_factory=list)
 
 
 class Session:
@@ -80,6 +108,7 @@ class Session:
                  budgets: dict[str, float], zygote: Any, sandbox: Any = None) -> None:
         self.rec, self.prob, self.cand, self.o, self.box = rec, prob, cand, options, sandbox
         self.static, self.secret, self.work, self.budgets, self.zygote = static, secret, work, budgets, zygote
+        self.layout = Layout(work)
         self.cases = _stage(work, prob, cases, cand)
         self.cand_path = str(work / "shared" / "candidate.py")
         self.t0 = time.monotonic()
@@ -89,21 +118,24 @@ class Session:
         self.cnd: WorkerHandle | None = None
         self.base: WorkerHandle | None = None
         self.comparer: TrialComparer | None = None
-        self.ref_replies: dict[str, dict[str, Any]] = {}
-        self.ref_ahead: list[dict[str, Any]] = []  # reference trial replies read before their turn
+        self.ref_replies: dict[str, m.RefTrialReply] = {}
+        self.ref_got: dict[tuple[str, str], m.Reply] = {}  # (op, key) -> reply read before it was asked for
+        self.ref_expect: list[tuple[str, str]] = []  # (op, key) of every command sent, replies in that order
         self.input_bytes = 0
+        self.output_bytes = 0
         self.used: dict[str, float] = {}  # candidate command time per stage
         self.cand_started = False
         self.timed = options.time and (rec.device == "cuda" or options.time_on_cpu)
         self.numerics = options.atol is None and options.rtol is None  # tolerance (issue 16): the default rule
         self.timing_plan: dict[str, Any] = {}
+        self.evidence: dict[str, Any] = {}  # what the workers reported, for `merge` (validated there)
 
     # ------------------------------------------------------------------ seeds
     def seed(self, *parts: object) -> int:
         return derive_seed(self.secret, *parts)
 
-    def case_seeds(self) -> dict[str, dict[str, int]]:
-        return {c.name: {"init": self.seed(c.name, "init"), "model": self.seed(c.name, "model")} for c in self.cases}
+    def case_seeds(self) -> dict[str, m.CaseSeeds]:
+        return {c.name: m.CaseSeeds(init=self.seed(c.name, "init"), model=self.seed(c.name, "model")) for c in self.cases}
 
     # ------------------------------------------------------------------ workers
     def _spec(self, role: str, **extra: Any) -> JobSpec:
@@ -113,9 +145,10 @@ class Session:
         return JobSpec(**{**fields, **extra})
 
     def _start(self, spec: JobSpec, cache_dir: Path) -> WorkerHandle:
+        watch = (lambda: caches.over_bound(cache_dir)) if spec.role == "candidate" else None
         return WorkerHandle(spec, env=worker_env(spec, cache_dir), zygote=self.zygote,
                             backstop_s=self.o.timeout_s + SPAWN_SLACK_S,
-                            confinement=worker_confinement(spec, cache_dir), sandbox=self.box)
+                            confinement=worker_confinement(spec, cache_dir), sandbox=self.box, watch=watch)
 
     def cand_deadline(self) -> float:
         """The candidate's next command may use what is left of its stage's budget: time counts only
@@ -148,25 +181,27 @@ class Session:
                                cand_cache)
         self.ref = self._start(self._spec("reference"), caches.root() / "zygote")
         self.enter("compile")
-        self.ref.send("setup", seeds=self.case_seeds(), numerics_rule=self.numerics)
-        dists = list(DISTRIBUTIONS)
-        self.todo = plan(self.cases, dists, self.o.trials)
-        self.n_groups = len(self.cases) * len(dists)
+        self.ref_send(m.RefSetup(seeds=self.case_seeds(), numerics_rule=self.numerics,
+                                 weights={c.name: self.layout.weights(c.name) for c in self.cases}), "setup")
+        self.todo = plan(self.cases, list(DISTRIBUTIONS), self.o.trials)
+        self.n_groups = len(self.cases) * len(DISTRIBUTIONS)
         self.ref_queued = 0
         self._queue_reference(LOOKAHEAD)
-        compiled = self._call_cand("compile")
-        self.rec.compile = CompileRecord.model_validate(compiled["compile"])
+        compiled = self._call_cand(m.CandCompile())
+        self.rec.compile = CompileRecord.model_validate(compiled.compile)
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
-        weights = self._reference_setup()
-        first = self._ref_recv()  # the first trial's inputs drew: the problem's get_inputs works
-        self.ref_ahead.append(first)
-        self.input_bytes = int(first.get("input_bytes") or 0)
+        self.ref_wait("setup", "setup")
+        first = self.ref_wait("trial", self.todo[0].tag)  # the first trial's inputs drew: get_inputs works
+        self.ref_got[("trial", self.todo[0].tag)] = first  # kept for its turn
+        assert isinstance(first, m.RefTrialReply)
+        self.input_bytes = first.input_bytes
+        self.output_bytes = _leaf_bytes(first.leaves)
         if self.timed:
             from kiln.tools.check.timing import plan_timing
 
             plan_timing(self)
-        self._build(weights)
+        self._build()
         self.rec.stages_s["compile"] = self._since("compile")
         cmp = self._correctness()
         if not cmp.passed:
@@ -180,28 +215,17 @@ class Session:
     def _since(self, stage: str) -> float:
         return round(time.monotonic() - self.stage_t.get(stage, time.monotonic()), 3)
 
-    def _reference_setup(self) -> dict[str, str]:
-        """The reference's weights, copied where the candidate may read them."""
-        assert self.ref is not None and self.cnd is not None
-        reply = self._ref_recv()
-        out = {}
-        for name, info in reply["cases"].items():
-            dst = Path(self.cnd.spec.work_dir) / "in" / f"weights-{name}.pt"
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(info["weights"], dst)
-            out[name] = str(dst)
-        return out
-
-    def _build(self, weights: dict[str, str]) -> None:
+    def _build(self) -> None:
         self.enter("compile", "building ModelNew and its first call")
-        cases = {c.name: {"seeds": self.case_seeds()[c.name], "weights": weights[c.name]} for c in self.cases}
-        reply = self._call_cand("build", cases=cases, warmup_seed=self.seed("warmup"))
-        if "compile" in reply:  # a build error surfacing at the first call (Triton JIT, lazy NVRTC)
-            self.rec.compile = CompileRecord.model_validate(reply["compile"])
+        seeds = self.case_seeds()
+        cases = {c.name: m.CaseBuild(seeds=seeds[c.name], weights=self.layout.weights(c.name)) for c in self.cases}
+        reply = self._call_cand(m.CandBuild(cases=cases, warmup_seed=self.seed("warmup")))
+        if reply.compile is not None:  # a build error surfacing at the first call (Triton JIT, lazy NVRTC)
+            self.rec.compile = CompileRecord.model_validate(reply.compile)
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         assert self.rec.compile is not None
-        self.rec.compile.first_call_s = _num(reply.get("first_call_s"))
-        self.rec.extra["n_weights_copied"] = reply.get("n_weights_copied")
+        self.rec.compile.first_call_s = reply.first_call_s
+        self.evidence["n_weights_copied"] = reply.n_weights_copied
 
     # ------------------------------------------------------------------ correctness
     def _correctness(self) -> Comparison:
@@ -227,160 +251,191 @@ class Session:
 
     def _queue_reference(self, upto: int) -> None:
         """Keep the reference worker up to `upto` trials ahead of the plan."""
-        assert self.ref is not None
         while self.ref_queued < min(len(self.todo), upto):
             q = self.todo[self.ref_queued]
-            self.ref.send("trial", case=q.case, dist=q.dist, trial=q.trial, seed=self.seed(q.case, q.dist, q.trial),
-                          key=self.seed("key", q.tag), tag=q.tag, drop_nonfinite=DISTRIBUTIONS[q.dist].wide)
+            self.ref_send(m.RefTrial(case=q.case, dist=q.dist, trial=q.trial, seed=self.seed(q.case, q.dist, q.trial),
+                                     key=self.seed("key", q.tag), tag=q.tag, drop_nonfinite=DISTRIBUTIONS[q.dist].wide,
+                                     inputs_file=self.layout.inputs(q.tag)), q.tag)
             self.ref_queued += 1
 
     def _run_trials(self, todo: list[Trial], n_groups: int) -> int:
         """Run trials in plan order; after a failure, finish the first round (every group once) and
-        stop. Each trial's comparison runs while the candidate works on the next one. Returns how
-        many trials of the plan ran."""
+        stop. The judge judges each trial while the candidate works on the next one. Returns how many
+        trials of the plan ran."""
         assert self.comparer is not None
-        pending: TrialData | None = None
+        pending: Pending | None = None
         ran = 0
         for i, t in enumerate(todo):
             self._queue_reference(i + 1 + LOOKAHEAD)
-            first = self._start_trial(t)
-            if first is None:  # tolerance (issue 16): a dropped wide distribution, no candidate call
+            ref = self._start_trial(t)
+            if ref is None:  # tolerance (issue 16): a dropped wide distribution, no candidate call
                 ran = i + 1
                 continue
             if pending is not None:
-                self._compare(pending)
+                self._collect(pending)
                 pending = None
             if self.comparer.failed and i >= n_groups:  # this trial's call was spent; the plan stops here
                 return ran
-            pending = self._finish_trial(t, first)
+            pending = self._finish_trial(t, ref)
             ran = i + 1
         if pending is not None:
-            self._compare(pending)
+            self._collect(pending)
         return ran
 
-    def _start_trial(self, t: Trial) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """Send the candidate this trial's inputs; (the reference's reply, the command's args), or
-        None when the reference dropped the trial's distribution (not finite on it, issue 16)."""
-        assert self.cnd is not None and self.comparer is not None
-        self.enter("correctness", f"{t.case}/{t.dist}/trial {t.trial}")
-        ref = self.ref_ahead.pop(0) if self.ref_ahead else self._ref_recv()
-        if ref.get("dropped"):
-            self.comparer.drop(t.group, str(ref["dropped"]))
-            return None
-        self.ref_replies[t.tag] = ref
-        self.input_bytes = max(self.input_bytes, int(ref.get("input_bytes") or 0))
-        args: dict[str, Any] = {"case": t.case, "dist": t.dist}
-        if ref.get("inputs_file"):
-            dst = Path(self.cnd.spec.work_dir) / "in" / f"{t.tag}.pt"
-            shutil.move(ref["inputs_file"], dst)
-            args["inputs_file"] = str(dst)
-        else:
-            args["seed"] = self.seed(t.case, t.dist, t.trial)
-        self._send_cand("trial", **args)
-        return ref, args
-
-    def _finish_trial(self, t: Trial, started: tuple[dict[str, Any], dict[str, Any]]) -> TrialData:
-        ref, args = started
-        first = self._recv_cand()
-        packed = self._call_cand("pack", key=self.seed("key", t.tag), tag=t.tag)
-        if args.get("inputs_file"):
-            Path(args["inputs_file"]).unlink(missing_ok=True)
-        return TrialData(t.case, t.dist, t.trial, ref, first, packed)
-
-    def _compare(self, d: TrialData) -> None:
+    def _start_trial(self, t: Trial) -> m.RefTrialReply | None:
+        """Send the candidate this trial's inputs; the reference's reply, or None when the reference
+        dropped the trial's distribution (not finite on it, issue 16)."""
         assert self.comparer is not None
-        self.comparer.add(d)
-        for f in [d.ref.get("output"), *(d.packed.get("files") or {}).values()]:
-            if isinstance(f, str):
-                Path(f).unlink(missing_ok=True)
+        self.enter("correctness", f"{t.case}/{t.dist}/trial {t.trial}")
+        ref = self.ref_wait("trial", t.tag)
+        assert isinstance(ref, m.RefTrialReply)
+        if ref.dropped:
+            self.comparer.drop(t.group, ref.dropped)
+            return None
+        if not ref.reproducible:
+            raise KilnInputError(f"{self.rec.problem}: get_inputs() gave different tensors under the same seed: it "
+                                 "uses a random source kiln does not seed, so inputs cannot be reproduced")
+        self.ref_replies[t.tag] = ref
+        self.input_bytes = max(self.input_bytes, ref.input_bytes)
+        if ref.inputs_saved:
+            self._send_cand(m.CandTrial(case=t.case, dist=t.dist, inputs_file=self.layout.inputs(t.tag)))
+        else:
+            self._send_cand(m.CandTrial(case=t.case, dist=t.dist, seed=self.seed(t.case, t.dist, t.trial)))
+        return ref
+
+    def _finish_trial(self, t: Trial, ref: m.RefTrialReply) -> Pending:
+        """The candidate's first call done: make its two output files, have it fill them (and call
+        again), then hand them to the judge."""
+        cand = self._recv_cand()
+        assert isinstance(cand, m.CandTrialReply)
+        first, fd1 = make_slot(str(self.layout.out / f"{t.tag}.first"))
+        second, fd2 = make_slot(str(self.layout.out / f"{t.tag}.second"))
+        packed = self._call_cand(m.CandPack(key=self.seed("key", t.tag), first=first.path, second=second.path))
+        assert isinstance(packed, m.CandPackReply)
+        from kiln.tools.correctness import tolerances
+
+        atol, rtol = tolerances(self.o.dtype, self.o.atol, self.o.rtol)
+        self.ref_send(m.RefJudge(tag=t.tag, case=t.case, dist=t.dist, trial=t.trial, first=first, second=second,
+                                 cand_first=packed.first, cand_second=packed.second, atol=atol, rtol=rtol,
+                                 numerics=self.numerics,
+                                 inputs_file=self.layout.inputs(t.tag) if ref.inputs_saved else None), t.tag)
+        return Pending(t, ref, cand, packed, [fd1, fd2])
+
+    def _collect(self, p: Pending) -> None:
+        """The judge's verdict on a pending trial; its output files are emptied (through kiln's own
+        descriptors: no path is followed) and closed."""
+        assert self.comparer is not None
+        verdict = self.ref_wait("judge", p.trial.tag)
+        assert isinstance(verdict, m.RefJudgeReply)
+        for fd in p.fds:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.close(fd)
+        self.comparer.add(TrialData(p.trial.case, p.trial.dist, p.trial.trial, p.ref, p.cand, p.packed, verdict))
 
     # ------------------------------------------------------------------ integrity
     def _integrity(self) -> None:
         """Runtime evidence from the candidate; meanwhile the problem's work count and degeneracy from
         the reference (cached per problem sources, written by this process only)."""
+        from kiln.tools.correctness import tolerances
+
         assert self.cnd is not None and self.ref is not None
         self.enter("integrity")
         facts = caches.reference_facts(self)
+        atol, rtol = tolerances(self.o.dtype, self.o.atol, self.o.rtol)
         if facts is None:
-            self._drain_reference()
-            self.ref.send("work", seed=self.seed("work"))
-            self.ref.send("degenerate", seed_a=self.seed("deg", 0), seed_b=self.seed("deg", 1))
+            self.ref_send(m.RefWork(seed=self.seed("work")), "work")
+        self.ref_send(m.RefDegenerate(seed_a=self.seed("deg", 0), seed_b=self.seed("deg", 1), atol=atol, rtol=rtol,
+                                      numerics=self.numerics), "degenerate")
         try:
-            reply = self._call_cand("integrity", policy=self.o.policy,
-                                    seeds=[self.seed("integrity", i) for i in range(4)])
+            reply = self._call_cand(m.CandIntegrity(policy=self.o.policy,
+                                                    seeds=[self.seed("integrity", i) for i in range(4)]))
         except Failure as f:
             if f.status == "error":  # kiln's own integrity code could not run: never an `ok`
                 raise Failure("error", [f"the runtime integrity checks could not run, so the check fails closed: "
                                         f"{f.reasons[0]}"]) from None
             raise
-        self.rec.extra["accounting"] = reply.get("accounting")
-        self.rec.extra["runtime_findings"] = reply.get("findings") or []
+        assert isinstance(reply, m.CandIntegrityReply)
+        self.evidence["accounting"], self.evidence["runtime_findings"] = reply.accounting, reply.findings
         if self._runtime_rejects():  # the verdict is rejected already: don't spend the GPU timing it
             self.timed = False
-            self.rec.extra["not_timed"] = "not measured (rejected by the runtime integrity checks)"
-        self.rec.extra["reference_facts"] = facts or self._reference_facts()
+            self.evidence["not_timed"] = "not measured (rejected by the runtime integrity checks)"
+        self.evidence["reference_facts"] = self._reference_facts(facts)
         self.rec.stages_s["integrity"] = self._since("integrity")
 
     def _runtime_rejects(self) -> bool:
         from kiln.tools.check.merge import runtime_findings
         from kiln.tools.records import OpAccounting
 
-        acc = self.rec.extra.get("accounting")
+        acc = self.evidence.get("accounting")
         try:
             parsed = OpAccounting.model_validate(acc) if isinstance(acc, dict) else None
         except ValueError:
             parsed = None
-        findings = runtime_findings(parsed, self.rec.extra.get("runtime_findings"), self.o.policy)
+        findings = runtime_findings(parsed, self.evidence.get("runtime_findings"), self.o.policy)
         return any(f.severity == "reject" for f in findings)
 
-    def _reference_facts(self) -> dict[str, Any]:
-        work, deg = self._ref_recv(), self._ref_recv()
-        facts = {"physics": {"bytes_moved": work.get("bytes_moved"), "flops": work.get("flops")},
-                 "degenerate": deg.get("degenerate")}
+    def _reference_facts(self, cached: dict[str, Any] | None) -> dict[str, Any]:
+        """The work count (cached per problem) and degeneracy: weight independence (cached with it)
+        and, from this check's own draws, input independence."""
+        deg = self.ref_wait("degenerate", "degenerate")
+        assert isinstance(deg, m.RefDegenerateReply)
+        self.evidence["degenerate_draws"] = deg.draws
+        if cached is not None:
+            return cached
+        work = self.ref_wait("work", "work")
+        assert isinstance(work, m.RefWorkReply)
+        facts = {"physics": {"bytes_moved": work.bytes_moved, "flops": work.flops}, "degenerate": deg.degenerate}
         caches.store_reference_facts(self, facts)
         return facts
 
     # ------------------------------------------------------------------ plumbing
-    def _ref_recv(self) -> dict[str, Any]:
+    def ref_send(self, cmd: m.Msg, key: str) -> None:
         assert self.ref is not None
-        try:
-            reply = self.ref.recv(self.ref_deadline())
-        except WorkerGone as gone:
-            raise _reference_broken(self.rec.problem, gone, self.o.timeout_s) from None
-        if not reply.get("ok"):
-            raise _reference_error(self.rec.problem, reply.get("error") or {})
-        return reply
+        self.ref.send(cmd)
+        self.ref_expect.append((str(cmd.op), key))
 
-    def _drain_reference(self) -> None:
-        """Read the reference's replies still owed (trials queued ahead), kept for their turn."""
+    def ref_wait(self, op: str, key: str) -> m.Reply:
+        """The reference's reply to the command (op, key), reading (and keeping) the replies to
+        commands sent before it."""
         assert self.ref is not None
-        while self.ref.pending:
-            self.ref_ahead.append(self._ref_recv())
+        while (op, key) not in self.ref_got:
+            if not self.ref_expect:
+                raise RuntimeError(f"kiln: no reference command {op} {key} was sent")
+            want = self.ref_expect.pop(0)
+            try:
+                self.ref_got[want] = self.ref.recv_reply(self.ref_deadline())
+            except WorkerGone as gone:
+                raise _reference_broken(self.rec.problem, gone, self.o.timeout_s) from None
+            except CommandFailed as exc:
+                if exc.kind == "kiln":
+                    raise Failure("error", [f"{exc.error.get('message')} (during {self.detail or self.stage})"],
+                                  str(exc.error.get("traceback", ""))) from None
+                raise _reference_error(self.rec.problem, exc.error) from None
+        return self.ref_got.pop((op, key))
 
-    def _ref_call(self, op: str, **args: Any) -> dict[str, Any]:
-        assert self.ref is not None
-        self._drain_reference()
-        self.ref.send(op, **args)
-        return self._ref_recv()
+    def ref_call(self, cmd: m.Msg, key: str) -> m.Reply:
+        self.ref_send(cmd, key)
+        return self.ref_wait(str(cmd.op), key)
 
-    def _send_cand(self, op: str, **args: Any) -> None:
+    def _send_cand(self, cmd: m.Msg) -> None:
         assert self.cnd is not None
         self.cand_sent = time.monotonic()
         self.cand_deadline_at = self.cand_deadline()
-        self.cnd.send(op, **args)
+        self.cnd.send(cmd)
 
-    def _recv_cand(self) -> dict[str, Any]:
+    def _recv_cand(self) -> m.Reply:
         assert self.cnd is not None
         try:
-            raw = self.cnd.recv(self.cand_deadline_at)
+            reply = self.cnd.recv_reply(self.cand_deadline_at)
         except WorkerGone as gone:
             self._count_cand_time(None)
             raise self._gone(gone) from None
-        self._count_cand_time(raw.get("worker_s"))
-        try:
-            return ok(raw)
         except CommandFailed as exc:
+            self._count_cand_time(None)
             raise self._command_failure(exc) from None
+        self._count_cand_time(reply.worker_s)
+        return reply
 
     def _count_cand_time(self, worker_s: Any) -> None:
         elapsed = time.monotonic() - self.cand_sent
@@ -391,8 +446,8 @@ class Session:
             elapsed = inside
         self.used[self.stage] = self.used.get(self.stage, 0.0) + elapsed
 
-    def _call_cand(self, op: str, **args: Any) -> dict[str, Any]:
-        self._send_cand(op, **args)
+    def _call_cand(self, cmd: m.Msg) -> Any:
+        self._send_cand(cmd)
         return self._recv_cand()
 
     def _command_failure(self, exc: CommandFailed) -> Failure:
@@ -423,6 +478,7 @@ class Session:
                                        "os._exit or sys.exit in the candidate?"], tail)
         how = f"killed by {res.signal_name}" if res.signal_name else f"exit code {res.returncode}"
         hint = " (illegal memory access or segfault?)" if res.signal_name in ("SIGSEGV", "SIGBUS") else ""
+        hint = " (a file it wrote outgrew the size limit)" if res.signal_name == "SIGXFSZ" else hint
         return Failure("crashed", [f"the candidate worker was {how}{hint} in stage {where}"], tail)
 
     def _fail(self, f: Failure) -> None:
@@ -446,12 +502,21 @@ class Session:
         self.rec.stages_s["total_workers"] = round(time.monotonic() - self.t0, 3)
 
 
+def _leaf_bytes(leaves: list[m.Leaf]) -> int:
+    from kiln.tools.check.outputs import DTYPES
+
+    total = 0
+    for lf in leaves:
+        if lf.kind in ("tensor", "sketch") and lf.dtype in DTYPES:
+            n = 1
+            for s in lf.shape:
+                n *= s
+            total += n * DTYPES[lf.dtype].itemsize
+    return total
+
+
 def _grp(t: Any) -> str:
     return f"{t.case}/{t.distribution}"
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _trial_times(cmp: Comparison | None) -> str:
@@ -466,10 +531,10 @@ def _trial_times(cmp: Comparison | None) -> str:
 
 
 def _record_correctness(rec: CheckRecord, cmp: Comparison, atol: float, rtol: float,
-                        ref_replies: dict[str, dict[str, Any]]) -> None:
+                        ref_replies: dict[str, m.RefTrialReply]) -> None:
     from kiln.tools.check.merge import correctness_record
 
-    rec.correctness = correctness_record(cmp, atol, rtol, ref_replies)
+    rec.correctness = correctness_record(cmp, atol, rtol, {k: {"worker_s": v.worker_s} for k, v in ref_replies.items()})
     rec.correct = cmp.passed
     if rec.status in ("error", "ok", "incorrect"):
         rec.status = "ok" if cmp.passed else "incorrect"

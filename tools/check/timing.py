@@ -1,140 +1,210 @@
-"""The timing stage as the parent runs it (GPU, correct candidates only).
+"""The timing stage as the parent runs it (correct candidates only; GPU, or the CPU protocol test).
 
-1. The candidate worker times ModelNew; this process's clock brackets the timed loop.
-2. The baseline worker (never imports the candidate) times eager / eager+TF32 / torch.compile the
-   same way, each loop bracketed too; cached per GPU and problem when the cache has them.
-3. A secret subset of the candidate's timed calls is recomputed by the reference worker (their
-   inputs drawn again from the timing key) and the sketches compared here.
-4. Statistics and speedups come from the raw samples, computed here; the candidate's loop must
-   fit the time its events claim plus the harness overhead measured on the eager baseline's loop.
+Every figure comes from this process's clock: each worker runs the same harness
+(`kiln.tools.timing.laps`) one command at a time, refresh / lap / commit, and the parent times each
+command. A sample is one lap's time per call. The candidate's refresh and commit steps, beyond what
+the baseline worker's identical steps take (their medians, plus a slack), are added to its lap:
+work a candidate moves out of the lap (precomputing after a refresh, finishing lazily when its
+outputs are committed) is counted anyway. After all laps, a few (lap, slot) pairs picked in secret
+are recomputed by the reference worker, which judges the projections the candidate committed for
+them (`kiln.tools.timing.audit`). Baselines (eager, eager+TF32, torch.compile) run in the baseline
+worker, which never imports the candidate, after the candidate's worker has been closed; they are
+cached per problem, GPU and ring.
 """
 
 from __future__ import annotations
 
-import math
+import statistics
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiln.tools.check import caches
-from kiln.tools.check.workers import CommandFailed, WorkerGone, ok
+from kiln.tools.check import messages as m
+from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle
 from kiln.tools.records import EnvRecord, MemoryRecord, TimingIntegrity, TimingRecord
+from kiln.tools.timing.laps import L2_SPAN_BYTES, RingSpec, ring_slots
 
 if TYPE_CHECKING:
     from kiln.tools.check.session import Session
 
-LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's loop and each baseline's
-MAX_SAMPLES = 20_000
-N_RECHECK = 8  # timed outputs re-checked against the reference, picked in secret after the loop
+LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's laps and each baseline's
+MIN_LAPS, MAX_LAPS = 7, 400
+TARGET_PCT = 1.0  # stop once the 95% CI half-width of the median lap is this % of it
+N_AUDIT = 16  # timed (lap, slot) pairs the reference recomputes, picked in secret after the laps
+SLACK_SHARE = 0.05  # a refresh or commit may exceed the baseline's median by this share of it, and...
+SLACK_S = 2e-4  # ...this much, before the excess is charged to the lap
+METHOD = ("kiln's clock over laps of {slots} back-to-back calls, each on its own independent draw of the inputs "
+          "(fixed addresses, new draws every lap; inputs and outputs of a lap span >= {span} MiB where memory allows); "
+          "a sample is a lap's time per call; work in the candidate's refresh and commit steps beyond the baseline "
+          "worker's identical steps is added to its laps; every lap's outputs committed as keyed projections and "
+          "{audit} (lap, slot) pairs picked in secret recomputed by the reference; baselines timed the same way in a "
+          "process that never imported the candidate")
 
 
 def plan_timing(s: Session) -> None:
-    """Decide the timing spec once the first trial's input size is known, and start what takes
-    long early: the baseline worker (not cached ones) builds the problem's Model and compiles the
-    torch.compile baseline while the candidate's trials run. Nothing is timed before step 1."""
-    from kiln.tools.timing.stage import n_input_sets
-
-    n_sets = n_input_sets(s.input_bytes)
-    timing = {"key": s.seed("timing"), "n_sets": n_sets}
-    cached = {n: hit for n in s.o.baselines if (hit := caches.baseline(s, n, n_sets)) is not None}
+    """The ring, once the first trial's input and output sizes are known; and the baseline worker
+    (for baselines not cached) started now, so the torch.compile baseline compiles while the
+    candidate's trials run. Nothing is timed before `time_check`."""
+    ring = RingSpec(key=s.seed("timing"), slots=ring_slots(s.input_bytes, s.output_bytes), dtype=s.o.dtype,
+                    device=s.rec.device)
+    cached = {n: hit for n in s.o.baselines if (hit := caches.baseline(s, n, ring.slots)) is not None}
     missing = [n for n in s.o.baselines if n not in cached]
-    s.timing_plan = {"timing": timing, "n_sets": n_sets, "cached": cached, "missing": missing}
+    s.timing_plan = {"ring": ring, "cached": cached, "missing": missing}
     if missing:
         s.base = s._start(s._spec("baseline", cases=s.cases[:1]), caches.root() / "zygote")
-        s.base.send("setup", seeds=s.case_seeds()["problem"])
+        s.base.send(m.BaseSetup(seeds=s.case_seeds()["problem"]))
         for name in missing:
-            s.base.send("prepare", name=name, timing=timing)
+            s.base.send(m.BasePrepare(name=name, ring=ring.model_dump()))
 
 
 def time_check(s: Session) -> None:
-    from kiln.tools.timing.stage import METHOD
     from kiln.tools.timing.stats import speedup, summarize
 
     s.enter("timing")
     plan = s.timing_plan
-    timing, n_sets = plan["timing"], plan["n_sets"]
+    ring: RingSpec = plan["ring"]
     loop_s = LOOP_SHARE * s.budgets["timing"] / (1 + len(s.o.baselines))
-    s._ref_call("release")
-    cand = _candidate_loop(s, timing, loop_s)
+    s.ref_call(m.Release(), "release")
+    env_before = _env(s)
+    sigma = _sigma(s)
+    cand = _candidate_laps(s, ring, loop_s, sigma)
     if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
         s.cnd.close()
-    base = {**plan["cached"], **_measure_baselines(s, plan["missing"], loop_s, n_sets)}
-    rec = TimingRecord(measured=True, method=METHOD.format(n=n_sets), candidate=summarize(cand["samples_us"]))
+    base = {**plan["cached"], **_measure_baselines(s, plan["missing"], loop_s, ring, sigma)}
+    eager = base.get("eager") if "error" not in (base.get("eager") or {"error": 1}) else None
+    samples, deferred = charged_samples(cand, eager, ring.slots)
+    rec = TimingRecord(measured=True, method=METHOD.format(slots=ring.slots, span=L2_SPAN_BYTES >> 20, audit=N_AUDIT),
+                       candidate=summarize(samples))
     for name in s.o.baselines:
         run = base[name]
         if "error" in run:
             rec.baseline_errors[name] = run["error"]
             continue
         rec.baselines[name] = summarize(run["samples_us"])
-        rec.speedups[name] = speedup(run["samples_us"], cand["samples_us"], name=name, threshold=s.o.speedup_threshold)
-    rec.env = EnvRecord.model_validate(cand["env"]) if isinstance(cand.get("env"), dict) else None
-    eager_peak = (base.get("eager") or {}).get("peak_bytes")
+        rec.speedups[name] = speedup(run["samples_us"], samples, name=name, threshold=s.o.speedup_threshold)
+    rec.env = _env_after(env_before)
+    eager_peak = (eager or {}).get("peak_bytes")
     rec.memory = MemoryRecord(candidate_peak_bytes=cand.get("peak_bytes"), reference_peak_bytes=eager_peak,
                               ratio=cand["peak_bytes"] / eager_peak if cand.get("peak_bytes") and eager_peak else None)
     s.rec.timing = rec
-    s.rec.extra["timing_integrity"] = _integrity(s, timing, cand, base.get("eager")).model_dump()
-    s.rec.extra["baselines_cached"] = sorted(plan["cached"])
+    s.evidence["timing_integrity"] = _integrity(s, ring, cand, eager, deferred, sigma)
+    s.evidence["baselines_cached"] = sorted(plan["cached"])
     peaks = _peaks(s)
     if peaks:
-        s.rec.extra["peaks"] = peaks
+        s.evidence["peaks"] = peaks
     s.rec.stages_s["timing"] = s._since("timing")
 
 
-def _samples(reply: dict[str, Any]) -> list[float]:
-    """The raw per-call times a worker reported, validated (finite, positive, bounded count)."""
-    raw = reply.get("samples_us")
-    if not isinstance(raw, list) or not raw or len(raw) > MAX_SAMPLES:
-        n = len(raw) if isinstance(raw, list) else type(raw).__name__
-        raise ValueError(f"no valid timing samples ({n})")
-    out = [float(x) for x in raw if isinstance(x, (int, float)) and not isinstance(x, bool)]
-    bad = [x for x in out if not (math.isfinite(x) and x >= 0)]
-    if len(out) != len(raw) or bad:
-        raise ValueError(f"timing samples that are not finite non-negative numbers (e.g. {bad[:3] or raw[:3]})")
-    return out
+def _sigma(s: Session) -> list[float]:
+    """Each output leaf's RMS on the x1 trials (the scale of the committed projections)."""
+    first = s.ref_replies.get(s.todo[0].tag) if s.todo else None
+    rms = s.comparer.rms if s.comparer else {}
+    return [float(rms.get(lf.name, 1.0)) for lf in (first.leaves if first else [])] or [1.0]
 
 
-def _candidate_loop(s: Session, timing: dict[str, Any], loop_s: float) -> dict[str, Any]:
-    from kiln.tools.check.session import Failure
+# ----------------------------------------------------------------------------- laps
 
-    s._call_cand("time_setup", timing=timing)
-    s.enter("timing", "the candidate's timed loop")
-    t0 = time.monotonic()
-    reply = s._call_cand("time_loop", max_time_s=loop_s)
-    wall = time.monotonic() - t0
-    try:
-        samples = _samples(reply)
-    except ValueError as exc:
-        raise Failure("crashed", [f"the candidate's timing run returned {exc}"]) from None
-    s.enter("timing", "after the timed loop")
-    after = s._call_cand("time_after")
-    n = len(samples)
-    first = reply.get("first_call") if isinstance(reply.get("first_call"), int) else 0
-    return {"samples_us": samples, "wall_s": wall, "first_call": first, "n_calls": n,
-            "sketches": reply.get("sketches"), "env": reply.get("env"),
-            "threads": (reply.get("threads_before"), reply.get("threads_after")),
-            "wall_probe": after.get("wall") if isinstance(after.get("wall"), dict) else {},
-            "peak_bytes": after.get("peak_bytes") if isinstance(after.get("peak_bytes"), int) else None}
+
+class Laps:
+    """One worker's laps for one function: each step's time on kiln's clock, and what it committed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.refresh_s: list[float] = []
+        self.lap_s: list[float] = []
+        self.commit_s: list[float] = []
+        self.committed: dict[int, list[dict[str, Any]]] = {}
+        self.keys: dict[int, int] = {}
+
+    def per_call_us(self, slots: int) -> list[float]:
+        return [t / slots * 1e6 for t in self.lap_s]
+
+    def done(self, slots: int, elapsed: float, loop_s: float) -> bool:
+        from kiln.tools.timing.stats import should_stop
+
+        n = len(self.lap_s)
+        if n < MIN_LAPS:
+            return False
+        if n >= MAX_LAPS or elapsed > loop_s:
+            return True
+        stop, _ = should_stop(self.per_call_us(slots), elapsed, max_time_s=loop_s, min_samples=MIN_LAPS,
+                              target_pct=TARGET_PCT, max_samples=MAX_LAPS)
+        return stop
+
+
+def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[float], key_of: Any) -> Laps:
+    """Refresh / lap / commit until the median is tight or the time is spent; `call(cmd)` sends one
+    command and returns its reply, `key_of(lap)` the lap's secret commit key."""
+    laps = Laps(name)
+    t_start = time.monotonic()
+    lap = 0
+    while not laps.done(ring.slots, time.monotonic() - t_start, loop_s):
+        lap += 1
+        t0 = time.monotonic()
+        call(m.Refresh(lap=lap, name=name))
+        t1 = time.monotonic()
+        call(m.Lap(name=name))
+        t2 = time.monotonic()
+        laps.keys[lap] = key_of(lap)
+        reply = call(m.Commit(key=laps.keys[lap], sigma=sigma, name=name))
+        t3 = time.monotonic()
+        laps.refresh_s.append(t1 - t0)
+        laps.lap_s.append(t2 - t1)
+        laps.commit_s.append(t3 - t2)
+        laps.committed[lap] = list(getattr(reply, "projections", []) or [])
+    return laps
+
+
+def _candidate_laps(s: Session, ring: RingSpec, loop_s: float, sigma: list[float]) -> dict[str, Any]:
+    s.enter("timing", "the candidate's timing laps")
+    s._call_cand(m.TimeSetup(ring=ring.model_dump()))
+    laps = run_laps(s._call_cand, "candidate", ring, loop_s, sigma, lambda lap: s.seed("commit", lap))
+    s.enter("timing", "after the timing laps")
+    peak = s._call_cand(m.PeakMemory())
+    return {"laps": laps, "peak_bytes": getattr(peak, "peak_bytes", None)}
+
+
+def charged_samples(cand: dict[str, Any], eager: dict[str, Any] | None, slots: int) -> tuple[list[float], float]:
+    """The candidate's per-call samples (us): each lap plus its refresh and commit beyond the
+    baseline's medians (and a slack); and the mean charge per call (us)."""
+    laps: Laps = cand["laps"]
+    base_refresh = (eager or {}).get("refresh_s")
+    base_commit = (eager or {}).get("commit_s")
+    out, charged = [], []
+    for lap, ref, com in zip(laps.lap_s, laps.refresh_s, laps.commit_s, strict=True):
+        extra = _excess(ref, base_refresh) + _excess(com, base_commit)
+        out.append((lap + extra) / slots * 1e6)
+        charged.append(extra / slots * 1e6)
+    return out, (sum(charged) / len(charged) if charged else 0.0)
+
+
+def _excess(t: float, base: float | None) -> float:
+    if base is None:  # no baseline measured its steps: charge them whole (never flatter)
+        return t
+    return max(0.0, t - base * (1 + SLACK_SHARE) - SLACK_S)
 
 
 # ----------------------------------------------------------------------------- baselines
 
 
-def _measure_baselines(s: Session, names: list[str], loop_s: float, n_sets: int) -> dict[str, dict[str, Any]]:
-    """Time the baselines `plan_timing` had the baseline worker prepare, each loop bracketed by
-    this process's clock, with the candidate's worker idle."""
+def _measure_baselines(s: Session, names: list[str], loop_s: float, ring: RingSpec, sigma: list[float]
+                       ) -> dict[str, dict[str, Any]]:
+    """Time the baselines `plan_timing` had the baseline worker prepare, with the candidate's worker
+    gone."""
     from kiln.tools.check.session import _reference_broken, _reference_error
 
     if not names:
         return {}
     assert s.base is not None
+    base = s.base
     out: dict[str, dict[str, Any]] = {}
     try:
-        ok(s.base.recv(s.ref_deadline()))  # setup
-        prepared = {name: _prepared(s, name) for name in names}  # every reply the plan's commands owe, in order
+        base.recv_reply(s.ref_deadline())  # setup
+        prepared = {name: _prepared(s, base, name) for name in names}  # every reply the plan's commands owe
         for name in names:
-            out[name] = prepared[name] or _one_baseline(s, name, loop_s)
+            out[name] = prepared[name] or _one_baseline(s, base, name, loop_s, ring, sigma)
             if "error" not in out[name]:
-                caches.store_baseline(s, name, n_sets, out[name])
+                caches.store_baseline(s, name, ring.slots, out[name])
     except WorkerGone as gone:
         raise _reference_broken(s.rec.problem, gone, s.o.timeout_s) from None
     except CommandFailed as exc:
@@ -142,116 +212,87 @@ def _measure_baselines(s: Session, names: list[str], loop_s: float, n_sets: int)
     return out
 
 
-def _prepared(s: Session, name: str) -> dict[str, Any]:
+def _prepared(s: Session, base: WorkerHandle, name: str) -> dict[str, Any]:
     """The reply to this baseline's `prepare` (sent with the plan): {} when ready, else its error."""
-    assert s.base is not None
     try:
-        ok(s.base.recv(s.ref_deadline()))
+        base.recv_reply(s.ref_deadline())
     except CommandFailed as exc:  # e.g. torch.compile failing on this problem: reported, not fatal
         return {"error": f"the {name} baseline could not be prepared: {str(exc.error.get('message', ''))[:300]}"}
     return {}
 
 
-def _one_baseline(s: Session, name: str, loop_s: float) -> dict[str, Any]:
-    assert s.base is not None
-    t0 = time.monotonic()
-    reply = s.base.call("time_loop", s.ref_deadline(), name=name, max_time_s=loop_s)
-    try:
-        samples = _samples(reply)
-    except ValueError as exc:  # kiln's own harness on the problem's Model: reported, not fatal
-        return {"error": f"the {name} baseline's timing run returned {exc}"}
-    run = {"samples_us": samples, "wall_s": time.monotonic() - t0, "n_calls": reply.get("n_calls")}
+def _one_baseline(s: Session, base: WorkerHandle, name: str, loop_s: float, ring: RingSpec, sigma: list[float]
+                  ) -> dict[str, Any]:
+    laps = run_laps(lambda cmd: base.call(cmd, s.ref_deadline()), name, ring, loop_s, sigma,
+                    lambda lap: s.seed("baseline-commit", name, lap))
+    run: dict[str, Any] = {"samples_us": laps.per_call_us(ring.slots), "refresh_s": statistics.median(laps.refresh_s),
+                           "commit_s": statistics.median(laps.commit_s)}
     if name == "eager":
-        run["peak_bytes"] = s.base.call("peak_memory", s.ref_deadline()).get("peak_bytes")
+        run["peak_bytes"] = getattr(base.call(m.PeakMemory(name=name), s.ref_deadline()), "peak_bytes", None)
     return run
 
 
-# ----------------------------------------------------------------------------- integrity of the timing
+# ----------------------------------------------------------------------------- what the timing proves
 
 
-def _integrity(s: Session, timing: dict[str, Any], cand: dict[str, Any], eager: dict[str, Any] | None
-               ) -> TimingIntegrity:
-    ti = TimingIntegrity(distinct_inputs=True)
-    ti.threads_before, ti.threads_after = cand["threads"]
-    probe = cand["wall_probe"]
-    ti.wall_over_event, ti.wall_us, ti.event_us = (probe.get(k) for k in ("wall_over_event", "wall_us", "event_us"))
-    ti.n_calls = probe.get("n_calls")
-    ti.timed_outputs_checked, ti.timed_outputs_failed = _recheck(s, timing, cand)
-    _parent_bound(ti, cand, eager)
+def _integrity(s: Session, ring: RingSpec, cand: dict[str, Any], eager: dict[str, Any] | None, deferred: float,
+               sigma: list[float]) -> TimingIntegrity:
+    laps: Laps = cand["laps"]
+    ti = TimingIntegrity(distinct_inputs=True, method="laps", n_laps=len(laps.lap_s), slots=ring.slots,
+                         deferred_us_per_call=round(deferred, 3),
+                         cand_refresh_s=round(statistics.median(laps.refresh_s), 6) if laps.refresh_s else None,
+                         cand_commit_s=round(statistics.median(laps.commit_s), 6) if laps.commit_s else None,
+                         base_refresh_s=(eager or {}).get("refresh_s"), base_commit_s=(eager or {}).get("commit_s"),
+                         span_bytes=ring.slots * (s.input_bytes + s.output_bytes))
+    _audit(s, ring, laps, sigma, ti)
     return ti
 
 
-def _parent_bound(ti: TimingIntegrity, cand: dict[str, Any], eager: dict[str, Any] | None) -> None:
-    """What this process's clock saw of the candidate's loop, against what its events claim plus the
-    harness's per-call overhead (measured on the eager baseline's loop, which runs the same harness)."""
-    events_s = sum(cand["samples_us"]) * 1e-6
-    ti.parent_wall_s, ti.parent_event_s = round(cand["wall_s"], 6), round(events_s, 6)
-    ti.n_calls_loop = len(cand["samples_us"])
-    if not eager or not eager.get("wall_s") or not eager.get("samples_us"):
-        return
-    n_b = len(eager["samples_us"])
-    overhead_s = max(0.0, (float(eager["wall_s"]) - sum(eager["samples_us"]) * 1e-6) / n_b)
-    n = len(cand["samples_us"])
-    ti.overhead_us = round(overhead_s * 1e6, 3)
-    ti.hidden_us_per_call = round((cand["wall_s"] - events_s - n * overhead_s) / n * 1e6, 3)
-    ti.parent_per_call_us = round(max(0.0, cand["wall_s"] / n - overhead_s) * 1e6, 3)
-    ti.median_us = round(sorted(cand["samples_us"])[n // 2], 3)
-
-
-def _recheck(s: Session, timing: dict[str, Any], cand: dict[str, Any]) -> tuple[int, int]:
-    """Recompute a secret subset of the timed calls in the reference worker and compare sketches."""
+def _audit(s: Session, ring: RingSpec, laps: Laps, sigma: list[float], ti: TimingIntegrity) -> None:
+    """The reference recomputes secretly picked timed iterations and judges their projections."""
     from kiln.tools.check.session import secret_rng
-    from kiln.tools.correctness import compare_sketches, tolerances
 
-    sketches = _load_sketches(cand.get("sketches"))
-    calls = list(range(cand["first_call"], cand["first_call"] + cand["n_calls"]))
-    picked = sorted(secret_rng(s.secret).sample(calls, min(len(calls), N_RECHECK)))
-    reply = s._ref_call("timed_refs", timing=timing, calls=picked, key=timing["key"])
-    refs = load_pack_dict(reply["file"])
-    atol, rtol = tolerances(s.o.dtype, s.o.atol, s.o.rtol)
-    failed = 0
-    for k in picked:
-        exp, act = refs.get(str(k)), sketches.get(k) if sketches else None
-        if exp is None or not _sketches_match(exp, act, atol, rtol, compare_sketches):
-            failed += 1
-    return len(picked), failed
-
-
-def _sketches_match(exp: dict, act: Any, atol: float, rtol: float, compare_sketches: Any) -> bool:
-    if not isinstance(act, dict) or not isinstance(act.get("outputs"), list):
-        return False
-    e_out, a_out = exp["outputs"], act["outputs"]
-    if len(e_out) != len(a_out):
-        return False
-    for i, (e, a) in enumerate(zip(e_out, a_out, strict=True)):
-        if e.get("kind") != "sketch":
-            if e != a:
-                return False
-        elif not isinstance(a, dict) or a.get("dtype") != e.get("dtype") or \
-                compare_sketches(e, a, atol=atol, rtol=rtol, name=f"out[{i}]") is not None:
-            return False
-    return True
+    pairs = [(lap, slot) for lap in laps.committed for slot in range(ring.slots)]
+    picks = sorted(secret_rng(s.secret).sample(pairs, min(len(pairs), N_AUDIT)))
+    committed = {f"{lap}.{slot}": _slot(laps.committed[lap], slot) for lap, slot in picks}
+    atol, rtol = _tolerances(s)
+    rel = s.comparer.rel_err() if s.comparer else 0.0
+    reply = s.ref_call(m.RefAudit(ring=ring.model_dump(), picks=picks, projections=committed,
+                                  commit_keys={str(k): v for k, v in laps.keys.items()}, sigma=sigma, rel_err=rel,
+                                  atol=atol, rtol=rtol), "audit")
+    verdicts = getattr(reply, "verdicts", [])
+    ti.timed_outputs_checked = len(verdicts)
+    failed = [v for v in verdicts if not v.passed]
+    ti.timed_outputs_failed = len(failed) + max(0, len(picks) - len(verdicts))
+    ti.audit_worst = max((v.stat for v in verdicts if v.stat is not None), default=None)
+    if failed:
+        ti.audit_why = f"lap {failed[0].lap}, slot {failed[0].slot}: {failed[0].why}"
 
 
-def _load_sketches(path: Any) -> dict[int, Any] | None:
-    if not isinstance(path, str):
-        return None
+def _slot(committed: list[dict[str, Any]], slot: int) -> dict[str, Any]:
+    return committed[slot] if 0 <= slot < len(committed) and isinstance(committed[slot], dict) else {}
+
+
+def _tolerances(s: Session) -> tuple[float, float]:
+    from kiln.tools.correctness import tolerances
+
+    return tolerances(s.o.dtype, s.o.atol, s.o.rtol)
+
+
+def _env(s: Session) -> EnvRecord | None:
+    """The GPU as kiln's own process sees it through NVML (nothing the candidate reports)."""
+    from kiln.tools import gpuenv
+
     try:
-        data = load_pack_dict(path)
-    except Exception:  # noqa: BLE001 - the candidate wrote it: unreadable means every re-check fails
+        return gpuenv.env_record(s.rec.device, s.o.gpu_index)
+    except Exception:  # noqa: BLE001 - an environment record is context, never a verdict
         return None
-    return {int(k): v for k, v in data.items() if isinstance(k, (int, str)) and str(k).isdigit()}
 
 
-def load_pack_dict(path: str) -> dict:
-    import torch
+def _env_after(before: EnvRecord | None) -> EnvRecord | None:
+    from kiln.tools import gpuenv
 
-    if Path(path).stat().st_size > (1 << 31):
-        raise ValueError("timing sketches larger than 2 GiB")
-    data = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(data, dict):
-        raise ValueError("not a dict of sketches")
-    return data
+    return gpuenv.env_after(before) if before is not None else None
 
 
 # ----------------------------------------------------------------------------- peaks

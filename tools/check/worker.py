@@ -5,11 +5,11 @@ Roles: `reference` (the problem's Model: inputs, reference outputs, the work cou
 eager / eager+TF32 / torch.compile, in a process that never imported the candidate).
 
 The parent (kiln) writes a `JobSpec`, starts the worker in a contained subprocess and then drives
-it: one command at a time over `kiln.tools.check.channel`, one reply per command. A worker holds
-no verdict: it runs what it is told and reports; the parent compares, bounds and decides. The
-candidate's job carries no secret: it gets each trial's inputs (or that trial's seed) when the
-trial starts, and the key that picks the compared positions of its outputs only after it produced
-them. Bulky data (packed outputs, weights) goes through files in the worker's own directory.
+it: one command at a time over `kiln.tools.check.channel`, one reply per command, each a typed
+record (`kiln.tools.check.messages`). The candidate's worker holds no verdict and no secret: it
+runs what it is told and reports; the reference worker judges outputs against its own; the parent
+times, bounds and decides. Bulky data goes through files whose paths the parent chose and, for the
+candidate's outputs, created beforehand (`kiln.tools.check.outputs`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 Role = Literal["reference", "candidate", "baseline"]
 
@@ -47,13 +47,6 @@ class JobSpec(BaseModel):
     cache_root: str = Field("", description="the candidate's own compile-cache dir (per source hash)")
     gpu_index: int = 0
     profile_dir: str | None = Field(None, description="dump a cProfile of the worker here (KILN_PROFILE_WORKERS)")
-
-    @property
-    def out_dir(self) -> Path:
-        return Path(self.work_dir) / "out"
-
-    def output_path(self, tag: str) -> Path:
-        return self.out_dir / f"{tag}.pt"
 
 
 class WorkerError(Exception):
@@ -80,13 +73,6 @@ def sync(device: str) -> None:
         import torch
 
         torch.cuda.synchronize()
-
-
-def save_output(path: Path, packed: dict[str, Any]) -> None:
-    import torch
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(packed, path)
 
 
 def error_message(exc: BaseException) -> str:
@@ -120,34 +106,40 @@ def error_reply(exc: BaseException, kind: str, where: str) -> dict[str, Any]:
 
 
 class Worker:
-    """Base of the roles: `op_<name>(**args)` handles command `name` and returns the reply's fields."""
+    """Base of the roles: `op_<name>(cmd)` handles command `name` (a `messages` record) and returns
+    its reply record (or None for a bare `Reply`)."""
 
     blame = "worker"  # whose fault an unexpected exception is: 'candidate', 'reference', ...
 
     def __init__(self, spec: JobSpec) -> None:
+        from kiln.tools.check.messages import COMMANDS
+
         self.spec = spec
-        spec.out_dir.mkdir(parents=True, exist_ok=True)
+        self.commands = COMMANDS[spec.role]
 
-    def handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        nonce = cmd.pop("id", None)
-        return {**self._handle(cmd), "id": nonce}
+    def handle(self, raw: dict[str, Any]) -> dict[str, Any]:
+        nonce = raw.pop("id", None)
+        return {**self._handle(raw), "id": nonce}
 
-    def _handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        op = str(cmd.pop("op", ""))
-        fn = getattr(self, f"op_{op}", None)
-        if fn is None:
-            return {"ok": False, "error": {"kind": "protocol", "where": op, "message": f"unknown command {op!r}"}}
+    def _handle(self, raw: dict[str, Any]) -> dict[str, Any]:
+        op = str(raw.get("op", ""))
+        try:
+            cmd = self.commands.validate_python(raw)
+        except ValidationError as exc:
+            return {"ok": False, "error": {"kind": "protocol", "where": op, "message": f"bad command {op!r}: "
+                                                                                        f"{str(exc)[:300]}"}}
         t0 = time.perf_counter()
         try:
-            out = fn(**cmd) or {}
+            out = getattr(self, f"op_{op}")(cmd)
         except WorkerError as exc:
             return {"ok": False, "error": {"kind": exc.kind, "where": op, "message": str(exc), "traceback": ""}}
         except Exception as exc:  # noqa: BLE001 - every failure is a reply for the parent to judge
             return error_reply(exc, self.blame, op)
-        return {"ok": True, "worker_s": round(time.perf_counter() - t0, 6), **out}
+        body = out.model_dump(mode="json") if out is not None else {}
+        return {**body, "ok": True, "worker_s": round(time.perf_counter() - t0, 6)}
 
-    def op_exit(self) -> dict[str, Any]:
-        return {}
+    def op_exit(self, cmd: Any) -> None:
+        return None
 
 
 def _roles() -> dict[str, str]:

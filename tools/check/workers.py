@@ -15,7 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from kiln.tools.check.channel import ChannelError, ParentChannel
+from kiln.tools.check.messages import ErrorReply, Msg, Reply, reply_model
 from kiln.tools.check.worker import JobSpec
 from kiln.tools.sandbox.confine import Confinement
 from kiln.tools.sandbox.isolation import (
@@ -28,6 +31,7 @@ from kiln.tools.sandbox.isolation import (
 
 POLL_S = 0.05
 EXIT_WAIT_S = 2.0
+WATCH_EVERY_S = 1.0
 
 
 class WorkerGone(Exception):
@@ -50,32 +54,48 @@ class CommandFailed(Exception):
         return str(self.error.get("kind", "candidate"))
 
 
+SCRATCH_BYTES = 8 << 30  # a worker's private tmpfs (nvcc and Triton temporaries): RAM it may use for files
+
+
 def worker_env(spec: JobSpec, cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: scrubbed, and its temporary files and home inside its own dir (the
-    only place it may write: Triton's JIT and nvcc write temporaries)."""
-    tmp, home = Path(spec.work_dir) / "tmp", Path(spec.work_dir) / "home"
-    for d in (tmp, home):
-        d.mkdir(parents=True, exist_ok=True)
+    """The worker's environment: scrubbed, its temporary files and home in its own scratch dir
+    (`tmp/`, the only place in its own dir where it may create files: Triton's JIT and nvcc write
+    temporaries)."""
+    tmp = Path(spec.work_dir) / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
     return scrubbed_env(device=spec.device, gpu_index=spec.gpu_index, cache_dir=cache_dir,
-                        extra={**(extra or {}), "TMPDIR": str(tmp), "HOME": str(home)})
+                        extra={**(extra or {}), "TMPDIR": str(tmp), "HOME": str(tmp)})
 
 
 def worker_confinement(spec: JobSpec, cache_dir: Path) -> Confinement:
-    """What a worker may reach (kiln.tools.sandbox.box): read its check's shared dir (problem,
-    cases, candidate), write its own dir and, but for the reference (which runs the Proposer's
-    case modules), its compile-cache dir."""
+    """What a worker may reach (kiln.tools.sandbox.box), in a check dir laid out as `layout` says:
+    every role reads `shared/` (problem, cases, candidate); the reference writes `feed/` (weights,
+    small inputs) and reads `cand-out/` (to judge); the candidate reads `feed/`, fills the files kiln
+    made in `cand-out/` and writes its compile-cache dir; the baseline writes its compile cache."""
     work = Path(spec.work_dir)
-    write = [str(work)] + ([str(cache_dir)] if spec.role != "reference" else [])
+    check = work.parent
+    read, write, fill = [str(check / "shared")], [str(work)], []
+    if spec.role == "reference":
+        read.append(str(check / "cand-out"))
+        write.append(str(check / "feed"))
+    elif spec.role == "candidate":
+        read.append(str(check / "feed"))
+        fill.append(str(check / "cand-out"))
+        write.append(str(cache_dir))
+    else:
+        write.append(str(cache_dir))
     write += [spec.profile_dir] if spec.profile_dir else []
-    return Confinement(read=(str(work.parent / "shared"),), write=tuple(write))
+    return Confinement(read=tuple(read), write=tuple(write), fill=tuple(fill), scratch_bytes=SCRATCH_BYTES)
 
 
 class WorkerHandle:
     """One running worker and its command channel."""
 
     def __init__(self, spec: JobSpec, *, env: dict[str, str], zygote: Any, backstop_s: float,
-                 confinement: Any = None, sandbox: Any = None) -> None:
+                 confinement: Any = None, sandbox: Any = None, watch: Any = None) -> None:
         self.spec, self.role = spec, spec.role
+        self.watch = watch  # () -> why the worker must stop (a bound it broke), or None; polled while it works
+        self.watched = 0.0
         work = Path(spec.work_dir)
         work.mkdir(parents=True, exist_ok=True)
         (work / "job.json").write_text(spec.model_dump_json())
@@ -87,9 +107,10 @@ class WorkerHandle:
                                                  confinement=confinement, sandbox=sandbox)
         self.pending: list[tuple[str, str]] = []  # (op, id) of commands sent, replies not yet read
 
-    def send(self, op: str, **args: Any) -> None:
+    def send(self, cmd: Msg) -> None:
+        op = str(cmd.op)
         nonce = secrets.token_hex(8)  # the reply must carry it: a line written by anyone else is refused
-        self.chan.send({"op": op, "id": nonce, **args})
+        self.chan.send({**cmd.model_dump(mode="json"), "id": nonce})
         self.pending.append((op, nonce))
 
     def recv(self, deadline: float) -> dict[str, Any]:
@@ -112,14 +133,33 @@ class WorkerHandle:
             if time.monotonic() > deadline:
                 self.kill()
                 raise WorkerGone(self._result(), op, timed_out=True)
+            self._check_bounds(op)
 
-    def call(self, op: str, deadline: float, **args: Any) -> dict[str, Any]:
-        """Send `op` and wait for its reply; a failed command raises CommandFailed. Only with no
-        reply outstanding: replies come in order, so an earlier command's would be taken for this one's."""
+    def _check_bounds(self, op: str) -> None:
+        now = time.monotonic()
+        if self.watch is None or now - self.watched < WATCH_EVERY_S:
+            return
+        self.watched = now
+        why = self.watch()
+        if why:
+            self.kill()
+            raise WorkerGone(self._result(), op, why=f"was stopped: {why}")
+
+    def recv_reply(self, deadline: float) -> Reply:
+        """`recv`, validated against the oldest pending command's reply model: a failed command
+        raises CommandFailed, a reply that does not fit its model is the worker breaking the protocol."""
+        op = self.pending[0][0] if self.pending else "?"
+        raw = self.recv(deadline)
+        return parse_reply(self.role, op, raw, self)
+
+    def call(self, cmd: Msg, deadline: float) -> Reply:
+        """Send `cmd` and wait for its reply. Only with no reply outstanding: replies come in order,
+        so an earlier command's would be taken for this one's."""
         if self.pending:
-            raise RuntimeError(f"{self.role} worker: call({op!r}) with replies to {[p[0] for p in self.pending]} unread")
-        self.send(op, **args)
-        return ok(self.recv(deadline))
+            raise RuntimeError(f"{self.role} worker: call({cmd.op!r}) with replies to "
+                               f"{[p[0] for p in self.pending]} unread")
+        self.send(cmd)
+        return self.recv_reply(deadline)
 
     def kill(self) -> None:
         self.proc.kill()
@@ -130,9 +170,11 @@ class WorkerHandle:
     def close(self) -> ProcResult:
         """Ask the worker to exit, then make sure its whole process group is gone."""
         if self.proc.poll() is None:
+            from kiln.tools.check.messages import Exit
+
             with contextlib.suppress(OSError, WorkerGone):
                 self.pending.clear()
-                self.send("exit")
+                self.send(Exit())
                 self.recv(time.monotonic() + EXIT_WAIT_S)
         if self.proc.poll() is None:
             self.proc.kill()
@@ -140,8 +182,22 @@ class WorkerHandle:
         return self._result()
 
 
-def ok(reply: dict[str, Any]) -> dict[str, Any]:
-    if not reply.get("ok"):
-        err = reply.get("error")
-        raise CommandFailed(err if isinstance(err, dict) else {"kind": "protocol", "message": repr(err)[:300]})
-    return reply
+def parse_reply(role: str, op: str, raw: dict[str, Any], handle: WorkerHandle | None = None) -> Reply:
+    """A worker's reply as its typed record. An error reply raises CommandFailed; a reply that fits
+    neither raises WorkerGone (the worker broke the protocol, and is killed)."""
+    try:
+        if raw.get("ok") is not True:
+            err = ErrorReply.model_validate(raw).error
+            raise CommandFailed(err.model_dump())
+        return reply_model(role, op).model_validate(raw)
+    except ValidationError as exc:
+        if handle is not None:
+            handle.kill()
+        res = handle._result() if handle is not None else ProcResult()
+        raise WorkerGone(res, op, why=f"broke the worker protocol: its reply to {op!r} is not valid "
+                                      f"({_first_error(exc)})") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    e = exc.errors()[0] if exc.errors() else {}
+    return f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}"[:200]

@@ -7,14 +7,18 @@ kills that init everything the worker started dies with it. `enter`:
 
 1. a new session, `PR_SET_PDEATHSIG` (the worker dies with its spawner);
 2. plan.pidns: own mount, network, IPC and UTS namespaces and a fresh `/proc` (CUDA needs one that
-   matches the PID namespace); needs CAP_SYS_ADMIN where the spawner runs (the bubblewrap layer
-   grants exactly that to the fork server, root has it); HOME and TMPDIR point into its own dir;
+   matches the PID namespace), at most `PID_MAX` tasks in its PID namespace (the kernel's namespaced
+   `pid_max`, Linux >= 6.14: a fork bomb stops there), and a size-limited tmpfs as its scratch dir
+   (`scratch_bytes`; HOME and TMPDIR point there, and it vanishes with the worker); needs
+   CAP_SYS_ADMIN where the spawner runs (the bubblewrap layer grants exactly that to the fork
+   server, root has it);
 3. plan.userns: a nested user namespace (uid 65534), which also gives network and IPC namespaces
    when there is no pidns;
 4. no capabilities (bounding set included), `no_new_privs`;
 5. Landlock (plan.landlock = ABI): reads of the system, Python and kiln paths plus the spawn's
-   `read` paths, writes to its `write` paths only, no TCP bind/connect, no signals or abstract unix
-   sockets across the boundary;
+   `read` paths, writes to its `write` paths only, and into the files that already exist beneath
+   its `fill` paths (no creating, removing, renaming or linking there: kiln made those files), no
+   TCP bind/connect, no signals or abstract unix sockets across the boundary;
 6. every inherited file descriptor above 2 closed.
 
 A planned step that fails raises `SandboxError`: the worker must not run half-contained (the
@@ -66,17 +70,26 @@ class Confinement:
     """What one worker may touch beyond the system, Python and kiln's own code (read-only for all).
 
     read:  extra paths it may read (a check's shared dir: problem, cases, candidate);
-    write: paths it may read and write (its own work dir, its own compile-cache dir)."""
+    write: its own work dir first (there it may read, overwrite and remove kiln's files, e.g. its
+           command pipes, and create files only in `tmp/`, its scratch dir), then paths it may read
+           and write freely (its own compile-cache dir);
+    fill:  dirs whose existing files it may read and overwrite, creating nothing (its output files);
+    scratch_bytes: the size of its private tmpfs scratch dir (HOME, TMPDIR) where it has its own
+    mounts; 0: a plain dir in its work dir."""
 
     read: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
+    fill: tuple[str, ...] = ()
+    scratch_bytes: int = 0
 
-    def as_dict(self) -> dict[str, list[str]]:
-        return {"read": list(self.read), "write": list(self.write)}
+    def as_dict(self) -> dict:
+        return {"read": list(self.read), "write": list(self.write), "fill": list(self.fill),
+                "scratch_bytes": self.scratch_bytes}
 
     @classmethod
     def from_dict(cls, d: dict) -> Confinement:
-        return cls(read=tuple(map(str, d.get("read") or ())), write=tuple(map(str, d.get("write") or ())))
+        return cls(read=tuple(map(str, d.get("read") or ())), write=tuple(map(str, d.get("write") or ())),
+                   fill=tuple(map(str, d.get("fill") or ())), scratch_bytes=int(d.get("scratch_bytes") or 0))
 
 
 @dataclass(frozen=True)
@@ -202,6 +215,9 @@ def warm() -> None:
 
 
 PROC_OWN = landlock.READ_FILE | landlock.READ_DIR | landlock.WRITE_FILE | landlock.TRUNCATE
+FILL = landlock.READ_FILE | landlock.READ_DIR | landlock.WRITE_FILE | landlock.TRUNCATE
+OWN_DIR = FILL | landlock.REMOVE_FILE
+PID_MAX = 1024  # tasks (threads count) a worker's PID namespace may hold; the kernel's floor is 301
 
 
 def landlock_rules(conf: Confinement, own_proc: bool = False) -> list[tuple[str, int]]:
@@ -216,7 +232,11 @@ def landlock_rules(conf: Confinement, own_proc: bool = False) -> list[tuple[str,
               ("/sys", landlock.READ_FILE | landlock.READ_DIR)]
     rules += [] if own_proc else [("/proc/self", PROC_OWN)]
     rules += [(d, landlock.DEVICE) for d in [*DEVICE_FILES, *gpu_devices()]]
-    return rules + [(p, landlock.READ) for p in conf.read] + [(p, landlock.WRITE) for p in conf.write]
+    rules += [(p, landlock.READ) for p in conf.read] + [(p, landlock.WRITE) for p in conf.write[1:]]
+    if conf.write:  # its own dir: overwrite and remove what kiln put there, create only in its scratch
+        own = conf.write[0]
+        rules += [(own, OWN_DIR), (os.path.join(own, "tmp"), landlock.WRITE)]
+    return rules + [(p, FILL) for p in conf.fill]
 
 
 # ----------------------------------------------------------------------------- the worker's side
@@ -229,6 +249,8 @@ def enter(conf: Confinement, plan: Plan, keep_fds: tuple[int, ...] = ()) -> None
     uid, gid = os.getuid(), os.getgid()
     if plan.pidns:
         _own_mounts()
+        _cap_tasks()
+        _scratch(conf)
     if plan.userns:
         nsutil.unshare(nsutil.CLONE_NEWUSER | (0 if plan.pidns else
                                                nsutil.CLONE_NEWNET | nsutil.CLONE_NEWIPC | nsutil.CLONE_NEWUTS))
@@ -258,6 +280,35 @@ def _own_mounts() -> None:
     nsutil.unshare(nsutil.CLONE_NEWNS | nsutil.CLONE_NEWNET | nsutil.CLONE_NEWIPC | nsutil.CLONE_NEWUTS)
     nsutil.mount(None, "/", None, nsutil.MS_REC | nsutil.MS_PRIVATE)
     nsutil.mount("proc", "/proc", "proc", nsutil.MS_NOSUID | nsutil.MS_NODEV | nsutil.MS_NOEXEC)
+
+
+def _cap_tasks() -> None:
+    """At most PID_MAX tasks in this (new) PID namespace. Only where the kernel namespaces pid_max
+    (Linux >= 6.14): before that there is one global pid_max, and writing it would change the
+    host's (and succeed, for root without a user namespace)."""
+    if kernel_version() < (6, 14):
+        return
+    with contextlib.suppress(OSError), open("/proc/sys/kernel/pid_max", "w") as f:
+        f.write(str(PID_MAX))
+
+
+def kernel_version() -> tuple[int, int]:
+    try:
+        major, minor = os.uname().release.split(".")[:2]
+        return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+    except ValueError:
+        return (0, 0)
+
+
+def _scratch(conf: Confinement) -> None:
+    """A size-limited tmpfs on the worker's scratch dir: what it writes there counts against
+    `scratch_bytes` of memory and disappears with its mount namespace."""
+    if not conf.write or conf.scratch_bytes <= 0:
+        return
+    tmp = os.path.join(conf.write[0], "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    nsutil.mount("tmpfs", tmp, "tmpfs", nsutil.MS_NOSUID | nsutil.MS_NODEV,
+                 f"size={conf.scratch_bytes},mode=0700,uid={os.getuid()},gid={os.getgid()}")
 
 
 def _private_home(conf: Confinement) -> None:

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -88,9 +89,26 @@ def read_beat(path: Path | None) -> dict:
     if path is None:
         return {}
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(read_regular(path, 1 << 16))
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_regular(path: Path | str, max_bytes: int, *, tail_only: bool = False) -> bytes:
+    """At most `max_bytes` of a file a worker could have touched: never through a symlink, never
+    from a FIFO or device (the open cannot block), only a regular file; with `tail_only`, its last
+    `max_bytes`. OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if tail_only and st.st_size > max_bytes:
+            os.lseek(fd, st.st_size - max_bytes, os.SEEK_SET)
+        return os.read(fd, max_bytes)
+    finally:
+        os.close(fd)
 
 
 class IsolatedProc:
@@ -106,7 +124,11 @@ class IsolatedProc:
                  confinement: Any = None, sandbox: Any = None) -> None:
         self.heartbeat, self.stage_timeouts = heartbeat, dict(stage_timeouts or {})
         self.timeout_s, self.untimed = timeout_s, set(untimed_stages)
-        self.stderr_path = Path(cwd) / f"stderr.{os.getpid()}.{time.monotonic_ns()}.log"
+        # kiln's control dir, which no worker may write: the worker holds its stderr open for
+        # writing, but cannot put a link to some other file in its place for kiln to read back
+        from kiln.tools.sandbox import scratch
+
+        self.stderr_path = scratch.ctl_dir() / f"stderr.{os.getpid()}.{time.monotonic_ns()}.log"
         self.start_wall = time.time()
         self.t0 = self.stage_t0 = time.monotonic()
         self.untimed_s, self.stage, self.detail = 0.0, None, ""
@@ -177,10 +199,7 @@ class IsolatedProc:
 
 def tail(path: Path, n_chars: int = TAIL_CHARS) -> str:
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - n_chars))
-            return f.read().decode("utf-8", "replace")
+        return read_regular(path, n_chars, tail_only=True).decode("utf-8", "replace")
     except OSError:
         return ""
 

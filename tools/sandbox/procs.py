@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 ENV_NOFILE = 4096
+FSIZE_BYTES = 4 << 30
+"""No file a worker writes grows past this (SIGXFSZ, then EFBIG): its outputs are at most a 64 Mi-
+element tensor's bytes, a built extension tens of MB."""
 
 
 def _limits(as_limit_bytes: int | None) -> None:
@@ -22,6 +25,9 @@ def _limits(as_limit_bytes: int | None) -> None:
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = ENV_NOFILE if hard == resource.RLIM_INFINITY else min(ENV_NOFILE, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (cap, hard))
+    _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    fsize = FSIZE_BYTES if hard == resource.RLIM_INFINITY else min(FSIZE_BYTES, hard)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     if as_limit_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (as_limit_bytes, as_limit_bytes))
 

@@ -1,0 +1,370 @@
+"""The check's worker protocol as typed records: one pydantic model per command and per reply.
+
+A command is what kiln's process sends a worker (`op` picks the model: a discriminated union per
+role); a reply is what comes back, validated by the parent against the model the command names
+(`REPLIES`). Nothing a reply says is a path, a size the parent allocates by, or a verdict: the parent
+decides where every file lives (and creates it) before it sends the command, reads outputs only
+through descriptors it holds or has them judged by the reference worker, and takes times from its own
+clock. Replies carry evidence, which counts only against the candidate that sent it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from kiln.tools.records import Mismatch, OutputVerdict
+
+MAX_LIST = 100_000  # no reply field holds more items than this (a reply is capped at 8 MiB anyway)
+
+
+class Msg(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+
+class Reply(Msg):
+    """Every successful reply: how long the command took inside the worker (its own claim; kiln's
+    clock decides everything that matters)."""
+
+    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings")
+    ok: Literal[True] = True
+    worker_s: float = 0.0
+
+
+class ErrorInfo(Msg):
+    kind: str = Field("candidate", description="whose fault: candidate | reference | kiln | protocol | input")
+    where: str = ""
+    message: str = ""
+    traceback: str = ""
+
+
+class ErrorReply(Msg):
+    model_config = ConfigDict(extra="ignore")
+    ok: Literal[False] = False
+    error: ErrorInfo = Field(default_factory=ErrorInfo)
+
+
+# ----------------------------------------------------------------------------- what outputs look like
+
+
+class Leaf(Msg):
+    """One leaf of a forward() result, as a worker describes it (`kiln.tools.check.outputs`): its
+    kind and, for tensors, class, device, dtype and shape; for sketched tensors the whole-tensor
+    counts; for numbers the value. A candidate's leaves are claims the judge checks."""
+
+    name: str
+    kind: Literal["tensor", "sketch", "number", "other"]
+    cls: str = ""
+    device: str = ""
+    dtype: str = ""
+    shape: list[int] = Field(default_factory=list)
+    value: bool | int | float | None = None
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    sum_abs: float = 0.0
+
+
+class CaseSeeds(Msg):
+    init: int
+    model: int
+
+
+class Slot(Msg):
+    """A file the parent created for a worker to fill; `dev`/`ino` let the judge verify it opened
+    that very file (a renamed, replaced or linked path is refused)."""
+
+    path: str
+    dev: int = 0
+    ino: int = 0
+
+
+# ----------------------------------------------------------------------------- reference worker
+
+
+class RefSetup(Msg):
+    op: Literal["setup"] = "setup"
+    seeds: dict[str, CaseSeeds]
+    numerics_rule: bool = True
+    weights: dict[str, str] = Field(description="per case, where to save the model's weights (feed dir)")
+
+
+class RefSetupReply(Reply):
+    weights_fp: dict[str, list[float]] = Field(default_factory=dict)
+
+
+class RefTrial(Msg):
+    op: Literal["trial"] = "trial"
+    case: str
+    dist: str
+    trial: int
+    seed: int
+    key: int
+    tag: str
+    drop_nonfinite: bool = False
+    inputs_file: str | None = Field(None, description="where to save the inputs when small (feed dir)")
+
+
+class RefTrialReply(Reply):
+    dropped: str | None = None
+    input_fp: list[float] = Field(default_factory=list, max_length=MAX_LIST)
+    mutated: bool = False
+    inputs_saved: bool = False
+    input_bytes: int = 0
+    finite: bool = True
+    leaves: list[Leaf] = Field(default_factory=list, max_length=MAX_LIST)
+    reproducible: bool = Field(True, description="the inputs drawn again from the seed came out the same")
+
+
+class RefJudge(Msg):
+    """Judge the candidate's outputs for trial `tag` (read from `first`/`second`, described by
+    `cand_first`/`cand_second`) against the reference's, on the reference's device."""
+
+    op: Literal["judge"] = "judge"
+    tag: str
+    case: str
+    dist: str
+    trial: int
+    first: Slot
+    second: Slot
+    cand_first: list[Leaf] = Field(max_length=MAX_LIST)
+    cand_second: list[Leaf] = Field(max_length=MAX_LIST)
+    atol: float
+    rtol: float
+    numerics: bool = True
+    inputs_file: str | None = Field(None, description="the trial's inputs file in the feed dir, now done with")
+
+
+class PhaseVerdict(Msg):
+    """One call's verdict (`first_call` or `second_call`): the data of a `TrialRecord`."""
+
+    phase: Literal["first_call", "second_call"]
+    passed: bool
+    mismatch: Mismatch | None = None
+    rel_l2_err: float | None = None
+    rule: str = "numerics"
+    legacy_atol_rtol_passed: bool = True
+    outputs: list[OutputVerdict] = Field(default_factory=list)
+    error: str | None = None
+
+
+class RefJudgeReply(Reply):
+    phases: list[PhaseVerdict] = Field(max_length=2)
+    same_bits: bool = False
+    rms: dict[str, float] = Field(default_factory=dict, description="RMS of each floating reference output")
+
+
+class RefWork(Msg):
+    op: Literal["work"] = "work"
+    seed: int
+
+
+class RefWorkReply(Reply):
+    bytes_moved: int | None = None
+    flops: float | None = None
+
+
+class RefDegenerate(Msg):
+    op: Literal["degenerate"] = "degenerate"
+    seed_a: int
+    seed_b: int
+    atol: float
+    rtol: float
+    numerics: bool = True
+
+
+class RefDegenerateReply(Reply):
+    degenerate: dict[str, Any] = Field(default_factory=dict, description="a DegenerateRecord: weight independence")
+    draws: dict[str, Any] | None = Field(None, description="a DegenerateRecord across the trials' input draws")
+
+
+class RefAudit(Msg):
+    """Recompute timed iterations (lap, slot) of the timing stage and judge the candidate's
+    committed projections of them (`kiln.tools.timing.audit`)."""
+
+    op: Literal["audit"] = "audit"
+    ring: dict[str, Any]
+    picks: list[tuple[int, int]] = Field(max_length=4096)
+    projections: dict[str, Any] = Field(description="'lap.slot' -> the candidate's committed projection")
+    commit_keys: dict[str, int] = Field(description="lap -> its commit key")
+    sigma: list[float]
+    rel_err: float = Field(description="the candidate's relative L2 error on the x1 trials")
+    atol: float
+    rtol: float
+
+
+class AuditVerdict(Msg):
+    lap: int
+    slot: int
+    passed: bool
+    why: str = ""
+    stat: float | None = Field(None, description="mean squared projection difference / its bound")
+
+
+class RefAuditReply(Reply):
+    verdicts: list[AuditVerdict] = Field(default_factory=list, max_length=4096)
+
+
+class Release(Msg):
+    op: Literal["release"] = "release"
+
+
+class Exit(Msg):
+    op: Literal["exit"] = "exit"
+
+
+RefCommand = Annotated[RefSetup | RefTrial | RefJudge | RefWork | RefDegenerate | RefAudit | Release | Exit,
+                       Field(discriminator="op")]
+
+
+# ----------------------------------------------------------------------------- candidate worker
+
+
+class CandCompile(Msg):
+    op: Literal["compile"] = "compile"
+
+
+class CompileReply(Reply):
+    compile: dict[str, Any]
+
+
+class CaseBuild(Msg):
+    seeds: CaseSeeds
+    weights: str
+
+
+class CandBuild(Msg):
+    op: Literal["build"] = "build"
+    cases: dict[str, CaseBuild]
+    warmup_seed: int
+
+
+class CandBuildReply(Reply):
+    compile: dict[str, Any] | None = None
+    first_call_s: float | None = None
+    n_weights_copied: int | None = None
+
+
+class CandTrial(Msg):
+    """The trial's first call; its output is held until `pack`."""
+
+    op: Literal["trial"] = "trial"
+    case: str
+    dist: str = "x1"
+    seed: int | None = None
+    inputs_file: str | None = None
+
+
+class CandTrialReply(Reply):
+    input_fp: list[float] = Field(default_factory=list, max_length=MAX_LIST)
+    mutated: bool = False
+    call_s: float | None = None
+
+
+class CandPack(Msg):
+    """Write the held first output into `first` (raw, or its sketch drawn with `key`), call again on
+    the same inputs and write that into `second`."""
+
+    op: Literal["pack"] = "pack"
+    key: int
+    first: str
+    second: str
+
+
+class CandPackReply(Reply):
+    first: list[Leaf] = Field(default_factory=list, max_length=MAX_LIST)
+    second: list[Leaf] = Field(default_factory=list, max_length=MAX_LIST)
+    mutated: bool = False
+    call_s: float | None = None
+
+
+class CandIntegrity(Msg):
+    op: Literal["integrity"] = "integrity"
+    policy: str
+    seeds: list[int]
+
+
+class CandIntegrityReply(Reply):
+    accounting: dict[str, Any] | None = None
+    findings: list[dict[str, Any]] = Field(default_factory=list, max_length=1000)
+
+
+class TimeSetup(Msg):
+    """Build the timing ring (`kiln.tools.timing.laps.RingSpec`) and warm up."""
+
+    op: Literal["time_setup"] = "time_setup"
+    ring: dict[str, Any]
+    name: str = Field("candidate", description="the baseline worker: which baseline")
+
+
+class Refresh(Msg):
+    op: Literal["refresh"] = "refresh"
+    lap: int
+    name: str = "candidate"
+
+
+class Lap(Msg):
+    op: Literal["lap"] = "lap"
+    name: str = "candidate"
+
+
+class Commit(Msg):
+    op: Literal["commit"] = "commit"
+    key: int
+    sigma: list[float]
+    name: str = "candidate"
+
+
+class CommitReply(Reply):
+    projections: list[dict[str, Any]] = Field(default_factory=list, max_length=4096)
+
+
+class PeakMemory(Msg):
+    op: Literal["peak_memory"] = "peak_memory"
+    name: str = "candidate"
+
+
+class PeakMemoryReply(Reply):
+    peak_bytes: int | None = None
+
+
+CandCommand = Annotated[CandCompile | CandBuild | CandTrial | CandPack | CandIntegrity | TimeSetup | Refresh | Lap
+                        | Commit | PeakMemory | Exit, Field(discriminator="op")]
+
+
+# ----------------------------------------------------------------------------- baseline worker
+
+
+class BaseSetup(Msg):
+    op: Literal["setup"] = "setup"
+    seeds: CaseSeeds
+
+
+class BasePrepare(Msg):
+    op: Literal["prepare"] = "prepare"
+    name: str
+    ring: dict[str, Any]
+
+
+BaseCommand = Annotated[BaseSetup | BasePrepare | Refresh | Lap | Commit | PeakMemory | Exit,
+                        Field(discriminator="op")]
+
+COMMANDS: dict[str, TypeAdapter[Any]] = {"reference": TypeAdapter(RefCommand), "candidate": TypeAdapter(CandCommand),
+                                         "baseline": TypeAdapter(BaseCommand)}
+
+REPLIES: dict[tuple[str, str], type[Reply]] = {
+    ("reference", "setup"): RefSetupReply, ("reference", "trial"): RefTrialReply,
+    ("reference", "judge"): RefJudgeReply, ("reference", "work"): RefWorkReply,
+    ("reference", "degenerate"): RefDegenerateReply, ("reference", "audit"): RefAuditReply,
+    ("candidate", "compile"): CompileReply, ("candidate", "build"): CandBuildReply,
+    ("candidate", "trial"): CandTrialReply, ("candidate", "pack"): CandPackReply,
+    ("candidate", "integrity"): CandIntegrityReply, ("candidate", "commit"): CommitReply,
+    ("candidate", "peak_memory"): PeakMemoryReply, ("baseline", "commit"): CommitReply,
+    ("baseline", "peak_memory"): PeakMemoryReply,
+}
+"""The reply model of each (role, op); ops not listed reply with a bare `Reply`."""
+
+
+def reply_model(role: str, op: str) -> type[Reply]:
+    return REPLIES.get((role, op), Reply)

@@ -1,0 +1,160 @@
+"""Binding a timed lap's outputs: keyed projections the candidate commits, the reference recomputes.
+
+After a lap the parent sends a fresh key; the worker reduces each retained output to `K` numbers,
+P_k = sum_i u_k(i) g(x_i), with g(x) = sin(w x / s + phi) - sin(phi) (w, phi from the key, s the
+output's RMS on the checked trials) and u_k = a rank-one pattern of random signs (row signs times
+column signs of the output viewed as rows of `WIDTH`). Because g is nonlinear and the key is new
+after the outputs exist, no shortcut gives P without every element of the output (a linear
+projection of a matmul would: (u^T A) B); so a worker that skipped or deferred work in the lap must
+do it now, inside the commit the parent times. For a few (lap, slot) pairs picked in secret after
+all laps, the reference worker recomputes the output and its projections: E[(P_k - P'_k)^2] is the
+sum of (g(x_i) - g(x'_i))^2 over elements, at most (w / s)^2 ||x - x'||^2, so the mean squared
+difference estimates the output's L2 error. It must stay below 9x a bound made from the
+tolerance and the error the candidate itself showed on the checked trials (`verdict`): a timed
+output as accurate as the checked ones passes by two orders of magnitude, garbage, stale or
+lower-precision output does not. Non-finite elements are counted and must match exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import torch
+
+from kiln.tools.correctness import leaves as walk
+from kiln.tools.inputs import derive_seed
+
+K = 8
+WIDTH = 1024
+ROWS_PER_CHUNK = 1 << 14  # x WIDTH = 16 Mi elements at a time: bounded float64 temporaries
+THRESHOLD = 9.0
+ERR_MARGIN = 4.0  # the bound allows 4x the relative L2 error the candidate showed on checked trials
+
+
+def _signs(n: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator(device="cpu").manual_seed(seed & ((1 << 63) - 1))
+    return torch.randint(0, 2, (n,), generator=gen, dtype=torch.int8).to(torch.float64).mul_(2).sub_(1)
+
+
+def _wave(key: int, leaf: int) -> tuple[float, float]:
+    rng = random.Random(derive_seed(key, "wave", leaf))
+    return 0.5 + rng.random(), 2 * math.pi * rng.random()
+
+
+def _g(x: torch.Tensor, scale: float, phi: float) -> torch.Tensor:
+    """g on a slice, in float64, non-finite elements contributing 0."""
+    xd = x.double()
+    ok = torch.isfinite(xd)
+    return torch.where(ok, torch.sin(xd * scale + phi) - math.sin(phi), 0.0)
+
+
+def _project_tensor(t: torch.Tensor, key: int, leaf: int, sigma: float) -> dict[str, Any]:
+    flat = t.detach().reshape(-1)
+    n = flat.numel()
+    w, phi = _wave(key, leaf)
+    scale = w / sigma if sigma > 0 and math.isfinite(sigma) else w
+    width = min(WIDTH, max(n, 1))
+    rows = n // width
+    cols = torch.stack([_signs(width, derive_seed(key, leaf, k, "cols")) for k in range(K)], 1).to(flat.device)
+    row_signs = [_signs(rows, derive_seed(key, leaf, k, "rows")) for k in range(K)]
+    acc = [0.0] * K
+    for r0 in range(0, rows, ROWS_PER_CHUNK):
+        r1 = min(rows, r0 + ROWS_PER_CHUNK)
+        block = _g(flat[r0 * width:r1 * width].view(r1 - r0, width), scale, phi) @ cols  # (rows, K)
+        for k in range(K):
+            acc[k] += float(block[:, k].cpu() @ row_signs[k][r0:r1])
+    tail = flat[rows * width:]
+    if tail.numel():
+        gt = _g(tail, scale, phi).cpu()
+        for k in range(K):
+            acc[k] += float(gt @ _signs(tail.numel(), derive_seed(key, leaf, k, "tail")))
+    counts = _counts(flat)
+    return {"kind": "tensor", "p": acc, "n": n, "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape), **counts}
+
+
+def _counts(flat: torch.Tensor) -> dict[str, int]:
+    if not flat.is_floating_point():
+        return {"nan": 0, "posinf": 0, "neginf": 0}
+    return {"nan": int(torch.isnan(flat).sum()), "posinf": int((flat == math.inf).sum()),
+            "neginf": int((flat == -math.inf).sum())}
+
+
+def project(output: Any, key: int, sigma: list[float]) -> list[dict[str, Any]]:
+    """The committed projections of one forward() result (one dict per leaf)."""
+    out: list[dict[str, Any]] = []
+    for i, (_, obj) in enumerate(walk(output)):
+        if isinstance(obj, torch.Tensor) and type(obj) is torch.Tensor and obj.is_floating_point():
+            out.append(_project_tensor(obj, key, i, sigma[i] if i < len(sigma) else 1.0))
+        elif isinstance(obj, torch.Tensor):
+            out.append({"kind": "exact", "digest": _digest(obj), "shape": list(obj.shape)})
+        elif isinstance(obj, (bool, int, float)) or obj is None:
+            out.append({"kind": "number", "value": obj})
+        else:
+            out.append({"kind": "other", "cls": type(obj).__name__})
+    return out
+
+
+def _digest(t: torch.Tensor) -> int:
+    from kiln.tools import chunked
+
+    return chunked.digest(t.detach())
+
+
+def bound_sq(ref: torch.Tensor, key: int, leaf: int, sigma: float, *, atol: float, rho: float) -> float:
+    """(w / s)^2 sum_i (atol + rho |ref_i|)^2 over the reference's finite elements."""
+    w, _ = _wave(key, leaf)
+    scale = w / sigma if sigma > 0 and math.isfinite(sigma) else w
+    total = 0.0
+    flat = ref.detach().reshape(-1)
+    for s in range(0, flat.numel(), 1 << 24):
+        x = flat[s:s + (1 << 24)].double()
+        x = x[torch.isfinite(x)]
+        total += float((x.abs() * rho + atol).pow(2).sum())
+    return scale * scale * total
+
+
+def verdict(cand: list[dict[str, Any]], ref_out: Any, key: int, sigma: list[float], *, rel_err: float,
+            atol: float, rtol: float) -> tuple[bool, str, float | None]:
+    """Does a committed projection match the reference's recomputed output? (passed, why, worst stat)"""
+    ref = project(ref_out, key, sigma)
+    if not isinstance(cand, list) or len(cand) != len(ref):
+        return False, f"the committed projection has {len(cand) if isinstance(cand, list) else 0} outputs, " \
+                      f"the reference {len(ref)}", None
+    rho = max(rtol, ERR_MARGIN * max(rel_err, 0.0))
+    worst: float | None = None
+    refs = [obj for _, obj in walk(ref_out)]
+    for i, (c, r) in enumerate(zip(cand, ref, strict=True)):
+        ok, why, stat = _leaf_verdict(c, r, refs[i], key, i, sigma, atol=atol, rho=rho, rtol=rtol)
+        if stat is not None:
+            worst = stat if worst is None else max(worst, stat)
+        if not ok:
+            return False, f"output {i}: {why}", worst
+    return True, "", worst
+
+
+def _leaf_verdict(c: Any, r: dict[str, Any], ref_obj: Any, key: int, i: int, sigma: list[float], *, atol: float,
+                  rho: float, rtol: float) -> tuple[bool, str, float | None]:
+    if not isinstance(c, dict) or c.get("kind") != r["kind"]:
+        return False, "not the reference's kind of output", None
+    if r["kind"] != "tensor":
+        if r["kind"] == "number" and isinstance(r["value"], float) and isinstance(c.get("value"), (int, float)):
+            return abs(float(c["value"]) - r["value"]) <= atol + rtol * abs(r["value"]), "a different number", None
+        return c == r, "differs", None
+    if c.get("shape") != r["shape"] or c.get("dtype") != r["dtype"]:
+        return False, "not the reference's shape or dtype", None
+    if any(c.get(k) != r[k] for k in ("nan", "posinf", "neginf")):
+        return False, "its NaN/inf elements differ from the reference's", None
+    p = c.get("p")
+    if not isinstance(p, list) or len(p) != K or not all(isinstance(x, (int, float)) for x in p):
+        return False, "no valid projection", None
+    diff = sum((float(a) - b) ** 2 for a, b in zip(p, r["p"], strict=True)) / K
+    bound = bound_sq(ref_obj, key, i, sigma[i] if i < len(sigma) else 1.0, atol=atol, rho=rho)
+    slack = (1e-9 * sum(abs(b) for b in r["p"]) / K) ** 2 + 1e-18
+    stat = diff / (THRESHOLD * bound + slack)
+    if not math.isfinite(diff) or stat > 1.0:
+        return False, (f"its values differ from the reference's by {math.sqrt(diff / max(bound, 1e-300)):.3g}x the "
+                       "allowed error (estimated from keyed projections)"), stat
+    return True, "", stat

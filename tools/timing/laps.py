@@ -1,0 +1,135 @@
+"""Timing by laps, the clock outside the worker: the harness both the candidate's worker and the
+baseline worker run, each step one command whose duration kiln's own process measures.
+
+A ring holds `slots` input sets at fixed addresses. Each lap: `refresh(lap)` writes a new,
+independent draw of the problem's own `get_inputs()` into every slot (seeded by the timing key, the
+lap and the slot, so the reference worker can draw any of them again), `lap()` calls the function
+once per slot, back to back, keeps every output and synchronises, and `commit(key)` reduces every
+kept output to keyed projections (`kiln.tools.timing.audit`) under a key sent only now. The parent
+times all three: the lap is the measurement, and whatever a worker spends in refresh or commit
+beyond what the baseline worker's identical steps cost is added to its lap (work moved out of the
+lap is still counted). Inputs differ in every slot of every lap (a cache keyed by address or by
+content answers nothing), the ring's inputs and outputs together span at least twice the L2 cache
+where memory allows (every call reads its inputs from DRAM, as a flushed call would), and outputs
+are all kept until committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+L2_SPAN_BYTES = 128 << 20  # twice the H200's 50 MiB L2, rounded up
+RING_BUDGET_BYTES = 2 << 30
+MAX_SLOTS = 512
+
+
+class RingSpec(BaseModel):
+    """What the parent tells both workers (and the reference, for the audit) about a ring."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: int
+    slots: int = Field(ge=1, le=MAX_SLOTS)
+    dtype: str = "fp32"
+    device: str = "cuda"
+
+
+def ring_slots(input_bytes: int, output_bytes: int, budget: int = RING_BUDGET_BYTES) -> int:
+    """Enough slots that a lap's inputs and outputs span `L2_SPAN_BYTES`, within the memory budget."""
+    per = max(1, input_bytes + output_bytes)
+    want = -(-L2_SPAN_BYTES // per)
+    return max(1, min(MAX_SLOTS, want, budget // per))
+
+
+def draw(get_inputs: Callable[[], Any], spec: RingSpec, lap: int, slot: int) -> tuple:
+    """The inputs of (lap, slot): an independent draw of the problem's own inputs."""
+    from kiln.tools.inputs import derive_seed, inputs_from_seed
+
+    return inputs_from_seed(get_inputs, seed=derive_seed(spec.key, "lap", lap, "slot", slot), dist="x1",
+                            dtype=spec.dtype, device=spec.device)
+
+
+class Ring:
+    """The slots, and the outputs of the last lap (kept until the next lap starts)."""
+
+    def __init__(self, get_inputs: Callable[[], Any], spec: RingSpec) -> None:
+        self.get_inputs, self.spec = get_inputs, spec
+        self.slots = [draw(get_inputs, spec, 0, i) for i in range(spec.slots)]
+        self.outputs: list[Any] = []
+
+    def refresh(self, lap: int) -> None:
+        import torch
+
+        with torch.no_grad():
+            for i, slot in enumerate(self.slots):
+                fresh = draw(self.get_inputs, self.spec, lap, i)
+                self.slots[i] = tuple(_into(old, new) for old, new in zip(slot, fresh, strict=True))
+        _sync(self.spec.device)
+
+
+def _into(old: Any, new: Any) -> Any:
+    """`new`'s values in `old`'s storage when shapes allow (addresses stay), else `new` itself."""
+    import torch
+
+    if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor) and old.shape == new.shape \
+            and old.dtype == new.dtype and old.device == new.device:
+        old.copy_(new)
+        return old
+    return new
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_lap(fn: Callable[..., Any], ring: Ring) -> int:
+    """One call per slot, back to back; every output kept (an output that reuses the storage of an
+    earlier one in the lap is copied, so each slot keeps its own answer). Returns the call count."""
+    import torch
+
+    ring.outputs = []
+    seen: set[int] = set()
+    with torch.no_grad():
+        for slot in ring.slots:
+            out = fn(*slot)
+            ring.outputs.append(_own(out, seen))
+    _sync(ring.spec.device)
+    return len(ring.slots)
+
+
+def _own(out: Any, seen: set[int]) -> Any:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        ptr = out.untyped_storage().data_ptr() if out.numel() else 0
+        if ptr and ptr in seen:
+            return out.clone()
+        seen.add(ptr)
+        return out
+    if isinstance(out, (tuple, list)):
+        return type(out)(_own(o, seen) for o in out)
+    return out
+
+
+def commit(ring: Ring, key: int, sigma: list[float]) -> list[list[dict[str, Any]]]:
+    """Every kept output's keyed projections (`audit.project`), in slot order."""
+    import torch
+
+    from kiln.tools.timing.audit import project
+
+    with torch.no_grad():
+        out = [project(o, key, sigma) for o in ring.outputs]
+    _sync(ring.spec.device)
+    return out
+
+
+def warm_up(fn: Callable[..., Any], ring: Ring, laps: int = 2) -> None:
+    """JIT, autotuning, allocator growth: before the parent's clock runs."""
+    for _ in range(laps):
+        run_lap(fn, ring)
+    ring.outputs = []
