@@ -74,15 +74,27 @@ def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, iso
         env.pop("TRITON_INTERPRET", None)  # the reference is PyTorch: nothing to interpret
         res = run_isolated([sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device], env=env,
                            cwd=Path(tmp), timeout_s=timeout_s, confinement=Confinement(write=(tmp,)), sandbox=box)
-        result = json.loads(out.read_text()) if out.exists() else None
+        result = _result(out)
     if res.timed_out:
         return CaseRun(error=f"too slow: the reference did not finish in {timeout_s:.0f} s")
     if result is None:
         lines = [ln for ln in res.stderr_tail.strip().splitlines() if ln.strip()]
         return CaseRun(error=f"the reference fails on it: {lines[-1] if lines else f'exit {res.returncode}'}"[:400])
     if not result["ok"]:
-        return CaseRun(error=f"the reference fails on it: {result['error']}")
+        return CaseRun(error=f"the reference fails on it: {result.get('error')}")
     return CaseRun(forward_s=result.get("forward_s"), input_numel=result.get("input_numel"))
+
+
+def _result(out: Path) -> dict | None:
+    """The runner's result file: read as the sandbox's own (never through a link, never from a FIFO,
+    at most 1 MiB); None when it wrote none or wrote something else."""
+    from kiln.tools.sandbox.isolation import read_regular
+
+    try:
+        data = json.loads(read_regular(out, 1 << 20))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "ok" in data else None
 
 
 def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",

@@ -41,7 +41,7 @@ def _recheck(ctx: RunContext, cand: Candidate, suite: Suite, it: int) -> tuple[C
 def cost_facts(ctx: RunContext, cand: Candidate) -> dict:
     """What a new case will cost: the device, the calls per case, the correctness stage's time (one
     for all cases), and the candidate's own measured time per call on each case so far."""
-    from kiln.tools.check.api import stage_timeouts
+    from kiln.tools.check.budgets import stage_timeouts
     from kiln.tools.inputs import DISTRIBUTIONS  # imports torch: only when a propose round runs
 
     check = ctx.options.check

@@ -353,6 +353,23 @@ class IsolationRecord(Record):
     landlock_abi: int = Field(0, description="the kernel's Landlock ABI (0: none)")
 
 
+class ExtraRound(Record):
+    """The second session after a speedup above 10x (more trials, a new secret seed)."""
+
+    trials: int
+    status: Status
+    n_passed: int = 0
+
+
+class CheckEvidence(Record):
+    """How the check ran, beyond the verdict's sections: facts, never a verdict."""
+
+    lang: Lang | None = Field(None, description="the candidate's language, from its source")
+    n_weights_copied: int | None = Field(None, description="reference parameters/buffers copied into ModelNew")
+    baselines_cached: list[str] = Field(default_factory=list, description="baselines read from kiln's cache")
+    extra_round: ExtraRound | None = None
+
+
 class CheckRecord(Record):
     """The full verdict for one (problem, candidate). `kiln check --json` writes this."""
 
@@ -373,7 +390,8 @@ class CheckRecord(Record):
     isolation: IsolationRecord | None = None
     stages_s: dict[str, float] = Field(default_factory=dict, description="spawn, compile, correctness, timing")
     stderr_tail: str = ""
-    extra: dict[str, Any] = Field(default_factory=dict)
+    evidence: CheckEvidence = Field(default_factory=CheckEvidence)
+    extra: dict[str, Any] = Field(default_factory=dict, description="older records' untyped facts (now `evidence`)")
 
     @property
     def speedup_vs_eager(self) -> float | None:

@@ -124,10 +124,16 @@ def _parse(raw: Any) -> ProbeReport:
 
 
 def _read_reports(path: Path, n: int) -> list[ProbeReport]:
-    if not path.is_file() or path.stat().st_size > REPORT_CAP_BYTES:
+    from kiln.tools.sandbox.isolation import read_regular
+
+    try:  # the probe's folder is the sandbox's: never through a link, never from a FIFO, capped
+        text = read_regular(path, REPORT_CAP_BYTES + 1)
+    except OSError:
+        return [ProbeReport(run_error="the probe wrote no readable report")] * n
+    if len(text) > REPORT_CAP_BYTES:
         return [ProbeReport(run_error="the probe wrote no readable report")] * n
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(text)
     except ValueError:
         raw = None
     if not isinstance(raw, list) or len(raw) != n:

@@ -146,7 +146,7 @@ def test_extra_round_after_a_big_speedup(name: str, status: str) -> None:
     assert first.status == "ok", first.reasons  # 1 trial: the flaky one is still right
     prob = load_problem(PROBLEM)
     out = extra_round(_fake_speedup(first, 20.0), prob, [], load_candidate(DATA / name, prob), FAST, static=[])
-    assert out.integrity and out.integrity.extra_round and out.extra["extra_round"]["trials"] == 10
+    assert out.integrity and out.integrity.extra_round and out.evidence.extra_round.trials == 10
     assert out.status == status, out.reasons
     if status != "ok":
         assert any("extra verification round" in r for r in out.reasons)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kiln.tools.check import check
+from kiln.tools.check.messages import CandCompile, CandTrial, CompileReply
 from kiln.tools.check.worker import JobSpec
 from kiln.tools.check.workers import WorkerGone, WorkerHandle
 from kiln.tools.records import CheckOptions, CheckRecord
@@ -75,8 +76,10 @@ elif mode == "notjson":
     os.write(w, b"{this is not json\n")
 elif mode == "wrongid":
     os.write(w, json.dumps({"ok": True, "id": "guessed"}).encode() + b"\n")
+elif mode == "misfit":
+    os.write(w, json.dumps({"ok": True, "id": cmd["id"], "compile": "not a record"}).encode() + b"\n")
 else:
-    os.write(w, json.dumps({"ok": True, "id": cmd["id"], "echo": cmd["op"]}).encode() + b"\n")
+    os.write(w, json.dumps({"ok": True, "id": cmd["id"], "compile": {"ok": True, "echo": cmd["op"]}}).encode() + b"\n")
 import time; time.sleep(30)
 """
 
@@ -89,7 +92,7 @@ class _Fake(WorkerHandle):
         from kiln.tools.sandbox.isolation import start_isolated
 
         self.spec = JobSpec(role="candidate", work_dir=str(tmp))
-        self.role, self.pending = "candidate", []
+        self.role, self.pending, self.watch, self.watched = "candidate", [], None, 0.0
         self.chan = ParentChannel(tmp)
         script = tmp / "fake.py"
         script.write_text(FAKE_WORKER)
@@ -97,19 +100,21 @@ class _Fake(WorkerHandle):
                                    cwd=tmp, timeout_s=60)
 
 
-@pytest.mark.parametrize("mode, words", [("huge", "longer than"), ("notjson", "not JSON"), ("wrongid", "wrong id")])
+@pytest.mark.parametrize("mode, words", [("huge", "longer than"), ("notjson", "not JSON"), ("wrongid", "wrong id"),
+                                         ("misfit", "is not valid")])
 def test_a_reply_the_parent_cannot_trust_ends_the_worker(tmp_path: Path, mode: str, words: str) -> None:
     h = _Fake(tmp_path, mode)
     with pytest.raises(WorkerGone) as err:
-        h.call("compile", time.monotonic() + 30)
+        h.call(CandCompile(), time.monotonic() + 30)
     assert "broke the worker protocol" in str(err.value) and words in str(err.value)
     assert h.proc.poll() is not None  # killed, not left running
 
 
-def test_a_good_reply_comes_back_and_a_silent_worker_times_out(tmp_path: Path) -> None:
+def test_a_good_reply_comes_back_as_its_record_and_a_silent_worker_times_out(tmp_path: Path) -> None:
     h = _Fake(tmp_path, "echo")
-    assert h.call("compile", time.monotonic() + 30)["echo"] == "compile"
+    reply = h.call(CandCompile(), time.monotonic() + 30)
+    assert isinstance(reply, CompileReply) and reply.compile["echo"] == "compile"
     t0 = time.monotonic()
     with pytest.raises(WorkerGone) as err:
-        h.call("trial", time.monotonic() + 0.5)
+        h.call(CandTrial(case="problem"), time.monotonic() + 0.5)
     assert err.value.timed_out and time.monotonic() - t0 < 10

@@ -1,7 +1,7 @@
 """The timing stage's protocol, exercised on the CPU with host clocks (`time_on_cpu`): the numbers
-mean nothing here, the plumbing is what is tested. Baselines in their own worker, statistics in the
-parent, a secret subset of timed outputs re-checked against the reference, kiln's clock around
-the loop. The GPU suite (`-m gpu`) measures for real."""
+mean nothing here, the plumbing is what is tested. kiln's clock over laps, baselines in their own
+worker, committed projections of every lap's outputs, a secret subset recomputed by the reference;
+work moved out of a lap is charged to it. The GPU suite (`-m gpu`) measures for real."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kiln.tools.check import check
+from kiln.tools.check.timing import N_AUDIT
 from kiln.tools.integrity import verdict
 from kiln.tools.records import CheckOptions, TimingIntegrity
 
@@ -17,6 +18,7 @@ DATA = Path(__file__).parent / "data"
 PROBLEM = DATA / "add_problem.py"
 TIMED = CheckOptions(device="cpu", trials=1, timeout_s=120, timing_timeout_s=4.0, time_on_cpu=True,
                      baselines=["eager", "eager_tf32"])
+PATCHED = TIMED.model_copy(update={"run_rejected": True, "static": "denylist"})
 
 
 @pytest.fixture(scope="module")
@@ -24,41 +26,53 @@ def honest():  # noqa: ANN201
     return check(PROBLEM, DATA / "add_triton.py", TIMED)
 
 
-def test_an_honest_candidate_is_timed_against_a_baseline_from_another_process(honest) -> None:
-    t = honest.timing
-    assert t and t.measured and t.candidate and t.candidate.n_samples >= 30, honest.reasons
-    assert set(t.baselines) == set(t.speedups) == {"eager", "eager_tf32"} and not t.baseline_errors  # both, in order
-    ti = honest.integrity.timing
-    assert ti.timed_outputs_checked == 8 and ti.timed_outputs_failed == 0
-    assert ti.parent_wall_s >= ti.parent_event_s > 0 and ti.overhead_us is not None
-    assert ti.n_calls_loop == t.candidate.n_samples
+def test_an_honest_candidate_is_timed_by_laps_against_a_baseline_from_another_process(honest) -> None:
+    t, ti = honest.timing, honest.integrity.timing
+    assert honest.status == "ok" and t and t.measured and t.candidate, honest.reasons
+    assert set(t.baselines) == set(t.speedups) == {"eager", "eager_tf32"} and not t.baseline_errors
+    assert ti.method == "laps" and ti.n_laps == t.candidate.n_samples >= 7 and ti.slots >= 1
+    assert ti.timed_outputs_checked == min(N_AUDIT, ti.n_laps * ti.slots) and ti.timed_outputs_failed == 0
+    assert ti.audit_worst is not None and ti.audit_worst < 0.1  # as accurate as its checked trials, by far
+    assert ti.base_commit_s is not None and ti.cand_commit_s is not None
 
 
-def test_a_call_counter_that_skips_work_while_timed_is_caught() -> None:
+def test_a_call_counter_that_returns_stale_answers_while_timed_is_caught() -> None:
     rec = check(PROBLEM, DATA / "timing" / "counts_calls.py", TIMED)
     assert rec.correctness and rec.correctness.passed  # right whenever it is checked outside timing
     assert rec.status == "rejected" and any("timing.recheck-failed" in r for r in rec.reasons), rec.reasons
     assert rec.integrity.timing.timed_outputs_failed > 0
 
 
+def test_forged_commitments_of_the_timed_outputs_are_rejected() -> None:
+    rec = check(PROBLEM, DATA / "timing" / "forged_commit.py", PATCHED)
+    assert rec.correctness and rec.correctness.passed, rec.reasons
+    assert rec.status == "rejected" and any("timing.recheck-failed" in r for r in rec.reasons), rec.reasons
+    assert rec.integrity.timing.timed_outputs_failed == rec.integrity.timing.timed_outputs_checked > 0
+
+
+@pytest.mark.serial
+def test_work_moved_from_the_lap_into_the_commit_is_charged_to_the_lap(honest) -> None:
+    """The patched harness computes nothing in the lap and everything when asked to commit: kiln's
+    clock charges that commit (beyond the baseline's) to the lap, so the lap-only figure never
+    stands; the audit still passes (the outputs are right, only late)."""
+    rec = check(PROBLEM, DATA / "timing" / "lazy_lap.py", PATCHED)
+    ti = rec.integrity.timing
+    assert rec.timing and rec.timing.measured and ti.timed_outputs_failed == 0, rec.reasons
+    assert ti.deferred_us_per_call > 0 and ti.cand_commit_s > ti.base_commit_s
+    lap_only = min(rec.timing.candidate.median_us, 1e18) - ti.deferred_us_per_call
+    assert rec.timing.candidate.median_us > 2 * max(lap_only, 0.0)  # most of its time is the charge
+    assert any(f.rule == "timing.deferred-work" for f in rec.integrity.findings)
+
+
 def _ti(**kw) -> TimingIntegrity:
-    base = {"parent_wall_s": 1.0, "parent_event_s": 0.5, "overhead_us": 100.0, "n_calls_loop": 1000,
-            "hidden_us_per_call": 0.0}
-    return TimingIntegrity(**{**base, **kw})
+    return TimingIntegrity(**{"method": "laps", "timed_outputs_checked": 16, **kw})
 
 
-def test_the_parent_bound_on_the_loop() -> None:
-    """A loop shorter than its own events is a rejection; the hidden-time and median bounds are
-    warnings until calibrated on the H200 (their harness overhead comes from another process)."""
-    rules = lambda ti: [f.rule for f in verdict.judge_timing(ti)]  # noqa: E731
-    severity = lambda ti: [f.severity for f in verdict.judge_timing(ti)]  # noqa: E731
-    assert severity(_ti(parent_wall_s=0.3)) == ["reject"]
-    assert severity(_ti(hidden_us_per_call=400.0)) == ["warn"]
-    assert rules(_ti()) == []  # 500 us of events + 100 us overhead per call in a 1 s loop... honest
-    assert rules(_ti(parent_wall_s=0.3)) == ["timing.parent-bound"]  # the loop ended before its own events
-    assert rules(_ti(hidden_us_per_call=400.0)) == ["timing.parent-bound"]  # 400 us/call nobody accounts for
-    assert rules(_ti(hidden_us_per_call=40.0)) == []  # within the slack (20 us + a quarter of the overhead)
-    assert rules(_ti(hidden_us_per_call=-90.0)) == ["timing.parent-bound"]  # faster than the harness itself
-    # a forgery that keeps the samples' sum but reports a median 5x too small
-    assert rules(_ti(median_us=100.0, parent_per_call_us=500.0)) == ["timing.parent-bound"]
-    assert rules(_ti(median_us=450.0, parent_per_call_us=500.0)) == []  # honest: median near the mean
+def test_the_timing_rules() -> None:
+    """An audit failure is a rejection; deferred work (charged anyway) is a warning above its floor."""
+    rules = lambda ti, med=100.0: [(f.rule, f.severity) for f in verdict.judge_timing(ti, med)]  # noqa: E731
+    assert rules(_ti()) == []
+    assert rules(_ti(timed_outputs_failed=2, audit_why="lap 3, slot 1: ...")) == [("timing.recheck-failed", "reject")]
+    assert rules(_ti(deferred_us_per_call=30.0)) == [("timing.deferred-work", "warn")]
+    assert rules(_ti(deferred_us_per_call=3.0)) == []  # below the 5 us floor
+    assert rules(_ti(deferred_us_per_call=8.0), 1000.0) == []  # below 10% of the time per call

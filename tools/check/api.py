@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,6 @@ from kiln.tools.records import (
     IntegrityRecord,
     TimingRecord,
 )
-
-STAGE_SHARES = {"compile": 0.5, "correctness": 0.3, "integrity": 0.3, "timing": 0.3}
-EXTRA_ROUND_MIN_TRIALS = 10
 
 
 def resolve_device(device: str) -> str:
@@ -49,20 +45,6 @@ def resolve_device(device: str) -> str:
         import torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _work_root() -> str:
-    """This kiln process's scratch root (kiln.tools.sandbox.scratch): in RAM when /dev/shm has room
-    (trial outputs are written and read once); the sandbox mounts it for the workers."""
-    from kiln.tools.sandbox import scratch
-
-    return str(scratch.root())
-
-
-def stage_timeouts(o: CheckOptions) -> dict[str, float]:
-    explicit = {"compile": o.compile_timeout_s, "correctness": o.correctness_timeout_s,
-                "timing": o.timing_timeout_s}
-    return {k: explicit.get(k) or share * o.timeout_s for k, share in STAGE_SHARES.items()}
 
 
 def _static_scan(source: str, filename: str, dtype: str, mode: str = "allowlist") -> list[Finding]:
@@ -118,19 +100,21 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     static = _static_scan(cand.source, Path(candidate).name, options.dtype, options.static)
     rec.integrity = IntegrityRecord(policy=options.policy, static=options.static, findings=static)
     lang = detect_lang(cand.source)
-    rec.extra["lang"] = lang
-    if any(f.severity == "reject" for f in static) and not options.run_rejected:
+    rec.evidence.lang = lang
+    executed_not = any(f.severity == "reject" for f in static) and not options.run_rejected
+    if executed_not:
         rec.reasons.append("not executed: the static scan rejected the source")
         rec.timing = TimingRecord(measured=False, reason="not measured (rejected before running)")
-    elif _unsupported(rec, lang, options.dtype, Path(candidate)) is None:
-        rec = _run_guarded(rec, prob, cases, cand, options, static)
-    rec = _verdict(rec, options)
+    peaks = None
+    if not executed_not and _unsupported(rec, lang, options.dtype, Path(candidate)) is None:
+        rec, peaks = _run_guarded(rec, prob, cases, cand, options, static)
+    rec = _verdict(rec, options, peaks)
     rec.stages_s["total"] = round(time.monotonic() - t0, 3)
     return rec
 
 
 def _run_guarded(rec: CheckRecord, prob: Any, cases: list[Any], cand: Any, options: CheckOptions,
-                 static: list[Finding]) -> CheckRecord:
+                 static: list[Finding]) -> tuple[CheckRecord, Any]:
     """The pipeline; a failure of kiln's own code becomes an `error` record (never a traceback
     instead of a verdict). A broken problem still raises KilnInputError: that is the user's input."""
     from kiln.tools.check.pipeline import run_check
@@ -147,7 +131,7 @@ def _run_guarded(rec: CheckRecord, prob: Any, cases: list[Any], cand: Any, optio
         failed.reasons.append(f"kiln failed during the check ({type(exc).__name__}: {str(exc)[:300]}): "
                               "this is kiln's bug, not the candidate's; the traceback is in stderr_tail")
         failed.stderr_tail = "".join(traceback.format_exception(exc))[-2000:]
-        return failed
+        return failed, None
 
 
 def _broken_candidate(rec: CheckRecord, message: str, t0: float) -> CheckRecord:
@@ -160,14 +144,9 @@ def _broken_candidate(rec: CheckRecord, message: str, t0: float) -> CheckRecord:
     return rec
 
 
-def _verdict(rec: CheckRecord, options: CheckOptions) -> CheckRecord:
+def _verdict(rec: CheckRecord, options: CheckOptions, peaks: Any = None) -> CheckRecord:
     from kiln.tools.integrity import verdict
 
-    peaks = rec.extra.pop("peaks", None)
-    if peaks is not None:
-        from kiln.tools.peaks import Peaks
-
-        peaks = Peaks.model_validate(peaks)
     return verdict.apply(rec, threshold=options.speedup_threshold, peaks=peaks)
 
 
@@ -179,7 +158,3 @@ class LocalEvaluator:
 
     def check(self, problem: Path, candidate: Path, options: CheckOptions | None = None) -> CheckRecord:
         return check(problem, candidate, options or self.defaults)
-
-
-def new_workdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="check-", dir=_work_root()))

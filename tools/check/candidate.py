@@ -64,6 +64,15 @@ def call_candidate(b: Built, inputs: tuple, spec: JobSpec) -> tuple[Any, bool, f
     return out, not same(mine, inputs), time.perf_counter() - t0
 
 
+def _evidence_functions() -> tuple[Any, Any] | str:
+    """kiln's runtime evidence functions, or why they could not be imported."""
+    try:
+        from kiln.tools.integrity import runtime
+    except ImportError as exc:
+        return str(exc)
+    return runtime.inspect_forward, runtime.check_outputs
+
+
 class CandidateWorker(Worker):
     blame = "candidate"
 
@@ -73,6 +82,7 @@ class CandidateWorker(Worker):
         self.built: dict[str, Built] = {}
         self.held: dict[str, Any] | None = None  # the last trial's output, until the parent's key comes
         self.ring: Any = None
+        self.evidence = _evidence_functions()  # bound before the candidate is imported (docs/integrity.md)
 
     def op_compile(self, cmd: m.CandCompile) -> m.CompileReply:
         from kiln.tools.compile import import_candidate
@@ -141,16 +151,14 @@ class CandidateWorker(Worker):
 
     def op_integrity(self, cmd: m.CandIntegrity) -> m.CandIntegrityReply:
         """Runtime evidence: operator and kernel accounting, decoys, output hygiene."""
-        try:
-            from kiln.tools.integrity import runtime
-        except ImportError as exc:  # kiln's own checks missing: the parent fails closed, never `ok`
-            raise WorkerError("kiln", f"kiln's runtime integrity checks failed to import: {exc}") from exc
-
+        if isinstance(self.evidence, str):  # kiln's own checks missing: the parent fails closed, never `ok`
+            raise WorkerError("kiln", f"kiln's runtime integrity checks failed to import: {self.evidence}")
+        inspect_forward, check_outputs = self.evidence
         b = self.built[self.spec.cases[0].name]
-        accounting, findings = runtime.inspect_forward(b.new, b.inputs(cmd.seeds[0], "x1", self.spec),
-                                                       policy=cmd.policy, device=self.spec.device)
+        accounting, findings = inspect_forward(b.new, b.inputs(cmd.seeds[0], "x1", self.spec), policy=cmd.policy,
+                                               device=self.spec.device)
         sets = (b.inputs(s, "x1", self.spec) for s in cmd.seeds[1:])  # one at a time: GBs each at KernelBench sizes
-        findings = [*findings, *runtime.check_outputs(b.new, None, sets)]
+        findings = [*findings, *check_outputs(b.new, None, sets)]
         return m.CandIntegrityReply(accounting=accounting.model_dump(mode="json"),
                                     findings=[f.model_dump(mode="json") for f in findings])
 

@@ -6,7 +6,7 @@ Exit codes: 0 only for status `ok`; 1 for any other verdict; 2 for bad input (on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -59,9 +59,44 @@ def check(
         policy=_choice(policy, POLICIES, "--policy"), static=_choice(static, STATIC, "--static"), atol=atol,
         rtol=rtol, time=not no_time, seed=seed, isolation=_choice(isolation, ISOLATION, "--isolation"), bwrap=bwrap,
     )
-    record = run_check(problem, candidate, options)
+    record = _within(lambda: run_check(problem, candidate, options), options.timeout_s + WATCHDOG_SLACK_S,
+                     problem, candidate, options)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(record.model_dump_json(indent=2))
     print_verdict(record)
     raise typer.Exit(0 if record.status == "ok" else 1)
+
+
+WATCHDOG_SLACK_S = 8.0
+"""`kiln check` has a record within --timeout + this, whatever its workers (or kiln) do."""
+
+
+def _within(fn: Any, limit_s: float, problem: Path, candidate: Path, options: Any) -> Any:
+    """Run the check in a thread; past `limit_s` its workers are killed and an `error` record stands
+    in for the verdict (kiln itself hung: a bug, but never a hang without a record)."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            box["rec"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["exc"] = exc
+
+    t = threading.Thread(target=body, name="kiln-check", daemon=True)
+    t.start()
+    t.join(limit_s)
+    if "exc" in box:
+        raise box["exc"]
+    if "rec" in box:
+        return box["rec"]
+    from kiln.tools.records import CheckRecord
+    from kiln.tools.sandbox import zygote
+
+    zygote.shutdown()  # every worker it forked dies with its server
+    return CheckRecord(problem=str(problem), candidate=str(candidate), device=options.device, dtype=options.dtype,
+                       status="error", reasons=[f"kiln did not finish the check within {limit_s:.0f} s (--timeout "
+                                                f"{options.timeout_s:.0f} s plus {WATCHDOG_SLACK_S:.0f}): its workers were "
+                                                "stopped; this is kiln's failure, not a verdict on the candidate"])

@@ -166,16 +166,27 @@ class RefWorkReply(Reply):
 
 
 class RefDegenerate(Msg):
+    """Is the problem's output independent of its weights (two weight seeds)?"""
+
     op: Literal["degenerate"] = "degenerate"
     seed_a: int
     seed_b: int
+
+
+class RefDegenerateReply(Reply):
+    degenerate: dict[str, Any] = Field(default_factory=dict, description="a DegenerateRecord: weight independence")
+
+
+class RefDraws(Msg):
+    """Is the problem's output independent of its inputs, across the trials' draws so far?"""
+
+    op: Literal["draws"] = "draws"
     atol: float
     rtol: float
     numerics: bool = True
 
 
-class RefDegenerateReply(Reply):
-    degenerate: dict[str, Any] = Field(default_factory=dict, description="a DegenerateRecord: weight independence")
+class RefDrawsReply(Reply):
     draws: dict[str, Any] | None = Field(None, description="a DegenerateRecord across the trials' input draws")
 
 
@@ -214,7 +225,7 @@ class Exit(Msg):
     op: Literal["exit"] = "exit"
 
 
-RefCommand = Annotated[RefSetup | RefTrial | RefJudge | RefWork | RefDegenerate | RefAudit | Release | Exit,
+RefCommand = Annotated[RefSetup | RefTrial | RefJudge | RefWork | RefDegenerate | RefDraws | RefAudit | Release | Exit,
                        Field(discriminator="op")]
 
 
@@ -356,7 +367,8 @@ COMMANDS: dict[str, TypeAdapter[Any]] = {"reference": TypeAdapter(RefCommand), "
 REPLIES: dict[tuple[str, str], type[Reply]] = {
     ("reference", "setup"): RefSetupReply, ("reference", "trial"): RefTrialReply,
     ("reference", "judge"): RefJudgeReply, ("reference", "work"): RefWorkReply,
-    ("reference", "degenerate"): RefDegenerateReply, ("reference", "audit"): RefAuditReply,
+    ("reference", "degenerate"): RefDegenerateReply, ("reference", "draws"): RefDrawsReply,
+    ("reference", "audit"): RefAuditReply,
     ("candidate", "compile"): CompileReply, ("candidate", "build"): CandBuildReply,
     ("candidate", "trial"): CandTrialReply, ("candidate", "pack"): CandPackReply,
     ("candidate", "integrity"): CandIntegrityReply, ("candidate", "commit"): CommitReply,

@@ -10,9 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from kiln.tools.check import caches
-from kiln.tools.check.api import EXTRA_ROUND_MIN_TRIALS, new_workdir, stage_timeouts
+from kiln.tools.check.budgets import EXTRA_ROUND_MIN_TRIALS, stage_timeouts
 from kiln.tools.problem import CandidateInfo, ProblemInfo
-from kiln.tools.records import CheckOptions, CheckRecord, Finding
+from kiln.tools.records import CheckOptions, CheckRecord, ExtraRound, Finding
+
+
+def new_workdir() -> Path:
+    """A check's own dir in this kiln process's scratch root (kiln.tools.sandbox.scratch: in RAM when
+    /dev/shm has room); the sandbox mounts the root for the workers."""
+    import tempfile
+
+    from kiln.tools.sandbox import scratch
+
+    return Path(tempfile.mkdtemp(prefix="check-", dir=str(scratch.root())))
 
 
 def fork_server(device: str, gpu_index: int, box: Any = None) -> Any:
@@ -23,7 +33,8 @@ def fork_server(device: str, gpu_index: int, box: Any = None) -> Any:
 
 
 def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
-                options: CheckOptions, *, static: list[Finding], seed: int) -> CheckRecord:
+                options: CheckOptions, *, static: list[Finding], seed: int) -> tuple[CheckRecord, Any]:
+    """One session's record (verdict not applied) and the physics floor's peaks it read."""
     from kiln.tools.check.merge import integrity_record
     from kiln.tools.check.session import Session
     from kiln.tools.sandbox.box import sandbox_for
@@ -40,15 +51,23 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
         if out.timing is None:
             out.timing = _not_timed(out, options)
             out.timing.reason = s.evidence.get("not_timed") or out.timing.reason
-        if s.evidence.get("peaks"):
-            out.extra["peaks"] = s.evidence["peaks"]
+        out.evidence.n_weights_copied = s.evidence.get("n_weights_copied")
+        out.evidence.baselines_cached = list(s.evidence.get("baselines_cached") or [])
         out.env = out.timing.env if out.timing and out.timing.env else out.env
-        return out
+        return out, _peaks(s.evidence.get("peaks"))
     finally:
         with contextlib.suppress(OSError):
             os.chmod(work, 0o700)
         shutil.rmtree(work, ignore_errors=True)
         caches.trim_candidate_cache(cand.sha256)
+
+
+def _peaks(data: Any) -> Any:
+    if data is None:
+        return None
+    from kiln.tools.peaks import Peaks
+
+    return Peaks.model_validate(data)
 
 
 def _not_timed(rec: CheckRecord, options: CheckOptions) -> Any:
@@ -66,10 +85,11 @@ def _not_timed(rec: CheckRecord, options: CheckOptions) -> Any:
 
 
 def run_check(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
-              options: CheckOptions, *, static: list[Finding], seed: int) -> CheckRecord:
+              options: CheckOptions, *, static: list[Finding], seed: int) -> tuple[CheckRecord, Any]:
+    """The session's record and the peaks for the physics floor (the verdict comes after)."""
     rec.seed = seed
-    out = one_session(rec.model_copy(deep=True), prob, cases, cand, options, static=static, seed=seed)
-    return extra_round(out, prob, cases, cand, options, static=static)
+    out, peaks = one_session(rec.model_copy(deep=True), prob, cases, cand, options, static=static, seed=seed)
+    return extra_round(out, prob, cases, cand, options, static=static), peaks
 
 
 def extra_round(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
@@ -83,11 +103,11 @@ def extra_round(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
     again_opts = options.model_copy(update={"trials": trials, "time": False})
     blank = CheckRecord(problem=rec.problem, candidate=rec.candidate, device=rec.device, dtype=rec.dtype,
                         status="error")
-    again = one_session(blank, prob, cases, cand, again_opts, static=static, seed=secrets.randbits(63))
+    again, _ = one_session(blank, prob, cases, cand, again_opts, static=static, seed=secrets.randbits(63))
     assert rec.integrity is not None
     rec.integrity.extra_round = True
-    rec.extra["extra_round"] = {"trials": trials, "status": again.status,
-                                "n_passed": again.correctness.n_passed if again.correctness else 0}
+    rec.evidence.extra_round = ExtraRound(trials=trials, status=again.status,
+                                          n_passed=again.correctness.n_passed if again.correctness else 0)
     if again.status != "ok":
         rec.status, rec.correct = again.status, False
         rec.reasons.append(f"extra verification round ({trials} trials, new seed) failed: "

@@ -150,8 +150,7 @@ class ReferenceWorker(Worker):
         return m.RefWorkReply(bytes_moved=nbytes, flops=flops)
 
     def op_degenerate(self, cmd: m.RefDegenerate) -> m.RefDegenerateReply:
-        """Is the problem's output independent of its weights (two weight seeds), and across the
-        trials' input draws (`degenerate.assess_packs`, issue 16)?"""
+        """Is the problem's output independent of its weights (two weight seeds)?"""
         from kiln.tools.integrity import degenerate
 
         c = self.cases[self.spec.cases[0].name]
@@ -167,20 +166,20 @@ class ReferenceWorker(Worker):
             seed_all(seeds[i])
             return c.model.__class__(*init).to(device=device, dtype=DTYPES[dtype])
 
-        weights = degenerate.assess(build, make).model_dump(mode="json")
-        return m.RefDegenerateReply(degenerate=weights, draws=self._draws(cmd))
+        return m.RefDegenerateReply(degenerate=degenerate.assess(build, make).model_dump(mode="json"))
 
-    def _draws(self, cmd: m.RefDegenerate) -> dict[str, Any] | None:
+    def op_draws(self, cmd: m.RefDraws) -> m.RefDrawsReply:
+        """Degeneracy across the trials' input draws (`degenerate.assess_packs`, issue 16)."""
         from kiln.tools.inputs import DISTRIBUTIONS
         from kiln.tools.integrity import degenerate
 
         fps = {k: fp for k, (fp, _) in self.digests.items()}
         keys = degenerate.draws(list(DISTRIBUTIONS), fps)
         if not keys:
-            return None
+            return m.RefDrawsReply()
         rec = degenerate.assess_packs([(dist, self.digests[(dist, t)][1]) for dist, t in keys], dtype=self.spec.dtype,
                                       atol=cmd.atol, rtol=cmd.rtol, numerics=cmd.numerics)
-        return rec.model_dump(mode="json")
+        return m.RefDrawsReply(draws=rec.model_dump(mode="json"))
 
     def op_audit(self, cmd: m.RefAudit) -> m.RefAuditReply:
         """Recompute the picked timed iterations and judge the candidate's committed projections."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any
 from kiln.tools.check import caches
 from kiln.tools.check import messages as m
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
+from kiln.tools.check.failures import Failure, reference_broken, reference_error
 from kiln.tools.check.outputs import make_slot
 from kiln.tools.check.worker import CaseSpec, JobSpec
 from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, worker_confinement, worker_env
@@ -81,14 +81,6 @@ class Layout:
         return str(self.feed / f"in-{tag}.pt")
 
 
-class Failure(Exception):
-    """The candidate's check ends here with `status` and `reasons` (raised inside the session)."""
-
-    def __init__(self, status: str, reasons: list[str], stderr: str = "") -> None:
-        super().__init__("; ".join(reasons))
-        self.status, self.reasons, self.stderr = status, reasons, stderr
-
-
 @dataclass
 class Pending:
     """A trial whose outputs the judge has (or will have) before the parent needs its verdict."""
@@ -112,6 +104,7 @@ class Session:
         self.cases = _stage(work, prob, cases, cand)
         self.cand_path = str(work / "shared" / "candidate.py")
         self.t0 = time.monotonic()
+        self.hard_end = self.t0 + options.timeout_s  # no deadline reaches past the check's --timeout
         self.stage_t: dict[str, float] = {}
         self.stage, self.detail = "start-up", ""
         self.ref: WorkerHandle | None = None
@@ -147,7 +140,7 @@ class Session:
     def _start(self, spec: JobSpec, cache_dir: Path) -> WorkerHandle:
         watch = (lambda: caches.over_bound(cache_dir)) if spec.role == "candidate" else None
         return WorkerHandle(spec, env=worker_env(spec, cache_dir), zygote=self.zygote,
-                            backstop_s=self.o.timeout_s + SPAWN_SLACK_S,
+                            backstop_s=self.o.timeout_s + 5.0,
                             confinement=worker_confinement(spec, cache_dir), sandbox=self.box, watch=watch)
 
     def cand_deadline(self) -> float:
@@ -155,11 +148,12 @@ class Session:
         while the candidate works (never while kiln compares or waits for the reference), and its
         first command also waits for the fork server."""
         left = self.budgets.get(self.stage, self.o.timeout_s) - self.used.get(self.stage, 0.0)
-        return time.monotonic() + max(0.0, left) + (0.0 if self.cand_started else SPAWN_SLACK_S)
+        stage_end = time.monotonic() + max(0.0, left) + (0.0 if self.cand_started else SPAWN_SLACK_S)
+        return min(stage_end, self.hard_end)
 
     def ref_deadline(self) -> float:
         """The reference (and baseline) workers: the whole check's budget, from its start."""
-        return self.t0 + self.o.timeout_s + SPAWN_SLACK_S
+        return self.hard_end
 
     def enter(self, stage: str, detail: str = "") -> None:
         self.stage, self.detail = stage, detail
@@ -243,6 +237,8 @@ class Session:
         self.comparer.cmp.n_planned = 2 * sum(t.group not in dropped for t in todo)
         cmp = self.comparer.finish(complete=done == len(todo))
         cmp.not_attempted = sorted({t.group for t in todo[done:]} - {_grp(t) for t in cmp.trials})
+        draws = self.ref_call(m.RefDraws(atol=atol, rtol=rtol, numerics=self.numerics), "draws")
+        self.evidence["degenerate_draws"] = getattr(draws, "draws", None)  # issue 16: across the trials' draws
         self.rec.stages_s["correctness"] = self._since("correctness")
         _record_correctness(self.rec, cmp, atol, rtol, self.ref_replies)
         if cmp.problem_error:
@@ -337,16 +333,13 @@ class Session:
     def _integrity(self) -> None:
         """Runtime evidence from the candidate; meanwhile the problem's work count and degeneracy from
         the reference (cached per problem sources, written by this process only)."""
-        from kiln.tools.correctness import tolerances
-
         assert self.cnd is not None and self.ref is not None
         self.enter("integrity")
         facts = caches.reference_facts(self)
-        atol, rtol = tolerances(self.o.dtype, self.o.atol, self.o.rtol)
         if facts is None:
             self.ref_send(m.RefWork(seed=self.seed("work")), "work")
-        self.ref_send(m.RefDegenerate(seed_a=self.seed("deg", 0), seed_b=self.seed("deg", 1), atol=atol, rtol=rtol,
-                                      numerics=self.numerics), "degenerate")
+        if facts is None:
+            self.ref_send(m.RefDegenerate(seed_a=self.seed("deg", 0), seed_b=self.seed("deg", 1)), "degenerate")
         try:
             reply = self._call_cand(m.CandIntegrity(policy=self.o.policy,
                                                     seeds=[self.seed("integrity", i) for i in range(4)]))
@@ -376,14 +369,11 @@ class Session:
         return any(f.severity == "reject" for f in findings)
 
     def _reference_facts(self, cached: dict[str, Any] | None) -> dict[str, Any]:
-        """The work count (cached per problem) and degeneracy: weight independence (cached with it)
-        and, from this check's own draws, input independence."""
-        deg = self.ref_wait("degenerate", "degenerate")
-        assert isinstance(deg, m.RefDegenerateReply)
-        self.evidence["degenerate_draws"] = deg.draws
+        """The work count and weight independence (cached per problem), else from the reference now."""
         if cached is not None:
             return cached
-        work = self.ref_wait("work", "work")
+        work, deg = self.ref_wait("work", "work"), self.ref_wait("degenerate", "degenerate")
+        assert isinstance(deg, m.RefDegenerateReply)
         assert isinstance(work, m.RefWorkReply)
         facts = {"physics": {"bytes_moved": work.bytes_moved, "flops": work.flops}, "degenerate": deg.degenerate}
         caches.store_reference_facts(self, facts)
@@ -406,12 +396,12 @@ class Session:
             try:
                 self.ref_got[want] = self.ref.recv_reply(self.ref_deadline())
             except WorkerGone as gone:
-                raise _reference_broken(self.rec.problem, gone, self.o.timeout_s) from None
+                raise reference_broken(self.rec.problem, gone, self.o.timeout_s) from None
             except CommandFailed as exc:
                 if exc.kind == "kiln":
                     raise Failure("error", [f"{exc.error.get('message')} (during {self.detail or self.stage})"],
                                   str(exc.error.get("traceback", ""))) from None
-                raise _reference_error(self.rec.problem, exc.error) from None
+                raise reference_error(self.rec.problem, exc.error) from None
         return self.ref_got.pop((op, key))
 
     def ref_call(self, cmd: m.Msg, key: str) -> m.Reply:
@@ -466,6 +456,8 @@ class Session:
             budget = self.budgets.get(self.stage)
             times = _trial_times(self.comparer.cmp if self.comparer else None)
             limit = f"its {budget:.0f} s budget" if budget else "its time limit"
+            if time.monotonic() >= self.hard_end - 0.5:
+                limit = f"the check's --timeout of {self.o.timeout_s:.0f} s"
             return Failure("timeout", [f"timed out in stage {where}: the stage exceeded {limit}{times}"], tail)
         if gone.why:
             return Failure("crashed", [f"the candidate worker {gone.why} in stage {where}"], tail)
@@ -542,22 +534,6 @@ def _record_correctness(rec: CheckRecord, cmp: Comparison, atol: float, rtol: fl
             rec.reasons.append(cmp.short_reason or "correctness trials incomplete")
 
 
-def _reference_broken(problem: str, gone: WorkerGone, timeout_s: float) -> KilnInputError:
-    res = gone.result
-    if gone.timed_out:
-        return KilnInputError(f"{problem}: the reference took longer than its time budget ({timeout_s:.0f} s "
-                              f"for the whole check) during {gone.during}")
-    last = (res.stderr_tail.strip().splitlines() or [gone.why or "no output"])[-1]
-    how = f"killed by {res.signal_name}" if res.signal_name else f"exit code {res.returncode}"
-    return KilnInputError(f"{problem}: the reference worker died ({how}) during {gone.during}: {last}")
-
-
-def _reference_error(problem: str, err: dict[str, Any]) -> KilnInputError:
-    if err.get("kind") == "input":
-        return KilnInputError(f"{problem}: {err.get('message')}")
-    return KilnInputError(f"{problem}: the reference Model failed in {err.get('where')}: {err.get('message')}")
-
-
 def _stage(work: Path, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo) -> list[CaseSpec]:
     """Copy the problem, case and candidate files into the check's shared dir: the workers read
     these copies, never the user's tree."""
@@ -576,7 +552,3 @@ def _stage(work: Path, prob: ProblemInfo, cases: list[ProblemInfo], cand: Candid
     for spec in specs if params.is_file() else []:
         shutil.copyfile(params, Path(spec.path).with_suffix(".params.pt"))
     return specs
-
-
-def secret_rng(secret: int) -> random.Random:
-    return random.Random(derive_seed(secret, "recheck"))

@@ -31,6 +31,7 @@ LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's 
 MIN_LAPS, MAX_LAPS = 7, 400
 TARGET_PCT = 1.0  # stop once the 95% CI half-width of the median lap is this % of it
 N_AUDIT = 16  # timed (lap, slot) pairs the reference recomputes, picked in secret after the laps
+CPU_SLOTS = 4
 SLACK_SHARE = 0.05  # a refresh or commit may exceed the baseline's median by this share of it, and...
 SLACK_S = 2e-4  # ...this much, before the excess is charged to the lap
 METHOD = ("kiln's clock over laps of {slots} back-to-back calls, each on its own independent draw of the inputs "
@@ -45,8 +46,10 @@ def plan_timing(s: Session) -> None:
     """The ring, once the first trial's input and output sizes are known; and the baseline worker
     (for baselines not cached) started now, so the torch.compile baseline compiles while the
     candidate's trials run. Nothing is timed before `time_check`."""
-    ring = RingSpec(key=s.seed("timing"), slots=ring_slots(s.input_bytes, s.output_bytes), dtype=s.o.dtype,
-                    device=s.rec.device)
+    slots = ring_slots(s.input_bytes, s.output_bytes)
+    if s.rec.device == "cpu":  # the protocol test (`time_on_cpu`): no L2 to span, interpreted kernels
+        slots = min(slots, CPU_SLOTS)
+    ring = RingSpec(key=s.seed("timing"), slots=slots, dtype=s.o.dtype, device=s.rec.device)
     cached = {n: hit for n in s.o.baselines if (hit := caches.baseline(s, n, ring.slots)) is not None}
     missing = [n for n in s.o.baselines if n not in cached]
     s.timing_plan = {"ring": ring, "cached": cached, "missing": missing}
@@ -191,7 +194,7 @@ def _measure_baselines(s: Session, names: list[str], loop_s: float, ring: RingSp
                        ) -> dict[str, dict[str, Any]]:
     """Time the baselines `plan_timing` had the baseline worker prepare, with the candidate's worker
     gone."""
-    from kiln.tools.check.session import _reference_broken, _reference_error
+    from kiln.tools.check.failures import reference_broken, reference_error
 
     if not names:
         return {}
@@ -206,9 +209,9 @@ def _measure_baselines(s: Session, names: list[str], loop_s: float, ring: RingSp
             if "error" not in out[name]:
                 caches.store_baseline(s, name, ring.slots, out[name])
     except WorkerGone as gone:
-        raise _reference_broken(s.rec.problem, gone, s.o.timeout_s) from None
+        raise reference_broken(s.rec.problem, gone, s.o.timeout_s) from None
     except CommandFailed as exc:
-        raise _reference_error(s.rec.problem, exc.error) from None
+        raise reference_error(s.rec.problem, exc.error) from None
     return out
 
 
@@ -250,7 +253,7 @@ def _integrity(s: Session, ring: RingSpec, cand: dict[str, Any], eager: dict[str
 
 def _audit(s: Session, ring: RingSpec, laps: Laps, sigma: list[float], ti: TimingIntegrity) -> None:
     """The reference recomputes secretly picked timed iterations and judges their projections."""
-    from kiln.tools.check.session import secret_rng
+    from kiln.tools.check.failures import secret_rng
 
     pairs = [(lap, slot) for lap in laps.committed for slot in range(ring.slots)]
     picks = sorted(secret_rng(s.secret).sample(pairs, min(len(pairs), N_AUDIT)))

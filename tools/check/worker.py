@@ -116,6 +116,9 @@ class Worker:
 
         self.spec = spec
         self.commands = COMMANDS[spec.role]
+        # the handlers, bound now, before any candidate code is imported: a candidate that later
+        # replaces a method on the class (or the class in sys.modules) changes nothing kiln calls
+        self.ops = {name[3:]: getattr(self, name) for name in dir(type(self)) if name.startswith("op_")}
 
     def handle(self, raw: dict[str, Any]) -> dict[str, Any]:
         nonce = raw.pop("id", None)
@@ -130,7 +133,7 @@ class Worker:
                                                                                         f"{str(exc)[:300]}"}}
         t0 = time.perf_counter()
         try:
-            out = getattr(self, f"op_{op}")(cmd)
+            out = self.ops[op](cmd)
         except WorkerError as exc:
             return {"ok": False, "error": {"kind": exc.kind, "where": op, "message": str(exc), "traceback": ""}}
         except Exception as exc:  # noqa: BLE001 - every failure is a reply for the parent to judge

@@ -182,7 +182,8 @@ class Sandbox:
                   *(["--status-fd", str(status_fd)] if status_fd is not None else []), "--", *argv]
         if not self.bwrap:
             return launch
-        return outer_args(self.bwrap, env=env, read=list(conf.read), write=list(conf.write), chdir=cwd) + launch
+        return outer_args(self.bwrap, env=env, read=list(conf.read), write=[*conf.write, *conf.fill],
+                          chdir=cwd) + launch
 
 
 def _probe(bwrap: str | None, env: dict[str, str]) -> tuple[dict | None, str]:

@@ -1,0 +1,91 @@
+"""The judge's boundary (issue 22): assume arbitrary Python runs inside the candidate's worker (these
+candidates reach kiln's modules through `torch.sys.modules`, which the allowlist refuses: each runs
+with `run_rejected`, so its code really executes inside the sandbox). Whatever the worker does, the
+parent trusts no path, size or claim from it, ends with a record, and changes nothing outside the
+check's own dir. The parent-side file checks are tested directly in tests/core/test_outputs.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from redteam_lib import candidate, check, honest, reject_rules, tree_digest
+
+ATTACK = {"run_rejected": True, "static": "denylist"}
+
+
+def _sentinels(user: Path) -> list[Path]:
+    """Files a hostile reply names: in /tmp-like space, in $HOME, in the project tree."""
+    paths = [user / "outside.txt", user / "home" / ".config" / "secret.txt", user / "project" / "keep.py", user / "x.pt"]
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"sentinel {p.name}\n")
+    return paths
+
+
+def test_a_reply_naming_files_is_ignored_and_nothing_outside_is_touched(user: Path) -> None:
+    named = _sentinels(user)
+    before = tree_digest(user, skip=("cache",))
+    cand = candidate("j_forge_reply", user / "project", sentinels_json=json.dumps([str(p) for p in named]),
+                     sentinels=", ".join(p.name for p in named))
+    rec = check(cand, **ATTACK)
+    assert rec.status == "incorrect" and not rec.correct, (rec.status, rec.reasons)  # it wrote zeros: judged as such
+    assert rec.correctness and rec.correctness.trials[0].mismatch is not None
+    assert all(p.exists() for p in named) and tree_digest(user, skip=("cache",)) == before
+
+
+@pytest.mark.parametrize("mode", ["symlink", "fifo", "dir", "hardlink"])
+def test_a_swapped_output_file_is_never_followed_read_or_waited_on(user: Path, mode: str) -> None:
+    secret = user / "home" / "answers.bin"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_bytes(b"\0" * 4 * 37 * 129)
+    before = tree_digest(user, skip=("cache",))
+    t0 = time.monotonic()
+    rec = check(candidate("j_swap_slot", user / "project", mode=mode, target=secret), timeout_s=60, **ATTACK)
+    assert time.monotonic() - t0 < 60 + 10
+    assert rec.status in ("incorrect", "crashed") and not rec.correct, (rec.status, rec.reasons)
+    assert tree_digest(user, skip=("cache",)) == before
+
+
+@pytest.mark.parametrize("mode, status", [("hang", "timeout"), ("half", "crashed"), ("huge", "crashed"),
+                                          ("killpg", "crashed")])
+def test_a_misbehaving_worker_ends_in_a_named_record_in_time(user: Path, mode: str, status: str) -> None:
+    t0 = time.monotonic()
+    rec = check(candidate("j_protocol", user / "project", mode=mode), timeout_s=40, **ATTACK)
+    assert time.monotonic() - t0 < 40 + 10
+    assert rec.status == status and rec.reasons, (rec.status, rec.reasons)
+
+
+@pytest.mark.private_cache
+@pytest.mark.parametrize("mode, words", [("many", "compile cache holds more than"), ("big", "size limit")])
+def test_a_candidate_cannot_fill_the_disk(user: Path, mode: str, words: str) -> None:
+    rec = check(candidate("j_fill_disk", user / "project", mode=mode), timeout_s=90, **ATTACK)
+    assert rec.status == "crashed" and any(words in r for r in rec.reasons), (rec.status, rec.reasons)
+    from kiln.tools.check import caches
+
+    cand_root = caches.root() / "cand"
+    size, files = caches.tree_usage(cand_root)
+    assert files < caches.CANDIDATE_CACHE_MAX_FILES and size < caches.CANDIDATE_CACHE_MAX_BYTES  # trimmed after
+
+
+def test_swapping_kilns_evidence_module_does_not_change_the_verdict(user: Path) -> None:
+    rec = check(candidate("j_module_swap", user / "project"), policy="strict", **ATTACK)
+    assert rec.status == "rejected" and any(r.startswith("runtime.") for r in reject_rules(rec)), rec.reasons
+    control = check(honest(user / "project"), policy="strict")
+    assert control.status == "ok", control.reasons
+
+
+def test_a_failure_of_kilns_own_code_is_an_error_record(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in kiln (here: the pipeline raising) ends as an `error` record saying so, never as a
+    traceback in place of a verdict."""
+    from kiln.tools.check import pipeline
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated bug in kiln's comparison")
+
+    monkeypatch.setattr(pipeline, "run_check", broken)
+    rec = check(honest(user / "project"))
+    assert rec.status == "error" and "kiln failed" in rec.reasons[0] and "simulated bug" in rec.reasons[0]
+    assert "RuntimeError" in rec.stderr_tail

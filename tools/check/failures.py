@@ -1,0 +1,39 @@
+"""How a check ends early: the candidate's `Failure` (a status and reasons, raised inside the session),
+a broken problem (`KilnInputError`, the user's input), and the secret random choices of the parent."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from kiln.tools.check.workers import WorkerGone
+from kiln.tools.errors import KilnInputError
+from kiln.tools.inputs import derive_seed
+
+
+class Failure(Exception):
+    """The candidate's check ends here with `status` and `reasons` (raised inside the session)."""
+
+    def __init__(self, status: str, reasons: list[str], stderr: str = "") -> None:
+        super().__init__("; ".join(reasons))
+        self.status, self.reasons, self.stderr = status, reasons, stderr
+
+
+def reference_broken(problem: str, gone: WorkerGone, timeout_s: float) -> KilnInputError:
+    res = gone.result
+    if gone.timed_out:
+        return KilnInputError(f"{problem}: the reference took longer than its time budget ({timeout_s:.0f} s "
+                              f"for the whole check) during {gone.during}")
+    last = (res.stderr_tail.strip().splitlines() or [gone.why or "no output"])[-1]
+    how = f"killed by {res.signal_name}" if res.signal_name else f"exit code {res.returncode}"
+    return KilnInputError(f"{problem}: the reference worker died ({how}) during {gone.during}: {last}")
+
+
+def reference_error(problem: str, err: dict[str, Any]) -> KilnInputError:
+    if err.get("kind") == "input":
+        return KilnInputError(f"{problem}: {err.get('message')}")
+    return KilnInputError(f"{problem}: the reference Model failed in {err.get('where')}: {err.get('message')}")
+
+
+def secret_rng(secret: int) -> random.Random:
+    return random.Random(derive_seed(secret, "recheck"))
