@@ -16,6 +16,15 @@ from redteam_lib import candidate, check, honest, reject_rules, tree_digest
 ATTACK = {"run_rejected": True, "static": "denylist"}
 
 
+def ran_as(rec) -> str:  # noqa: ANN001
+    """What the executed attack came to: its status before the static rejection was applied (the
+    verdict of a candidate the scan refused stays `rejected`; `run_rejected` only makes it run)."""
+    for r in rec.reasons:
+        if r.startswith("before the integrity verdict: "):
+            return r.split(": ", 1)[1]
+    return rec.status
+
+
 def _sentinels(user: Path) -> list[Path]:
     """Files a hostile reply names: in /tmp-like space, in $HOME, in the project tree."""
     paths = [user / "outside.txt", user / "home" / ".config" / "secret.txt", user / "project" / "keep.py", user / "x.pt"]
@@ -31,7 +40,7 @@ def test_a_reply_naming_files_is_ignored_and_nothing_outside_is_touched(user: Pa
     cand = candidate("j_forge_reply", user / "project", sentinels_json=json.dumps([str(p) for p in named]),
                      sentinels=", ".join(p.name for p in named))
     rec = check(cand, **ATTACK)
-    assert rec.status == "incorrect" and not rec.correct, (rec.status, rec.reasons)  # it wrote zeros: judged as such
+    assert ran_as(rec) == "incorrect" and not rec.correct, (rec.status, rec.reasons)  # it wrote zeros: judged as such
     assert rec.correctness and rec.correctness.trials[0].mismatch is not None
     assert all(p.exists() for p in named) and tree_digest(user, skip=("cache",)) == before
 
@@ -45,7 +54,7 @@ def test_a_swapped_output_file_is_never_followed_read_or_waited_on(user: Path, m
     t0 = time.monotonic()
     rec = check(candidate("j_swap_slot", user / "project", mode=mode, target=secret), timeout_s=60, **ATTACK)
     assert time.monotonic() - t0 < 60 + 10
-    assert rec.status in ("incorrect", "crashed") and not rec.correct, (rec.status, rec.reasons)
+    assert ran_as(rec) in ("incorrect", "crashed") and not rec.correct, (rec.status, rec.reasons)
     assert tree_digest(user, skip=("cache",)) == before
 
 
@@ -55,14 +64,15 @@ def test_a_misbehaving_worker_ends_in_a_named_record_in_time(user: Path, mode: s
     t0 = time.monotonic()
     rec = check(candidate("j_protocol", user / "project", mode=mode), timeout_s=40, **ATTACK)
     assert time.monotonic() - t0 < 40 + 10
-    assert rec.status == status and rec.reasons, (rec.status, rec.reasons)
+    assert ran_as(rec) == status and rec.reasons, (rec.status, rec.reasons)
 
 
 @pytest.mark.private_cache
-@pytest.mark.parametrize("mode, words", [("many", "compile cache holds more than"), ("big", "size limit")])
-def test_a_candidate_cannot_fill_the_disk(user: Path, mode: str, words: str) -> None:
+@pytest.mark.parametrize("mode, status, words", [("many", "crashed", "compile cache holds more than"),
+                                                 ("big", "compile_error", "File too large")])
+def test_a_candidate_cannot_fill_the_disk(user: Path, mode: str, status: str, words: str) -> None:
     rec = check(candidate("j_fill_disk", user / "project", mode=mode), timeout_s=90, **ATTACK)
-    assert rec.status == "crashed" and any(words in r for r in rec.reasons), (rec.status, rec.reasons)
+    assert ran_as(rec) == status and any(words in r for r in rec.reasons), (rec.status, rec.reasons)
     from kiln.tools.check import caches
 
     cand_root = caches.root() / "cand"

@@ -6,7 +6,7 @@ from C++ still is), by `runtime.no-own-kernel` judged from evidence the candidat
 from __future__ import annotations
 
 import pytest
-from redteam_lib import IN_PROCESS, assert_rejected, candidate, check, reject_rules
+from redteam_lib import assert_rejected, candidate, check, reject_rules
 
 ROUTES = ["c1_torch_sys_modules", "c1_pkgutil_resolve", "c1_pydoc_locate", "c1_ctypes_pyrun",
           "c1_getattr_decoded"]
@@ -28,7 +28,9 @@ def test_unimportable_integrity_checks_fail_closed(user):
     assert "fails closed" in " ".join(rec.reasons) and not reject_rules(rec)
 
 
-@pytest.mark.xfail(strict=True, reason=IN_PROCESS)
 def test_executed_anyway_the_patch_does_not_hide_the_missing_kernel(user):
+    """Its patch of kiln's runtime module (`runtime.judge = lenient`) is refused: kiln's modules are
+    read-only inside the candidate's worker, and the parent judges with its own copy anyway."""
     rec = check(candidate("c1_torch_sys_modules", user / "project"), run_rejected=True)
-    assert "runtime.no-own-kernel" in reject_rules(rec), (reject_rules(rec), rec.reasons)
+    assert rec.status != "ok" and not rec.correct, (rec.status, rec.reasons)
+    assert "read-only" in " ".join(rec.reasons) or "runtime.no-own-kernel" in reject_rules(rec), rec.reasons

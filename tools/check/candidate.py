@@ -65,7 +65,14 @@ def call_candidate(b: Built, inputs: tuple, spec: JobSpec) -> tuple[Any, bool, f
 
 
 def _evidence_functions() -> tuple[Any, Any] | str:
-    """kiln's runtime evidence functions, or why they could not be imported."""
+    """kiln's runtime evidence functions, or why they could not be imported; and every kiln module
+    this worker uses later, imported now (the worker then makes them read-only, before the candidate
+    is imported: `worker.freeze_kiln_modules`)."""
+    import kiln.tools.compile
+    import kiln.tools.timing.audit
+    import kiln.tools.timing.laps
+    import kiln.tools.timing.stage  # noqa: F401 - imported for the freeze
+
     try:
         from kiln.tools.integrity import runtime
     except ImportError as exc:

@@ -145,6 +145,29 @@ class Worker:
         return None
 
 
+class _ReadOnlyModule(type(sys)):  # type: ignore[misc]
+    """A kiln module inside a worker: attribute assignment and deletion are refused."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, ModuleType) and name not in self.__dict__:  # the import system binding a submodule
+            type(sys).__setattr__(self, name, value)
+            return
+        raise AttributeError(f"kiln's module {self.__name__} is read-only inside a check worker")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"kiln's module {self.__name__} is read-only inside a check worker")
+
+
+def freeze_kiln_modules() -> None:
+    """Make every kiln module imported so far read-only to attribute assignment (`mod.f = evil`),
+    before the candidate is imported: defence in depth against patching kiln's functions inside the
+    candidate's worker (code that writes a module's __dict__ directly, or native code, is out of
+    reach: docs/integrity.md). kiln's own code never assigns module attributes at run time."""
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("kiln.") and type(mod) is type(sys):
+            mod.__class__ = _ReadOnlyModule
+
+
 def _roles() -> dict[str, str]:
     return {"reference": "kiln.tools.check.reference:ReferenceWorker",
             "candidate": "kiln.tools.check.candidate:CandidateWorker",
@@ -153,7 +176,10 @@ def _roles() -> dict[str, str]:
 
 def make_worker(spec: JobSpec) -> Worker:
     module, cls = _roles()[spec.role].split(":")
-    return getattr(importlib.import_module(module), cls)(spec)
+    worker = getattr(importlib.import_module(module), cls)(spec)
+    if spec.role == "candidate":
+        freeze_kiln_modules()
+    return worker
 
 
 def serve(spec: JobSpec) -> None:

@@ -22,8 +22,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 L2_SPAN_BYTES = 128 << 20  # twice the H200's 50 MiB L2, rounded up
-RING_BUDGET_BYTES = 2 << 30
+RING_BUDGET_BYTES = 8 << 30  # at most this much GPU memory for a ring (an eighth of the GPU's, if smaller)
 MAX_SLOTS = 512
+LAP_TARGET_S = 2e-3
+"""A lap should take at least this long, so the command's round trip (~0.1-0.3 ms) stays small
+beside it: slots are added (within the memory budget) for fast calls on big inputs."""
+EST_BANDWIDTH = 3e12  # bytes/s, to guess a call's time from its inputs and outputs (sizing only)
 
 
 class RingSpec(BaseModel):
@@ -37,10 +41,13 @@ class RingSpec(BaseModel):
 
 
 def ring_slots(input_bytes: int, output_bytes: int, budget: int = RING_BUDGET_BYTES) -> int:
-    """Enough slots that a lap's inputs and outputs span `L2_SPAN_BYTES`, within the memory budget."""
+    """Enough slots that a lap's inputs and outputs span `L2_SPAN_BYTES` and a lap takes about
+    `LAP_TARGET_S` (a call guessed memory-bound, plus 10 us), within the memory budget."""
     per = max(1, input_bytes + output_bytes)
-    want = -(-L2_SPAN_BYTES // per)
-    return max(1, min(MAX_SLOTS, want, budget // per))
+    span = -(-L2_SPAN_BYTES // per)
+    est_s = per / EST_BANDWIDTH + 1e-5
+    long_enough = int(-(-LAP_TARGET_S // est_s))
+    return max(1, min(MAX_SLOTS, max(span, long_enough), budget // per))
 
 
 def draw(get_inputs: Callable[[], Any], spec: RingSpec, lap: int, slot: int) -> tuple:
