@@ -6,7 +6,7 @@
 #   startup      import times (torch, triton, kiln's CLI), the fork server's start
 #   check_speed  issue 22's check-time rows (bench/check_speed.py: fresh `kiln check` processes)
 #   concurrent   issue 22: six checks at once on one GPU (bench/check_concurrent.py)
-#   gpu_tests    the GPU suite (pytest -m gpu), one log per folder
+#   gpu_tests    the GPU suite (pytest -m gpu), one log per folder (GPU_DIRS narrows it)
 #   builtin      issue 23: the built-in Coder over KernelBench level 1 and 2 (bench/builtin_speed.py)
 #   model        issue 24: whole-model workloads (bench/model_bench.py)
 # Every part keeps its log under $OUT/logs; the call ends with $OUT/logs.tgz and $OUT/summary.txt.
@@ -42,9 +42,9 @@ for part in "$@"; do
     concurrent)
       b concurrent $(( $(left) - 10 )) python3 bench/check_concurrent.py --out "$OUT/logs/concurrent" --jobs 6
       cp "$OUT/logs/concurrent/concurrent.md" "$OUT/" 2>/dev/null ;;
-    gpu_tests)
-      for d in tests/core tests/redteam tests/sandbox tests/integrity tests/compile tests/corpus tests/builtin \
-               tests/agents tests/graphs tests/model tests/curriculum tests/profile; do
+    gpu_tests)  # GPU_DIRS="tests/core tests/redteam" narrows it
+      for d in ${GPU_DIRS:-tests/core tests/redteam tests/sandbox tests/integrity tests/compile tests/corpus \
+               tests/builtin tests/agents tests/graphs tests/model tests/curriculum tests/profile}; do
         [ "$(left)" -gt 40 ] || { note "gpu_tests $d: not run (no time left)"; continue; }
         t "gpu-$(basename $d)" $(( $(left) - 30 )) "$d"
       done ;;

@@ -41,7 +41,7 @@ def test_timing_path_measures_speedups_for_a_correct_triton_kernel() -> None:
                 CheckOptions(device="cuda", trials=2, timeout_s=300))
     assert rec.status == "ok", rec.reasons
     t = rec.timing
-    assert t is not None and t.measured and t.candidate and t.candidate.n_samples >= 30
+    assert t is not None and t.measured and t.candidate and t.candidate.n_samples >= 7  # laps
     assert "eager" in t.speedups and t.speedups["eager"].value > 0
     assert t.memory.candidate_peak_bytes and t.env and t.env.gpu_name
     assert rec.integrity and rec.integrity.timing and rec.integrity.timing.timed_outputs_checked > 0
@@ -69,3 +69,11 @@ def test_running_the_gpu_out_of_memory_is_reported_as_such() -> None:
     rec = check(data / "add_problem.py", data / "oom_cuda.py", CheckOptions(device="cuda", trials=1, time=False))
     assert rec.status == "crashed", rec.reasons
     assert "CUDA out of memory" in " ".join(rec.reasons), rec.reasons
+
+
+def test_an_honest_softmax_of_32_million_outputs_passes() -> None:
+    """8192 x 4000 = 32,768,000 outputs, above 2^24: every position sampler is exact there (issue 22)."""
+    rec = check(Path(__file__).parent / "data" / "softmax_8192x4000.py", KERNELS / "correct/triton/row_softmax.py",
+                CheckOptions(device="cuda", timeout_s=300))
+    assert rec.status == "ok", (rec.reasons, rec.stderr_tail[-1500:])
+    assert rec.timing and rec.timing.measured and rec.integrity.timing.timed_outputs_failed == 0

@@ -71,34 +71,12 @@ def test_strict_policy_escalates_cpp_torch_op() -> None:
     assert verdict.apply(record(findings=[f], policy="strict")).status == "rejected"
 
 
-@pytest.mark.parametrize(("ratio", "event_per_call_us", "escaped"), [
-    (1.1, 500.0, False),   # honest, long kernel
-    (3.0, 5.0, False),     # honest 5 us kernel: sync jitter doubles the ratio but adds < 20 us per call
-    (2.2, 80.0, True),     # side-stream softmax: the real work hides behind 80 us of event time
-    (1.4, 2000.0, False),  # under the ratio threshold
-])
-def test_escaped_stream_threshold(ratio: float, event_per_call_us: float, escaped: bool) -> None:
-    ti = TimingIntegrity(wall_over_event=ratio, wall_us=ratio * event_per_call_us * 20,
-                         event_us=event_per_call_us * 20, n_calls=20)
-    assert any(f.rule == "timing.escaped-stream" for f in verdict.judge_timing(ti)) is escaped
-
-
-@pytest.mark.parametrize(("wall", "event", "calls", "escaped"), [
-    (1500.0, 400.0, 20, False),   # totals only: sync overhead within the slack
-    (20000.0, 500.0, 20, True),
-])
-def test_escaped_stream_from_totals_only(wall: float, event: float, calls: int, escaped: bool) -> None:
-    ti = TimingIntegrity(wall_us=wall, event_us=event, n_calls=calls)
-    assert any(f.rule == "timing.escaped-stream" for f in verdict.judge_timing(ti)) is escaped
-
-
-def test_ratio_only_fallback_and_threads_and_rechecks() -> None:
-    assert [f.rule for f in verdict.judge_timing(TimingIntegrity(wall_over_event=1.2))] == []
-    assert [f.rule for f in verdict.judge_timing(TimingIntegrity(wall_over_event=8.0))] == ["timing.escaped-stream"]
-    ti = TimingIntegrity(threads_before=5, threads_after=6, timed_outputs_checked=30, timed_outputs_failed=2)
-    rules = {f.rule for f in verdict.judge_timing(ti)}
-    assert rules == {"timing.threads", "timing.recheck-failed"}
-    assert verdict.judge_timing(TimingIntegrity(threads_before=5, threads_after=5)) == []
+def test_older_records_event_fields_no_longer_judge_and_rechecks_still_do() -> None:
+    """Records from the event-timed harness still load; only what kiln's clock and audit measured judges."""
+    old = TimingIntegrity(wall_over_event=8.0, threads_before=5, threads_after=6)
+    assert verdict.judge_timing(old) == []
+    ti = TimingIntegrity(timed_outputs_checked=16, timed_outputs_failed=2, audit_why="lap 2, slot 0: ...")
+    assert {f.rule for f in verdict.judge_timing(ti)} == {"timing.recheck-failed"}
 
 
 def test_faster_than_the_hardware_is_rejected() -> None:

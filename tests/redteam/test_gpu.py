@@ -1,5 +1,5 @@
-"""GPU-only attacks (run on the H200: `-m gpu`): forged timing samples that keep kiln's clock happy
-(from Python, and from C++ through the Python C API), the eager baseline slowed by GPU contention
+"""GPU-only attacks (run on the H200: `-m gpu`): forged timing fields in replies (from Python) and
+a timing harness rewritten to defer the work (from C++ through the Python C API), the eager baseline slowed by GPU contention
 while it is timed, the peaks and baseline caches poisoned, a cuBLAS kernel claimed by name, work
 hidden on a side stream, native host code with side effects, and the CPU's accounting escapes run
 on the device. `executed-anyway` cases run what the allowlist refuses (`run_rejected`), to test the
@@ -79,17 +79,21 @@ def test_forged_timing_is_not_believed(user):
     assert _agrees(speedup, eager_us / cand_us), f"kiln says {speedup:.2f}x, it is {eager_us / cand_us:.2f}x"
 
 
-def test_forged_timing_from_native_code_is_not_believed(user):
-    """The C++ route: the candidate's median against kiln's own clock around its loop, in the same
-    check (a naive tiled GEMM takes milliseconds a call, the harness microseconds)."""
-    rec = check(candidate("g_cpp_pyrun_flatter", user / "project"), problem=MATMUL_GPU, compile_timeout_s=300, **GPU)
-    if rec.status != "ok":
-        assert_rejected(rec, "static.", "timing.", "runtime.")
+@pytest.mark.parametrize("run_rejected", [False, True], ids=["as-is", "executed-anyway"])
+def test_deferred_work_from_native_code_is_charged(user, run_rejected):
+    """The C++ route, executed anyway: the harness rewritten so the lap computes nothing and the commit
+    does the work; kiln's figure must still agree with the naive GEMM's true time (milliseconds a call)."""
+    rec = check(candidate("g_cpp_pyrun_flatter", user / "project"), problem=MATMUL_GPU, compile_timeout_s=300,
+                run_rejected=run_rejected, **GPU)
+    if not run_rejected:
+        assert_rejected(rec, "static.")
         return
-    ti = rec.integrity.timing
-    per_call_us = (ti.parent_wall_s * 1e6 - ti.n_calls_loop * (ti.overhead_us or 0.0)) / ti.n_calls_loop
-    ratio = rec.timing.candidate.median_us / per_call_us
-    assert ratio > 0.5, f"median {rec.timing.candidate.median_us:.0f} us, kiln's clock saw {per_call_us:.0f} us a call"
+    assert rec.timing and rec.timing.measured, rec.reasons
+    assert rec.integrity.timing.deferred_us_per_call > 0
+    # the oracle: an fp32 CUDA-core GEMM of 2048^3 cannot beat the H200's 67 TFLOP/s fp32 peak; the lap
+    # alone (nothing computed) takes tens of microseconds
+    floor_us = 2 * 2048**3 / 67e12 * 1e6
+    assert rec.timing.candidate.median_us > floor_us, (rec.timing.candidate.median_us, floor_us)
 
 
 @pytest.mark.parametrize("run_rejected", [False, True], ids=["as-is", "executed-anyway"])

@@ -1,12 +1,12 @@
 """RED TEAM, class 1 + 3 on the GPU, through the hole the allowlist leaves: a CUDA candidate's C++
 may not name the Python C API (`Py*` tokens are refused), but the preprocessor can assemble the name
-(`JOIN(P, yRun_SimpleString)`), and the Python source it runs sits in a C++ string literal, which
-the scan drops. On its first call (kiln's warm-up) the host function runs that source inside the
-candidate's worker: it wraps `CandidateWorker.op_time_loop` so the timing reply keeps the samples'
-sum (kiln's clock around the loop is satisfied) while 80% of them claim a 5x faster call.
+(`JOIN(P, yRun_SimpleString)`), and the Python source it runs sits in a C++ string literal. On its
+first call (kiln's warm-up) the host function runs that source inside the candidate's worker: it
+rewrites kiln's timing harness (straight into the module's namespace, past its read-only guard) so a
+lap computes nothing and the outputs are computed only when kiln asks for their commitment. kiln's
+clock charges that commit's extra time to the lap: the figure must agree with the kernel's true time.
 The kernel is an honest tiled fp32 GEMM; a GEMM's physics floor (bf16 tensor cores) is far below it.
-Today: `ok` at 5x (expected). Stopped by the allowlist refusing the assembled name (macros with
-`##`), and by timing evidence measured outside the candidate's process."""
+Stopped earlier by the allowlist refusing the assembled name (macros with `##`)."""
 
 import torch
 import torch.nn as nn
@@ -35,20 +35,15 @@ __global__ void sgemm_tiled(const float* A, const float* B, float* C, int M, int
 
 static const char* FORGE = R"PY(
 import sys
-_cw = sys.modules["kiln.tools.check.candidate"].CandidateWorker
-_loop = _cw.op_time_loop
-def _flatter(s, factor=5.0):
-    s = list(s)
-    for i in range(0, len(s) - 4, 5):
-        total = sum(s[i:i + 5])
-        small = total / 5 / factor
-        s[i:i + 5] = [small] * 4 + [total - 4 * small]
-    return s
-def _forged(self, max_time_s):
-    reply = _loop(self, max_time_s)
-    reply["samples_us"] = _flatter(reply["samples_us"])
-    return reply
-_cw.op_time_loop = _forged
+laps = sys.modules["kiln.tools.timing.laps"]
+_commit = laps.commit
+def _idle_lap(fn, ring):
+    ring.outputs, ring.deferred = [], fn
+    return len(ring.slots)
+def _lazy_commit(ring, key, sigma):
+    ring.outputs = [ring.deferred(*slot) for slot in ring.slots]
+    return _commit(ring, key, sigma)
+laps.__dict__.update(run_lap=_idle_lap, commit=_lazy_commit)
 )PY";
 
 torch::Tensor matmul(torch::Tensor a, torch::Tensor b) {

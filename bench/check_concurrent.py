@@ -1,0 +1,107 @@
+"""Issue 22's concurrency and throughput figures on one GPU: N `kiln check` processes at once (each a
+fresh process, its own candidate source), and a reward-style burst of small checks through one
+LocalEvaluator per thread. Rows land on disk as they come.
+
+    . bench/device_env.sh && python3 bench/check_concurrent.py --out $OUT/concurrent --jobs 6
+
+Targets: 6 at once, 0 timeouts and 0 OOM, each check's wall at most 2x the solo figure; >= 100
+verified checks per minute for small problems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROBLEM = HERE / "eval_core_cases" / "softmax_problem.py"
+CANDIDATE = HERE / "eval_core_cases" / "softmax_triton.py"
+SMALL = HERE.parent / "tests" / "fixtures" / "problems" / "relu.py"
+SMALL_CAND = HERE.parent / "tests" / "fixtures" / "kernels" / "correct" / "triton" / "relu.py"
+
+
+def variant(tmp: Path, src: Path, tag: str) -> Path:
+    path = tmp / f"{src.stem}_{tag}.py"
+    path.write_text(src.read_text() + f"\n# variant {tag}\n")
+    return path
+
+
+def one_check(problem: Path, cand: Path, cache: Path, extra: list[str]) -> dict:
+    out = cand.with_suffix(f".{time.monotonic_ns()}.json")
+    env = {**os.environ, "KILN_CACHE_DIR": str(cache)}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "kiln.evals.cli", "check", str(problem), str(cand), "--device", "cuda",
+                           "--json", str(out), *extra], capture_output=True, text=True, env=env, timeout=900)
+    rec = json.loads(out.read_text()) if out.exists() else {}
+    return {"wall_s": round(time.monotonic() - t0, 2), "rc": proc.returncode, "status": rec.get("status"),
+            "stages_s": rec.get("stages_s"), "reasons": rec.get("reasons", [])[:2],
+            "speedup_eager": ((rec.get("timing") or {}).get("speedups") or {}).get("eager", {}).get("value"),
+            "stderr": proc.stderr[-300:]}
+
+
+def burst(tmp: Path, cache: Path, n: int, threads: int) -> dict:
+    """n small checks (a new candidate source each), `threads` at a time, in one process."""
+    os.environ["KILN_CACHE_DIR"] = str(cache)
+    from kiln.tools.check import LocalEvaluator
+    from kiln.tools.records import CheckOptions
+
+    ev = LocalEvaluator(CheckOptions(device="cuda", baselines=["eager"]))
+    ev.check(SMALL, variant(tmp, SMALL_CAND, "warm"))  # fork server, baselines cached: the reward loop's steady state
+    cands = [variant(tmp, SMALL_CAND, f"b{i}") for i in range(n)]
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(threads) as pool:
+        recs = list(pool.map(lambda c: ev.check(SMALL, c), cands))
+    wall = time.monotonic() - t0
+    return {"n": n, "threads": threads, "wall_s": round(wall, 2), "per_minute": round(60 * n / wall, 1),
+            "statuses": sorted({r.status for r in recs}), "ok": sum(r.status == "ok" for r in recs)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--jobs", type=int, default=6)
+    ap.add_argument("--burst", type=int, default=120)
+    ap.add_argument("--threads", type=int, default=8)
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="kiln-conc-"))
+    cache = tmp / "cache"
+    res: dict = {}
+
+    def keep(name: str, row: object) -> None:
+        res[name] = row
+        (a.out / "concurrent.json").write_text(json.dumps(res, indent=1))
+        print(name, json.dumps(row)[:600], flush=True)
+
+    keep("solo_warmup", one_check(PROBLEM, variant(tmp, CANDIDATE, "w"), cache, []))  # caches filled
+    keep("solo", one_check(PROBLEM, variant(tmp, CANDIDATE, "s"), cache, []))
+    with ThreadPoolExecutor(a.jobs) as pool:
+        rows = list(pool.map(lambda i: one_check(PROBLEM, variant(tmp, CANDIDATE, f"c{i}"), cache, []),
+                             range(a.jobs)))
+    keep("concurrent", rows)
+    walls = [r["wall_s"] for r in rows]
+    summary = {"jobs": a.jobs, "solo_s": res["solo"]["wall_s"], "median_s": statistics.median(walls),
+               "max_s": max(walls), "timeouts": sum(r["status"] == "timeout" for r in rows),
+               "errors": sum(r["status"] not in ("ok",) for r in rows),
+               "oom": sum("out of memory" in " ".join(r["reasons"]).lower() for r in rows)}
+    keep("summary", summary)
+    keep("burst", burst(tmp, cache / "burst", a.burst, a.threads))
+    lines = ["| figure | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in summary.items()]
+    b = res["burst"]
+    lines.append(f"| reward burst: {b['n']} small checks, {b['threads']} threads | {b['per_minute']} per minute, "
+                 f"{b['ok']} ok, statuses {b['statuses']} |")
+    (a.out / "concurrent.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
