@@ -198,7 +198,8 @@ class _AllowVisitor(ast.NodeVisitor):
         if quals & _NAMED_ACCESS and not (isinstance(parent, ast.Call) and parent.func is node):
             self.add("static.dynamic-access", f"passes {_short(quals & _NAMED_ACCESS)} around as a value", node)
         mods = sorted(q for q in quals if q in P.ALLOWED)
-        if mods and not _module_use_ok(node, parent, self.scope):
+        in_class = isinstance(self.parents.get(id(parent)), ast.ClassDef)
+        if mods and not _module_use_ok(node, parent, self.scope, in_class=in_class):
             self.add("static.dynamic-access", f"uses the module {mods[0]} as a value (where the scan can't "
                      "follow it); name what you use from it", node)
 
@@ -245,6 +246,9 @@ def refusal(q: str) -> str | None:
             return f"{reached} is a private part of {mod}: not on the allowlist" + _hint(reached)
         if name not in P.ALLOWED[mod]:
             return f"{reached} is not on the allowlist of what a kernel may use from {mod}" + _hint(reached)
+        if mod.split(".")[0] == "triton" and i + 1 < len(parts):
+            return (f"{q} reaches into {reached}: attributes of Triton's functions (tl.sum.fn, ...) lead to their "
+                    "module's globals")
         private = next((p for p in parts[i + 1:] if p.startswith("_") and not _is_dunder(p)), None)
         return f"{q} reaches the private attribute {private}" if private else None
     return None
@@ -255,13 +259,14 @@ def _hint(q: str) -> str:
     return f" ({hint})" if hint else ""
 
 
-def _module_use_ok(node: ast.AST, parent: ast.AST | None, scope: Scope) -> bool:
+def _module_use_ok(node: ast.AST, parent: ast.AST | None, scope: Scope, *, in_class: bool = False) -> bool:
     """A module may be the base of an attribute, the value of a plain alias (`T = torch`, which the
     scan follows), or the object of a `getattr` with a literal name."""
     if isinstance(parent, ast.Attribute) and parent.value is node:
         return True
-    if isinstance(parent, ast.Assign) and parent.value is node:
-        return all(isinstance(t, ast.Name) for t in parent.targets)
+    if isinstance(parent, ast.Assign) and parent.value is node:  # not in a class body: `A.t.sys` is not followed
+        return all(isinstance(t, ast.Name) for t in parent.targets) and not in_class
+
     if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node:
         return bool(scope.resolve(parent.func) & _NAMED_ACCESS) and _literal_name(parent)
     return False

@@ -1,0 +1,314 @@
+"""The allowlist's rules on objects (issue 22, part 5): what a candidate may do with the objects it
+holds, not only with modules.
+
+- **Triton kernels** (names bound by `@triton.jit` / `@triton.autotune` / `@triton.heuristics`, or
+  `k = triton.jit(f)`): only the launch, `k[grid](...)` as a statement. No attribute (`k.fn`,
+  `k.run`, `k.cache`, `k.src`, `k.get_capture_scope()`, ...: they lead to the module's globals and
+  `exec`), no passing `k` around, no keeping the launch's result (a compiled kernel with the same
+  ways out). Inside a kernel body a kernel may be called or handed to `tl.*` (a combine function).
+  Attribute names of Triton's kernel objects are refused on any object the file did not define
+  them on, so `def g(f): return f.fn` fails whatever `f` is (`g(tl.sum)`).
+- **Private attributes on any object**: `x._name` only where the file defines `_name` itself (on
+  `self` or in a class body) and it is not a name nn.Module, autograd, tensors or Triton use
+  (`static_names.RESERVED_PRIVATE`); namedtuple's `_replace`/`_asdict`/`_fields`/`_make`.
+  Dunders are `static_allow`'s; here `__init__` must be called on `super()` or a base class.
+- **Keys** (`static_keys`): a subscript, `.get/.pop/.setdefault`, a `match` mapping or class
+  pattern, a `str.format` field that reaches a dunder or private name, and a key built at run
+  time that the scan can't fold, on anything but a container the file built.
+- **Triton callbacks**: `pre_hook=`, `post_hook=`, `prune_configs_by=`, `do_bench=`, `repr=`,
+  `launch_metadata=`, `ir_override=` (Python run at launch or tuning time, or IR from elsewhere).
+- **Compiled objects** (`CudaKernel(...)`, `load_inline(...)` results): no attribute stores
+  (`K.source = ...` would run a source the scan never read).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kiln.tools.integrity import static_rules as R
+from kiln.tools.integrity.resolve import Scope
+from kiln.tools.integrity.static_allow import _is_dunder, _is_main_guard
+from kiln.tools.integrity.static_classes import class_facts, scan_classes
+from kiln.tools.integrity.static_keys import Keys, _pairs, exact, format_fields, is_private
+from kiln.tools.integrity.static_names import RESERVED_PRIVATE
+from kiln.tools.integrity.static_policy import ALLOWED_DUNDER_ATTRS, REFUSED_METHODS, _words
+from kiln.tools.records import Finding
+
+TRITON_OBJECT_ATTRS = _words("""
+    fn base_fn get_capture_scope src run warmup cache cache_key asm launch_metadata rewritten_fn rewrite
+    preload create_binder device_caches used_global_vals nonlocals globals hasher do_bench prune_configs
+    check_disk_cache pre_run_hooks configs_timings early_config_prune perf_model pre_hook post_hook
+    user_defined_pre_hook user_defined_post_hook restore_copies make_ir packed_metadata kernel_cache src_map
+    ir_override
+""")
+"""Attributes of Triton's JITFunction, Autotuner, Heuristics, CompiledKernel and ASTSource that lead
+to the kernel's function and globals, its launcher, its caches or its callbacks."""
+
+TRITON_OPTIONS = {
+    "triton.Config": (5, frozenset({"kwargs", "num_warps", "num_stages", "num_ctas", "maxnreg"})),
+    "triton.autotune": (2, frozenset({"configs", "key", "reset_to_zero", "restore_value", "warmup", "rep",
+                                      "use_cuda_graph", "cache_results"})),
+    "triton.jit": (1, frozenset({"version", "do_not_specialize", "do_not_specialize_on_alignment", "debug",
+                                 "noinline"})),
+    "triton.heuristics": (1, frozenset()),
+}
+"""Per Triton entry point: how many positional arguments and which keywords a kernel may pass. Not
+the callbacks (`pre_hook`, `post_hook`, `prune_configs_by`, `do_bench`, `repr`, `launch_metadata`)
+nor `ir_override`."""
+
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+_KEY_METHODS = frozenset({"get", "pop", "setdefault"})
+_NAMED_ACCESS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr"})
+_RULE = "static.dynamic-access"
+_KERNEL = "static.kernel-object"
+
+
+def scan_objects(tree: ast.Module, scope: Scope, *, filename: str) -> list[Finding]:
+    v = _ObjectVisitor(tree, scope, filename)
+    v.visit(tree)
+    return v.findings
+
+
+class _ObjectVisitor(ast.NodeVisitor):
+    def __init__(self, tree: ast.Module, scope: Scope, filename: str) -> None:
+        self.scope, self.filename = scope, filename
+        self.findings: list[Finding] = []
+        self.parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+        self.keys = Keys(tree, scope)
+        self.kernels = _kernel_names(tree, scope)
+        self.native = _native_names(tree, scope)
+        self.classes = class_facts(tree)
+        self.frames: list[ast.AST] = []  # enclosing functions and lambdas, innermost last
+        self.jit_depth = 0
+        self.findings += scan_classes(tree, scope, self.classes, self.parents, filename=filename)
+
+    def add(self, rule: str, evidence: str, node: ast.AST) -> None:
+        self.findings.append(Finding(rule=rule, severity="reject", evidence=evidence,
+                                     line=getattr(node, "lineno", None), file=self.filename))
+
+    # ------------------------------------------------------------------ structure
+    def visit_If(self, node: ast.If) -> None:
+        if _is_main_guard(node.test):  # never runs when kiln imports the file
+            for child in node.orelse:
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        jit = any(_is_kernel_decorator(d, self.scope) for d in node.decorator_list)
+        self.jit_depth += jit
+        self.visit_Lambda(node)  # type: ignore[arg-type]
+        self.jit_depth -= jit
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor naming
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.frames.append(node)
+        self.generic_visit(node)
+        self.frames.pop()
+
+    def _on_own_self(self, base: ast.AST | None) -> bool:
+        """Is `base` the `self` of the innermost enclosing method (one that never rebinds it)?"""
+        method = next((f for f in reversed(self.frames) if id(f) in self.classes.self_of), None)
+        return method is not None and isinstance(base, ast.Name) and base.id == self.classes.self_of[id(method)]
+
+    # ------------------------------------------------------------------ kernels
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in self.kernels and isinstance(node.ctx, ast.Load) and not self._kernel_use_ok(node):
+            self.add(_KERNEL, f"uses the Triton kernel {node.id} other than to launch it ({node.id}[grid](...) as a "
+                     "statement): a kernel object's attributes lead to its globals, its launcher and its caches", node)
+
+    def _kernel_use_ok(self, node: ast.Name) -> bool:
+        p = self.parents.get(id(node))
+        if isinstance(p, ast.Subscript) and p.value is node:
+            call = self.parents.get(id(p))
+            return isinstance(call, ast.Call) and call.func is p and isinstance(self.parents.get(id(call)), ast.Expr)
+        if self._is_alias_value(node):
+            return True  # `kernel, block = _k_onepass, 1024`: the alias is a kernel name, checked the same way
+        if not isinstance(p, ast.Call) or p.func is node and not self.jit_depth:
+            return False
+        if p.func is node:
+            return True  # a device function called from a kernel body
+        if _is_kernel_decorator(p.func, self.scope) or _is_kernel_decorator(p, self.scope):
+            return True  # triton.autotune(...)(k)
+        return bool(self.jit_depth) and (any(q.startswith("triton.language.") for q in self.scope.resolve(p.func))
+                                         or (isinstance(p.func, ast.Name) and p.func.id in self.kernels))
+
+    def _is_alias_value(self, node: ast.AST) -> bool:
+        """Is `node` (through conditional expressions and tuple displays) what an assignment binds to
+        a plain name?"""
+        child, p = node, self.parents.get(id(node))
+        path: list[int] = []
+        while isinstance(p, ast.IfExp | ast.Tuple) and (not isinstance(p, ast.IfExp) or child is not p.test):
+            if isinstance(p, ast.Tuple):
+                path.append(p.elts.index(child))  # type: ignore[arg-type]
+            child, p = p, self.parents.get(id(p))
+        if not isinstance(p, ast.Assign) or p.value is not child or isinstance(self.parents.get(id(p)), ast.ClassDef):
+            return False  # not a class attribute: `A.kern` is not followed
+        return all(isinstance(_follow(t, path), ast.Name) for t in p.targets)
+
+    # ------------------------------------------------------------------ attributes
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr == "__init__":
+            self._check_init(node)
+        elif not self.scope.resolve(node.value):  # names rooted in a module: static_allow.refusal speaks
+            self._check_attr_name(node.attr, node, node.value)
+        if not isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and node.value.id in self.native:
+            self.add("static.monkey-patch", f"rebinds {node.value.id}.{node.attr} on a compiled kernel object: "
+                     "what runs must be the source kiln scanned", node)
+        self.generic_visit(node)
+
+    def _check_attr_name(self, attr: str, node: ast.AST, base: ast.AST | None) -> None:
+        """The attribute rules that hold on any object (also for getattr literals and match patterns).
+        Only a method's own `self` may reach a private or Triton-named attribute its class defines."""
+        own = attr in self.classes.own and self._on_own_self(base)
+        if attr in R.INTROSPECTION_ATTRS or (_is_dunder(attr) and attr not in ALLOWED_DUNDER_ATTRS):
+            if not isinstance(node, ast.Attribute):  # static_allow / static speak for .attr
+                self.add(_RULE, f"reaches the special attribute {attr}", node)
+        elif attr.startswith("_") and not _is_dunder(attr) and attr not in NAMEDTUPLE_API and not (
+                own and attr not in RESERVED_PRIVATE):
+            self.add(_RULE, f"reaches the private attribute .{attr} of an object the file did not define it on"
+                     + (" (an attribute of nn.Module, autograd, tensors or Triton)" if attr in RESERVED_PRIVATE else ""),
+                     node)
+        elif attr in TRITON_OBJECT_ATTRS and not own:
+            self.add(_KERNEL, f"reaches .{attr}, an attribute of Triton's kernel objects (their function, globals, "
+                     "launcher, caches or callbacks)", node)
+        elif "hook" in attr.lower() and not own and attr not in REFUSED_METHODS:  # those: static_allow
+            self.add(_RULE, f".{attr}: hooks run code where kiln's accounting does not look; no kernel needs one", node)
+
+    def _check_init(self, node: ast.Attribute) -> None:
+        call = self.parents.get(id(node))
+        base = node.value
+        on_base = (isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super") or \
+            bool(self.scope.resolve(base)) or (isinstance(base, ast.Name) and base.id in self.classes.names)
+        on_self = isinstance(call, ast.Call) and (not isinstance(base, ast.Name) or bool(call.args) and
+                                                  self._on_own_self(call.args[0]))  # Base.__init__(self, ...)
+        if not (isinstance(call, ast.Call) and call.func is node and on_base and on_self):
+            self.add(_RULE, "__init__ other than called on super() or a base class (it re-initialises an object "
+                     "kiln or Triton built)", node)
+
+    # ------------------------------------------------------------------ keys
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        self._check_key(node.slice, node.value, node)
+        self.generic_visit(node)
+
+    def _check_key(self, key: ast.AST, obj: ast.AST, node: ast.AST) -> None:
+        kind = self.keys.key_kind(key)
+        if kind == "private":
+            self.add(_RULE, f"looks up the key {self.scope.fold(key) or '<a dunder or private name>'!r}: a namespace "
+                     "look-up (globals, builtins, a __dict__)", node)
+        elif kind == "opaque" and not self.keys.is_container(obj):
+            self.add(_RULE, "looks up a key built at run time that the scan can't read, on an object the file did "
+                     "not build (a namespace look-up by an assembled name)", node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in _KEY_METHODS and node.args:
+            self._check_key(node.args[0], f.value, node)
+        if isinstance(f, ast.Attribute) and f.attr in ("format", "format_map"):
+            self._check_format(node)
+        funcs = self.scope.resolve(f)
+        if funcs & _NAMED_ACCESS and len(node.args) >= 2:
+            self._check_named_access(node, funcs)
+        for q in funcs:
+            if q in TRITON_OPTIONS:
+                self._check_triton_options(node, q)
+        self.generic_visit(node)
+
+    def _check_named_access(self, node: ast.Call, funcs: set[str]) -> None:
+        name = self.scope.fold(node.args[1]) if isinstance(node.args[1], ast.Constant) else None
+        target = node.args[0]
+        if name is not None and not self.scope.resolve(target):
+            self._check_attr_name(name, node, target)
+        native = isinstance(target, ast.Name) and target.id in self.native
+        if native and funcs & {"builtins.setattr", "builtins.delattr"}:
+            self.add("static.monkey-patch", f"setattr on {target.id}, a compiled kernel object", node)
+
+    def _check_format(self, node: ast.Call) -> None:
+        f = node.func
+        assert isinstance(f, ast.Attribute)
+        recv = node.args[0] if isinstance(f.value, ast.Name) and f.value.id == "str" and node.args else f.value
+        template = self.scope.fold(recv) if exact(recv, self.scope) else None
+        if template is None:
+            self.add(_RULE, f"str.{f.attr} with a template built at run time: its fields can reach any attribute",
+                     node)
+            return
+        for part in format_fields(template):
+            if is_private(part) or part in R.INTROSPECTION_ATTRS or part in TRITON_OBJECT_ATTRS:
+                self.add(_RULE, f"a format template reaches {part!r}: format fields walk attributes and keys", node)
+
+    def _check_triton_options(self, node: ast.Call, q: str) -> None:
+        most, ok = TRITON_OPTIONS[q]
+        bad = [k.arg or "**" for k in node.keywords if k.arg not in ok]
+        if len(node.args) > most or any(isinstance(a, ast.Starred) for a in node.args):
+            bad.append("a positional callback")
+        if bad:
+            self.add(_RULE, f"{q}({', '.join(sorted(set(bad)))}=...): Triton runs such callbacks at launch or tuning "
+                     "time, where kiln's accounting does not look (or reads IR kiln never saw)", node)
+
+    # ------------------------------------------------------------------ match statements
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        for attr in node.kwd_attrs:
+            self._check_attr_name(attr, node, None)
+        self.generic_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        for key in node.keys:
+            if self.keys.key_kind(key) == "private":
+                self.add(_RULE, f"a match pattern looks up the key {self.scope.fold(key)!r}", node)
+        self.generic_visit(node)
+
+
+def _is_kernel_decorator(node: ast.AST, scope: Scope) -> bool:
+    target = node.func if isinstance(node, ast.Call) else node
+    return any(R.matches(q, R.KERNEL_DECORATORS) for q in scope.resolve(target))
+
+
+def _kernel_names(tree: ast.AST, scope: Scope) -> set[str]:
+    """Names bound to Triton kernel objects: decorated defs, and `k = triton.jit(f)` /
+    `k = triton.autotune(...)(f)`."""
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                _is_kernel_decorator(d, scope) for d in n.decorator_list):
+            names.add(n.name)
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and (
+                _is_kernel_decorator(n.value, scope) or _is_kernel_decorator(n.value.func, scope)):
+            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    for _ in range(4):  # aliases of aliases
+        before = len(names)
+        for a in assigns:
+            for t in a.targets:
+                names |= {k for k, v in _pairs(t, a.value) if _names_kernel(v, names)}
+        if len(names) == before:
+            break
+    return names
+
+
+def _names_kernel(value: ast.AST, kernels: set[str]) -> bool:
+    if isinstance(value, ast.IfExp):
+        return _names_kernel(value.body, kernels) or _names_kernel(value.orelse, kernels)
+    return isinstance(value, ast.Name) and value.id in kernels
+
+
+def _follow(target: ast.AST, path: list[int]) -> ast.AST | None:
+    """The part of an assignment target that a value reached by `path` (tuple indices, innermost
+    first) is bound to."""
+    for i in reversed(path):
+        if not isinstance(target, ast.Tuple | ast.List) or i >= len(target.elts):
+            return None
+        target = target.elts[i]
+    return target
+
+
+def _native_names(tree: ast.AST, scope: Scope) -> set[str]:
+    """Names bound to what a compile call returns (`CudaKernel(...)`, `load_inline(...)`)."""
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            f = n.value.func
+            called = {q.rsplit(".", 1)[-1] for q in scope.resolve(f)} | {getattr(f, "id", getattr(f, "attr", ""))}
+            if called & R.SOURCE_SINKS:
+                out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    return out
