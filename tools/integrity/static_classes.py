@@ -36,10 +36,10 @@ class ClassFacts:
     """Every name the file binds (so a builtin it shadows is not trusted as the builtin)."""
 
 
-def class_facts(tree: ast.AST) -> ClassFacts:
-    facts = ClassFacts(defined={n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(
-        n.ctx, ast.Load)} | {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)})
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+def class_facts(nodes: list[ast.AST]) -> ClassFacts:
+    facts = ClassFacts(defined={n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(
+        n.ctx, ast.Load)} | {n.name for n in nodes if isinstance(n, ast.FunctionDef | ast.ClassDef)})
+    for cls in (n for n in nodes if isinstance(n, ast.ClassDef)):
         facts.names.add(cls.name)
         plain = facts.plain_methods.setdefault(cls.name, set())
         for item in cls.body:
@@ -88,16 +88,16 @@ def _stores_on(fn: ast.AST, name: str) -> set[str]:
             and isinstance(n.value, ast.Name) and n.value.id == name}
 
 
-def scan_classes(tree: ast.AST, scope: Scope, facts: ClassFacts, parents: dict[int, ast.AST], *,
+def scan_classes(nodes: list[ast.AST], scope: Scope, facts: ClassFacts, parents: dict[int, ast.AST], *,
                  filename: str) -> list[Finding]:
     """The ways to run a method with a `self` that is not an instance of its class."""
     def finding(evidence: str, node: ast.AST) -> Finding:
         return Finding(rule=_RULE, severity="reject", evidence=evidence, line=getattr(node, "lineno", None),
                        file=filename)
 
-    out = [finding(ev, n) for ev, n in _decorator_problems(tree, scope, facts, parents)]
-    notes = _annotation_ids(tree)
-    for n in ast.walk(tree):
+    out = [finding(ev, n) for ev, n in _decorator_problems(nodes, scope, facts, parents)]
+    notes = _annotation_ids(nodes)
+    for n in nodes:
         if isinstance(n, ast.Name) and n.id in facts.names and isinstance(n.ctx, ast.Load) and id(n) not in notes:
             why = _class_use_problem(n, parents, facts, scope)
             if why:
@@ -132,9 +132,9 @@ def _class_use_problem(node: ast.Name, parents: dict[int, ast.AST], facts: Class
             "methods with any object as self); instantiate it, or reach its static and class methods by name")
 
 
-def _annotation_ids(tree: ast.AST) -> set[int]:
+def _annotation_ids(nodes: list[ast.AST]) -> set[int]:
     roots: list[ast.AST] = []
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, ast.arg | ast.AnnAssign) and n.annotation is not None:
             roots.append(n.annotation)
         elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.returns is not None:
@@ -152,11 +152,11 @@ def _literal(call: ast.Call) -> str | None:
     return a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None
 
 
-def _decorator_problems(tree: ast.AST, scope: Scope, facts: ClassFacts,
+def _decorator_problems(nodes: list[ast.AST], scope: Scope, facts: ClassFacts,
                         parents: dict[int, ast.AST]) -> Iterator[tuple[str, ast.AST]]:
     """Class decorators and method decorators must be library ones (they receive the raw class or
     function): `dataclass`, `functools.*`, `staticmethod`, `property` and its `.setter`, ..."""
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, ast.ClassDef):
             decs, what = n.decorator_list, f"class {n.name}"
         elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and isinstance(parents.get(id(n)), ast.ClassDef):

@@ -38,14 +38,14 @@ def is_private(name: str) -> bool:
 class Keys:
     """What the file binds to string-valued names, and which names hold containers it built."""
 
-    def __init__(self, tree: ast.AST, scope: Scope) -> None:
+    def __init__(self, nodes: list[ast.AST], scope: Scope) -> None:
         self.scope = scope
         self._kinds: dict[int, str] = {}
         self.bindings: dict[str, list[ast.AST]] = {}
-        for target, value in _bindings(tree):
+        for target, value in _bindings(nodes):
             self.bindings.setdefault(target, []).append(value)
         self.containers = {k for k, vs in self.bindings.items() if all(self._is_display(v) for v in vs)}
-        self.containers |= _star_kwargs(tree)
+        self.containers |= _star_kwargs(nodes)
 
     def key_kind(self, node: ast.AST) -> str:
         """`private`, `opaque`, `str` (a folded public name) or `other` (not a string)."""
@@ -112,10 +112,10 @@ def exact(node: ast.AST, scope: Scope) -> bool:
     return True
 
 
-def _bindings(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+def _bindings(nodes: list[ast.AST]) -> Iterator[tuple[str, ast.AST]]:
     """(target key, bound value) for every simple binding; a `for` target over a display is bound
     to each element."""
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 yield from _pairs(t, n.value)
@@ -138,9 +138,9 @@ def _pairs(target: ast.AST, value: ast.AST) -> Iterator[tuple[str, ast.AST]]:
         yield key, value
 
 
-def _star_kwargs(tree: ast.AST) -> set[str]:
+def _star_kwargs(nodes: list[ast.AST]) -> set[str]:
     """`**kwargs` parameters: dicts the call builds."""
-    return {n.args.kwarg.arg for n in ast.walk(tree)
+    return {n.args.kwarg.arg for n in nodes
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) and n.args.kwarg}
 
 

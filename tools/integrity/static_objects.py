@@ -73,14 +73,15 @@ class _ObjectVisitor(ast.NodeVisitor):
     def __init__(self, tree: ast.Module, scope: Scope, filename: str) -> None:
         self.scope, self.filename = scope, filename
         self.findings: list[Finding] = []
-        self.parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
-        self.keys = Keys(tree, scope)
-        self.kernels = _kernel_names(tree, scope)
-        self.native = _native_names(tree, scope)
-        self.classes = class_facts(tree)
+        nodes = list(ast.walk(tree))
+        self.parents = {id(c): p for p in nodes for c in ast.iter_child_nodes(p)}
+        self.keys = Keys(nodes, scope)
+        self.kernels = _kernel_names(nodes, scope)
+        self.native = _native_names(nodes, scope)
+        self.classes = class_facts(nodes)
         self.frames: list[ast.AST] = []  # enclosing functions and lambdas, innermost last
         self.jit_depth = 0
-        self.findings += scan_classes(tree, scope, self.classes, self.parents, filename=filename)
+        self.findings += scan_classes(nodes, scope, self.classes, self.parents, filename=filename)
 
     def add(self, rule: str, evidence: str, node: ast.AST) -> None:
         self.findings.append(Finding(rule=rule, severity="reject", evidence=evidence,
@@ -264,18 +265,18 @@ def _is_kernel_decorator(node: ast.AST, scope: Scope) -> bool:
     return any(R.matches(q, R.KERNEL_DECORATORS) for q in scope.resolve(target))
 
 
-def _kernel_names(tree: ast.AST, scope: Scope) -> set[str]:
+def _kernel_names(nodes: list[ast.AST], scope: Scope) -> set[str]:
     """Names bound to Triton kernel objects: decorated defs, and `k = triton.jit(f)` /
     `k = triton.autotune(...)(f)`."""
     names = set()
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and any(
                 _is_kernel_decorator(d, scope) for d in n.decorator_list):
             names.add(n.name)
         elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and (
                 _is_kernel_decorator(n.value, scope) or _is_kernel_decorator(n.value.func, scope)):
             names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
-    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    assigns = [n for n in nodes if isinstance(n, ast.Assign)]
     for _ in range(4):  # aliases of aliases
         before = len(names)
         for a in assigns:
@@ -302,10 +303,10 @@ def _follow(target: ast.AST, path: list[int]) -> ast.AST | None:
     return target
 
 
-def _native_names(tree: ast.AST, scope: Scope) -> set[str]:
+def _native_names(nodes: list[ast.AST], scope: Scope) -> set[str]:
     """Names bound to what a compile call returns (`CudaKernel(...)`, `load_inline(...)`)."""
     out = set()
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
             f = n.value.func
             called = {q.rsplit(".", 1)[-1] for q in scope.resolve(f)} | {getattr(f, "id", getattr(f, "attr", ""))}
