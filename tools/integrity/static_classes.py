@@ -27,7 +27,8 @@ class ClassFacts:
     names: set[str] = field(default_factory=set)
     """Classes the file defines."""
     plain_methods: dict[str, set[str]] = field(default_factory=dict)
-    """Class -> its methods that take `self` (neither static nor class methods)."""
+    """Class -> the methods that take `self` (neither static nor class methods) of any class the
+    file defines (a subclass inherits them), and class-body aliases and nested classes."""
     own: set[str] = field(default_factory=set)
     """Attribute names the file defines: class-body members and stores on a method's `self`."""
     self_of: dict[int, str] = field(default_factory=dict)
@@ -54,9 +55,15 @@ def class_facts(nodes: list[ast.AST]) -> ClassFacts:
                     facts.own |= _stores_on(item, first)
             elif isinstance(item, ast.ClassDef):
                 facts.own.add(item.name)
+                plain.add(item.name)  # `A.B` hands out a class object too
             elif isinstance(item, ast.Assign | ast.AnnAssign):
                 targets = item.targets if isinstance(item, ast.Assign) else [item.target]
-                facts.own |= {t.id for t in targets if isinstance(t, ast.Name)}
+                names = {t.id for t in targets if isinstance(t, ast.Name)}
+                facts.own |= names
+                if isinstance(item.value, ast.Name | ast.Attribute | ast.Lambda):
+                    plain |= names  # `n = m` or `f = lambda self: ...` in a class body is a method too
+    every = set().union(*facts.plain_methods.values()) if facts.plain_methods else set()
+    facts.plain_methods = {c: every for c in facts.plain_methods}  # a subclass inherits them: B.m is A.m
     return facts
 
 
@@ -165,11 +172,20 @@ def _decorator_problems(nodes: list[ast.AST], scope: Scope, facts: ClassFacts,
             continue
         for d in decs:
             target = d.func if isinstance(d, ast.Call) else d
-            if _library(target, scope) or (isinstance(target, ast.Attribute) and target.attr in _SETTERS
+            if isinstance(d, ast.Call) and _hands_on_own_code(d, scope, facts):
+                yield f"the {what} has a decorator that hands it to code the file defines", d
+            elif _library(target, scope) or (isinstance(target, ast.Attribute) and target.attr in _SETTERS
                                            and isinstance(target.value, ast.Name) and target.value.id in facts.own):
                 continue
             yield (f"the {what} has a decorator the file defines: it receives the raw "
                    f"{'class' if isinstance(n, ast.ClassDef) else 'function'} and can call it with any object"), d
+
+
+def _hands_on_own_code(call: ast.Call, scope: Scope, facts: ClassFacts) -> bool:
+    """`functools.partial(my_deco, ...)`: a library decorator factory given the file's own function."""
+    args = list(call.args) + [k.value for k in call.keywords]
+    return any(isinstance(a, ast.Lambda) or (isinstance(a, ast.Name) and a.id in facts.defined
+                                             and not scope.resolve(a)) for a in args)
 
 
 def _library(node: ast.AST, scope: Scope) -> bool:

@@ -40,7 +40,7 @@ class Keys:
 
     def __init__(self, nodes: list[ast.AST], scope: Scope) -> None:
         self.scope = scope
-        self._kinds: dict[int, str] = {}
+        self._kinds: dict[int, tuple[ast.AST, str]] = {}
         self.bindings: dict[str, list[ast.AST]] = {}
         for target, value in _bindings(nodes):
             self.bindings.setdefault(target, []).append(value)
@@ -51,18 +51,37 @@ class Keys:
         """`private`, `opaque`, `str` (a folded public name) or `other` (not a string)."""
         key = id(node)
         if key not in self._kinds:
-            self._kinds[key] = "other"  # a cycle through bindings adds nothing
-            self._kinds[key] = self._kind(node)
-        return self._kinds[key]
+            self._kinds[key] = (node, "other")  # a cycle through bindings adds nothing; the node is kept
+            self._kinds[key] = (node, self._kind(node))  # alive so its id is never reused
+        return self._kinds[key][1]
 
     def _kind(self, node: ast.AST) -> str:
-        folded = self.scope.fold(node) if exact(node, self.scope) else None
+        if isinstance(node, ast.Name):  # what it is bound to, not the fold's (lossy) memory of it
+            kinds = {self.key_kind(v) for v in self.bindings.get(node.id, ())}
+            return next((k for k in ("private", "opaque", "str") if k in kinds), "other")
+        folded = self.scope.fold(node) if self.exact(node) else None
         if folded is not None:
             return "private" if is_private(folded) else "str"
-        if isinstance(node, ast.Name):
-            kinds = {self.key_kind(v) for v in self.bindings.get(node.id, ())}
-            return next((k for k in ("private", "opaque") if k in kinds), "other")
         return "opaque" if self._stringish(node) else "other"
+
+    def exact(self, node: ast.AST) -> bool:
+        """Is `Scope.fold` exact on this expression? It drops f-string holes, `str.format` fields and
+        `join` pieces it can't evaluate (right for spotting a name assembled around them, wrong for
+        reading a key or a template), and remembers a name by its last foldable binding."""
+        for n in ast.walk(node):
+            if isinstance(n, ast.FormattedValue) and (self.scope.fold(n.value) is None or not self.exact(n.value)):
+                return False
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("format", "format_map"):
+                return False
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "join" and n.args and \
+                    isinstance(n.args[0], ast.List | ast.Tuple) and any(
+                        self.scope.fold(e) is None for e in n.args[0].elts):
+                return False
+            if isinstance(n, ast.Name) and n is not node and self.key_kind(n) == "opaque":
+                return False
+            if isinstance(n, ast.Name) and n is node and self.key_kind(n) != "str":
+                return False
+        return True
 
     def _stringish(self, node: ast.AST) -> bool:
         """Does this expression build a string the fold could not evaluate?"""
@@ -98,18 +117,6 @@ class Keys:
         if isinstance(value, _DISPLAYS):
             return True
         return isinstance(value, ast.Call) and bool(self.scope.resolve(value.func) & _CONTAINER_CALLS)
-
-
-def exact(node: ast.AST, scope: Scope) -> bool:
-    """Is `Scope.fold` exact on this expression? It drops f-string holes and `str.format` fields it
-    can't fill (right for spotting a name assembled around them, wrong for reading a key or a
-    template)."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.FormattedValue) and scope.fold(n.value) is None:
-            return False
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("format", "format_map"):
-            return False
-    return True
 
 
 def _bindings(nodes: list[ast.AST]) -> Iterator[tuple[str, ast.AST]]:

@@ -29,7 +29,7 @@ from kiln.tools.integrity import static_rules as R
 from kiln.tools.integrity.resolve import Scope
 from kiln.tools.integrity.static_allow import _is_dunder, _is_main_guard
 from kiln.tools.integrity.static_classes import class_facts, scan_classes
-from kiln.tools.integrity.static_keys import Keys, _pairs, exact, format_fields, is_private
+from kiln.tools.integrity.static_keys import Keys, _pairs, format_fields, is_private
 from kiln.tools.integrity.static_names import RESERVED_PRIVATE
 from kiln.tools.integrity.static_policy import ALLOWED_DUNDER_ATTRS, REFUSED_METHODS, _words
 from kiln.tools.records import Finding
@@ -229,7 +229,7 @@ class _ObjectVisitor(ast.NodeVisitor):
         f = node.func
         assert isinstance(f, ast.Attribute)
         recv = node.args[0] if isinstance(f.value, ast.Name) and f.value.id == "str" and node.args else f.value
-        template = self.scope.fold(recv) if exact(recv, self.scope) else None
+        template = self.scope.fold(recv) if self.keys.exact(recv) else None
         if template is None:
             self.add(_RULE, f"str.{f.attr} with a template built at run time: its fields can reach any attribute",
                      node)
