@@ -92,6 +92,13 @@ ESCAPES = [
     (DYNAMIC, "class A(nn.Module):\n    def __init__(self):\n        super().__init__()\ndef f(o):\n    A.__init__(o)\n"),
     (DYNAMIC, "def f(x, y):\n    x.__init__(y)\n"),
     (DYNAMIC, "f = nn.Module.__init__\n"),
+    (DYNAMIC, "class A:\n    def m(self):\n        return self.get_capture_scope()\n    def get_capture_scope(self):\n"
+              "        return 1\n    p = property(m)\ng = A.p.fget(tl.sum)\n"),
+    (DYNAMIC, "class A:\n    def m(self):\n        return 1\n    s = staticmethod(m)\ng = A.s(tl.sum)\n"),
+    (DYNAMIC, "class A:\n    def m(self):\n        return 1\n    h = {'a': m}\ng = A.h['a'](tl.sum)\n"),
+    (DYNAMIC, "def f(p):\n    return p.fget\n"),
+    (DYNAMIC, "class M(nn.Module):\n    def _call_impl(self, *a):\n        return 1\n"),
+    (DYNAMIC, "class M(nn.Module):\n    _modules = {}\n"),
     # Triton callbacks and compile-time inputs
     (DYNAMIC, "c = triton.Config({'B': 128}, pre_hook=print)\n"),
     (DYNAMIC, "c = triton.Config({'B': 128}, 4, 3, 1, None, print)\n"),

@@ -60,11 +60,18 @@ def class_facts(nodes: list[ast.AST]) -> ClassFacts:
                 targets = item.targets if isinstance(item, ast.Assign) else [item.target]
                 names = {t.id for t in targets if isinstance(t, ast.Name)}
                 facts.own |= names
-                if isinstance(item.value, ast.Name | ast.Attribute | ast.Lambda):
-                    plain |= names  # `n = m` or `f = lambda self: ...` in a class body is a method too
+                if item.value is not None and _holds_a_function(item.value, cls):
+                    plain |= names  # `n = m`, `s = staticmethod(m)`, `f = lambda self: ...`: methods too
     every = set().union(*facts.plain_methods.values()) if facts.plain_methods else set()
     facts.plain_methods = {c: every for c in facts.plain_methods}  # a subclass inherits them: B.m is A.m
     return facts
+
+
+def _holds_a_function(value: ast.AST, cls: ast.ClassDef) -> bool:
+    """Does a class-body value hold a function of the class, or any lambda (`property(m)`,
+    `{"a": m}`), so that reading it from the class hands out a function to call with any self?"""
+    methods = {i.name for i in cls.body if isinstance(i, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return any(isinstance(n, ast.Lambda) or (isinstance(n, ast.Name) and n.id in methods) for n in ast.walk(value))
 
 
 def _method_kind(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:

@@ -56,6 +56,10 @@ TRITON_OPTIONS = {
 the callbacks (`pre_hook`, `post_hook`, `prune_configs_by`, `do_bench`, `repr`, `launch_metadata`)
 nor `ir_override`."""
 
+FUNCTION_HANDLES = _words("fget fset fdel func")
+"""Attributes that hand out a raw function (a property's getter, a partial's or cached_property's
+function): called with another object as `self`, it reaches that object under the class's names."""
+
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
 _KEY_METHODS = frozenset({"get", "pop", "setdefault"})
 _NAMED_ACCESS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr"})
@@ -96,12 +100,29 @@ class _ObjectVisitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._check_definition(node.name, node)
         jit = any(_is_kernel_decorator(d, self.scope) for d in node.decorator_list)
         self.jit_depth += jit
         self.visit_Lambda(node)  # type: ignore[arg-type]
         self.jit_depth -= jit
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor naming
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for item in node.body:
+            targets = item.targets if isinstance(item, ast.Assign) else [item.target] if isinstance(
+                item, ast.AnnAssign) else []
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    self._check_definition(t.id, t)
+        self.generic_visit(node)
+
+    def _check_definition(self, name: str, node: ast.AST) -> None:
+        """A class may not define what nn.Module, autograd or Triton keep under that name
+        (`def _call_impl(self, ...)` would run in place of nn.Module's call machinery)."""
+        if name in RESERVED_PRIVATE and isinstance(self.parents.get(id(node)), ast.ClassDef | ast.Assign |
+                                                    ast.AnnAssign):
+            self.add(_RULE, f"defines {name}, a private name of nn.Module, autograd, tensors or Triton", node)
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.frames.append(node)
@@ -170,6 +191,9 @@ class _ObjectVisitor(ast.NodeVisitor):
                 own and attr not in RESERVED_PRIVATE):
             self.add(_RULE, f"reaches the private attribute .{attr} of an object the file did not define it on"
                      + (" (an attribute of nn.Module, autograd, tensors or Triton)" if attr in RESERVED_PRIVATE else ""),
+                     node)
+        elif attr in FUNCTION_HANDLES and not own:
+            self.add(_RULE, f".{attr} hands out the raw function of a property or partial, callable with any self",
                      node)
         elif attr in TRITON_OBJECT_ATTRS and not own:
             self.add(_KERNEL, f"reaches .{attr}, an attribute of Triton's kernel objects (their function, globals, "
