@@ -181,7 +181,7 @@ def test_key_kinds() -> None:
 
     from kiln.tools.integrity.resolve import Scope
 
-    src = "a = '__bu' + 'iltins__'\nb = f'{x}y'\nc = 3\nd = 'weight'\ne = chr(95) + d\n"
+    src = "a = chr(95) * 2 + 'bu' + 'iltins__'\nb = f'{x}y'\nc = 3\nd = 'weight'\ne = bytes([95]).decode() + d\n"
     tree = ast.parse(src)
     keys = Keys(list(ast.walk(tree)), Scope(tree))
     kinds = {n: keys.key_kind(ast.Name(id=n)) for n in "abcde"}
