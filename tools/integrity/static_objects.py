@@ -29,32 +29,18 @@ from kiln.tools.integrity import static_rules as R
 from kiln.tools.integrity.resolve import Scope
 from kiln.tools.integrity.static_allow import _is_dunder, _is_main_guard
 from kiln.tools.integrity.static_classes import class_facts, scan_classes
-from kiln.tools.integrity.static_keys import Keys, _pairs, format_fields, is_private
+from kiln.tools.integrity.static_kernels import (
+    TRITON_OBJECT_ATTRS,
+    TRITON_OPTIONS,
+    follow,
+    is_kernel_decorator,
+    kernel_names,
+    native_names,
+)
+from kiln.tools.integrity.static_keys import Keys, format_fields, is_private
 from kiln.tools.integrity.static_names import RESERVED_PRIVATE
 from kiln.tools.integrity.static_policy import ALLOWED_DUNDER_ATTRS, REFUSED_METHODS, _words
 from kiln.tools.records import Finding
-
-TRITON_OBJECT_ATTRS = _words("""
-    fn base_fn get_capture_scope src run warmup cache cache_key asm launch_metadata rewritten_fn rewrite
-    preload create_binder device_caches used_global_vals nonlocals globals hasher do_bench prune_configs
-    check_disk_cache pre_run_hooks configs_timings early_config_prune perf_model pre_hook post_hook
-    user_defined_pre_hook user_defined_post_hook restore_copies make_ir packed_metadata kernel_cache src_map
-    ir_override
-""")
-"""Attributes of Triton's JITFunction, Autotuner, Heuristics, CompiledKernel and ASTSource that lead
-to the kernel's function and globals, its launcher, its caches or its callbacks."""
-
-TRITON_OPTIONS = {
-    "triton.Config": (5, frozenset({"kwargs", "num_warps", "num_stages", "num_ctas", "maxnreg"})),
-    "triton.autotune": (2, frozenset({"configs", "key", "reset_to_zero", "restore_value", "warmup", "rep",
-                                      "use_cuda_graph", "cache_results"})),
-    "triton.jit": (1, frozenset({"version", "do_not_specialize", "do_not_specialize_on_alignment", "debug",
-                                 "noinline"})),
-    "triton.heuristics": (1, frozenset()),
-}
-"""Per Triton entry point: how many positional arguments and which keywords a kernel may pass. Not
-the callbacks (`pre_hook`, `post_hook`, `prune_configs_by`, `do_bench`, `repr`, `launch_metadata`)
-nor `ir_override`."""
 
 FUNCTION_HANDLES = _words("fget fset fdel func")
 """Attributes that hand out a raw function (a property's getter, a partial's or cached_property's
@@ -80,8 +66,8 @@ class _ObjectVisitor(ast.NodeVisitor):
         nodes = list(ast.walk(tree))
         self.parents = {id(c): p for p in nodes for c in ast.iter_child_nodes(p)}
         self.keys = Keys(nodes, scope)
-        self.kernels = _kernel_names(nodes, scope)
-        self.native = _native_names(nodes, scope)
+        self.kernels = kernel_names(nodes, scope)
+        self.native = native_names(nodes, scope)
         self.classes = class_facts(nodes)
         self.frames: list[ast.AST] = []  # enclosing functions and lambdas, innermost last
         self.jit_depth = 0
@@ -101,7 +87,7 @@ class _ObjectVisitor(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._check_definition(node.name, node)
-        jit = any(_is_kernel_decorator(d, self.scope) for d in node.decorator_list)
+        jit = any(is_kernel_decorator(d, self.scope) for d in node.decorator_list)
         self.jit_depth += jit
         self.visit_Lambda(node)  # type: ignore[arg-type]
         self.jit_depth -= jit
@@ -151,7 +137,7 @@ class _ObjectVisitor(ast.NodeVisitor):
             return False
         if p.func is node:
             return True  # a device function called from a kernel body
-        if _is_kernel_decorator(p.func, self.scope) or _is_kernel_decorator(p, self.scope):
+        if is_kernel_decorator(p.func, self.scope) or is_kernel_decorator(p, self.scope):
             return True  # triton.autotune(...)(k)
         return bool(self.jit_depth) and (any(q.startswith("triton.language.") for q in self.scope.resolve(p.func))
                                          or (isinstance(p.func, ast.Name) and p.func.id in self.kernels))
@@ -167,7 +153,7 @@ class _ObjectVisitor(ast.NodeVisitor):
             child, p = p, self.parents.get(id(p))
         if not isinstance(p, ast.Assign) or p.value is not child or isinstance(self.parents.get(id(p)), ast.ClassDef):
             return False  # not a class attribute: `A.kern` is not followed
-        return all(isinstance(_follow(t, path), ast.Name) for t in p.targets)
+        return all(isinstance(follow(t, path), ast.Name) for t in p.targets)
 
     # ------------------------------------------------------------------ attributes
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -282,58 +268,3 @@ class _ObjectVisitor(ast.NodeVisitor):
             if self.keys.key_kind(key) == "private":
                 self.add(_RULE, f"a match pattern looks up the key {self.scope.fold(key)!r}", node)
         self.generic_visit(node)
-
-
-def _is_kernel_decorator(node: ast.AST, scope: Scope) -> bool:
-    target = node.func if isinstance(node, ast.Call) else node
-    return any(R.matches(q, R.KERNEL_DECORATORS) for q in scope.resolve(target))
-
-
-def _kernel_names(nodes: list[ast.AST], scope: Scope) -> set[str]:
-    """Names bound to Triton kernel objects: decorated defs, and `k = triton.jit(f)` /
-    `k = triton.autotune(...)(f)`."""
-    names = set()
-    for n in nodes:
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and any(
-                _is_kernel_decorator(d, scope) for d in n.decorator_list):
-            names.add(n.name)
-        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and (
-                _is_kernel_decorator(n.value, scope) or _is_kernel_decorator(n.value.func, scope)):
-            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
-    assigns = [n for n in nodes if isinstance(n, ast.Assign)]
-    for _ in range(4):  # aliases of aliases
-        before = len(names)
-        for a in assigns:
-            for t in a.targets:
-                names |= {k for k, v in _pairs(t, a.value) if _names_kernel(v, names)}
-        if len(names) == before:
-            break
-    return names
-
-
-def _names_kernel(value: ast.AST, kernels: set[str]) -> bool:
-    if isinstance(value, ast.IfExp):
-        return _names_kernel(value.body, kernels) or _names_kernel(value.orelse, kernels)
-    return isinstance(value, ast.Name) and value.id in kernels
-
-
-def _follow(target: ast.AST, path: list[int]) -> ast.AST | None:
-    """The part of an assignment target that a value reached by `path` (tuple indices, innermost
-    first) is bound to."""
-    for i in reversed(path):
-        if not isinstance(target, ast.Tuple | ast.List) or i >= len(target.elts):
-            return None
-        target = target.elts[i]
-    return target
-
-
-def _native_names(nodes: list[ast.AST], scope: Scope) -> set[str]:
-    """Names bound to what a compile call returns (`CudaKernel(...)`, `load_inline(...)`)."""
-    out = set()
-    for n in nodes:
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
-            f = n.value.func
-            called = {q.rsplit(".", 1)[-1] for q in scope.resolve(f)} | {getattr(f, "id", getattr(f, "attr", ""))}
-            if called & R.SOURCE_SINKS:
-                out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
-    return out
