@@ -45,25 +45,35 @@ def scan_allowlist(tree: ast.Module, scope: Scope, *, filename: str) -> list[Fin
     return v.findings
 
 
-class _AllowVisitor(ast.NodeVisitor):
-    def __init__(self, tree: ast.Module, scope: Scope, filename: str) -> None:
-        self.scope, self.filename = scope, filename
+class AllowlistVisitor(ast.NodeVisitor):
+    """Base of the allowlist's passes: every finding a rejection with a line, and the code under
+    `if __name__ == "__main__":` skipped (it never runs when kiln imports the file)."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
         self.findings: list[Finding] = []
-        self.parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
-        self.bound = _bound_names(tree)
-        self.defs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
     def add(self, rule: str, evidence: str, node: ast.AST) -> None:
         self.findings.append(Finding(rule=rule, severity="reject", evidence=evidence,
                                      line=getattr(node, "lineno", None), file=self.filename))
 
-    # ------------------------------------------------------------------ structure
     def visit_If(self, node: ast.If) -> None:
-        if _is_main_guard(node.test):  # never runs when kiln imports the file
+        if _is_main_guard(node.test):
             for child in node.orelse:
                 self.visit(child)
             return
         self.generic_visit(node)
+
+
+class _AllowVisitor(AllowlistVisitor):
+    def __init__(self, tree: ast.Module, scope: Scope, filename: str) -> None:
+        super().__init__(filename)
+        self.scope = scope
+        self.parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+        self.bound = _bound_names(tree)
+        self.defs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+    # ------------------------------------------------------------------ structure
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if _is_dunder(node.name) and node.name not in P.ALLOWED_DUNDER_DEFS:

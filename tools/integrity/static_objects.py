@@ -27,7 +27,7 @@ import ast
 
 from kiln.tools.integrity import static_rules as R
 from kiln.tools.integrity.resolve import Scope
-from kiln.tools.integrity.static_allow import _is_dunder, _is_main_guard
+from kiln.tools.integrity.static_allow import AllowlistVisitor, _is_dunder
 from kiln.tools.integrity.static_classes import class_facts, scan_classes
 from kiln.tools.integrity.static_kernels import (
     TRITON_OBJECT_ATTRS,
@@ -59,10 +59,10 @@ def scan_objects(tree: ast.Module, scope: Scope, *, filename: str) -> list[Findi
     return v.findings
 
 
-class _ObjectVisitor(ast.NodeVisitor):
+class _ObjectVisitor(AllowlistVisitor):
     def __init__(self, tree: ast.Module, scope: Scope, filename: str) -> None:
-        self.scope, self.filename = scope, filename
-        self.findings: list[Finding] = []
+        super().__init__(filename)
+        self.scope = scope
         nodes = list(ast.walk(tree))
         self.parents = {id(c): p for p in nodes for c in ast.iter_child_nodes(p)}
         self.keys = Keys(nodes, scope)
@@ -73,18 +73,7 @@ class _ObjectVisitor(ast.NodeVisitor):
         self.jit_depth = 0
         self.findings += scan_classes(nodes, scope, self.classes, self.parents, filename=filename)
 
-    def add(self, rule: str, evidence: str, node: ast.AST) -> None:
-        self.findings.append(Finding(rule=rule, severity="reject", evidence=evidence,
-                                     line=getattr(node, "lineno", None), file=self.filename))
-
     # ------------------------------------------------------------------ structure
-    def visit_If(self, node: ast.If) -> None:
-        if _is_main_guard(node.test):  # never runs when kiln imports the file
-            for child in node.orelse:
-                self.visit(child)
-            return
-        self.generic_visit(node)
-
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._check_definition(node.name, node)
         jit = any(is_kernel_decorator(d, self.scope) for d in node.decorator_list)
