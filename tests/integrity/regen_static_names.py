@@ -63,6 +63,34 @@ def nn_classes() -> set[str]:
     return {n for n in public_non_modules(nn) if n[:1].isupper() and isinstance(getattr(nn, n), type)}
 
 
+def _private(names: object) -> set[str]:
+    return {n for n in names if n.startswith("_") and not (n.startswith("__") and n.endswith("__"))}  # type: ignore[attr-defined]
+
+
+def _probe(x_ptr):  # noqa: ANN001, ANN202 - a function for triton.jit to wrap (it reads the file's source)
+    pass
+
+
+def reserved_private() -> set[str]:
+    """Private attribute names of the objects a candidate holds or subclasses (nn.Module, autograd
+    Function, tensors, Triton's kernel objects): a candidate may not read or define these, even on
+    its own classes (`self._forward_hooks = {...}` installs a hook)."""
+    import torch
+    import triton
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    kernels = [JITFunction(_probe), InterpretedFunction(_probe)]  # compiled and interpreted, whatever the env says
+    tuned = [triton.autotune(configs=[triton.Config({})], key=[])(k) for k in kernels]
+    out: set[str] = set()
+    for obj in (torch.nn.Module, torch.nn.Module(), torch.autograd.Function, torch.Tensor, torch.ones(1),
+                *kernels, *tuned, JITFunction, InterpretedFunction, Autotuner, Heuristics, CompiledKernel):
+        out |= _private(dir(obj)) | _private(getattr(obj, "__dict__", {}))
+    return out
+
+
 def tables() -> dict[str, set[str]]:
     out = {"torch": torch_names(), "torch.nn": nn_classes()}
     for path in WHOLESALE:
@@ -73,7 +101,7 @@ def tables() -> dict[str, set[str]]:
     return out
 
 
-def render(t: dict[str, set[str]]) -> str:
+def render(t: dict[str, set[str]], reserved: set[str]) -> str:
     import torch
     import triton
 
@@ -98,7 +126,11 @@ NAMES: dict[str, frozenset[str]] = {{
     for key in sorted(t):
         words = textwrap.fill(" ".join(sorted(t[key])), width=100, break_on_hyphens=False)
         body += f'    "{key}": _w("""\n{words}\n"""),\n'
-    return head + body + "}\n"
+    words = textwrap.fill(" ".join(sorted(reserved)), width=100, break_on_hyphens=False)
+    tail = (f'\nRESERVED_PRIVATE = _w("""\n{words}\n""")\n'
+            '"""Private attribute names of nn.Module, autograd Function, tensors and Triton\'s kernel objects:\n'
+            'refused on any object, even where the candidate defines the name on its own class."""\n')
+    return head + body + "}\n" + tail
 
 
 def problems() -> list[str]:
@@ -111,7 +143,7 @@ def problems() -> list[str]:
         out += [f"{module}.{n} does not exist" for n in sorted(names) if not hasattr(mod, n)]
         out += [f"{module}.{n} is a module" for n in sorted(names) if isinstance(getattr(mod, n, None), types.ModuleType)]
     text = OUT.read_text()
-    if render(tables()) != text and _same_versions(text):
+    if render(tables(), reserved_private()) != text and _same_versions(text):
         out.append("the generator no longer reproduces static_names.py: regenerate it")
     return out
 
@@ -128,7 +160,7 @@ def main() -> None:
         found = problems()
         print("\n".join(found))
         raise SystemExit(1 if found else 0)
-    OUT.write_text(render(tables()))
+    OUT.write_text(render(tables(), reserved_private()))
     print(f"wrote {OUT}")
 
 

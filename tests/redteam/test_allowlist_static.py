@@ -53,6 +53,29 @@ ROUTES = [
                                         "void pwn() { syscall(SYS_unlink, \"/root/.bashrc\"); }")),
     ("C++ Python C API by token pasting", CPP.format(body="#include <torch/extension.h>\n#define JOIN(a, b) a##b\n"
                                                           "void pwn() { JOIN(P, yRun_SimpleString)(\"import sys\"); }")),
+    # issue 22: objects the file holds, keys built from pieces, a forged self, native names under other spellings
+    ("triton kernel's capture scope", "@triton.jit\ndef k(x):\n    pass\n\n\ng = k.get_capture_scope()\n"),
+    ("triton kernel handed on", "@triton.jit\ndef k(x):\n    pass\n\n\ndef grab(f):\n    return f.cache\n\n\ngrab(k)\n"),
+    ("library JIT function's source", "def g(f):\n    f.src = 'def sum(x): pass'\n\n\ng(tl.sum)\n"),
+    ("subscript key from pieces", "def f(scope):\n    return scope['__bu' + 'iltins__']['ex' + 'ec']\n"),
+    ("subscript key from chr", "def f(scope):\n    return scope[chr(95) * 2 + 'import' + chr(95) * 2]\n"),
+    ("format template from pieces", "def f(x):\n    return ('{0.__glo' + 'bals__}').format(x)\n"),
+    ("match class pattern", "def f(fn):\n    match fn:\n        case object(__globals__=g):\n            return g\n"),
+    ("forged self", "class R:\n    def get_capture_scope(self):\n        return {}\n\n    def scope(self):\n"
+                    "        return self.get_capture_scope()\n\n\ng = R.scope(tl.sum)\n"),
+    ("generator code object", "def f():\n    g = (i for i in range(2))\n    return g.gi_code.co_consts\n"),
+    ("triton pre_hook", "c = triton.Config({'BLOCK': 128}, pre_hook=print)\n"),
+    ("C++ asm label", CPP.format(body='#include <torch/extension.h>\nextern "C" int run(const char*) '
+                                      '__asm__("PyRun_SimpleString");\nvoid pwn() { run("import sys"); }')),
+    ("C++ using namespace pybind11", CPP.format(body="#include <torch/extension.h>\nusing namespace pybind11;\n"
+                                                     "void pwn() { module_::import(\"sys\"); }")),
+    ("C++ namespace alias", CPP.format(body="#include <torch/extension.h>\nnamespace q = pybind11;\n"
+                                            "void pwn() { q::module_::import(\"sys\"); }")),
+    ("C++ symlink swap", CPP.format(body='#include <torch/extension.h>\nvoid pwn() { symlink("/etc/passwd", "out.pt"); }')),
+    ("C++ renameat2", CPP.format(body='#include <torch/extension.h>\nextern "C" int renameat2(int, const char*, int, '
+                                      'const char*, unsigned);\nvoid pwn() { renameat2(-100, "a", -100, "b", 2); }')),
+    ("C++ environ", CPP.format(body='#include <torch/extension.h>\nextern char** environ;\n'
+                                    'const char* pwn() { return environ[0]; }')),
 ]
 NOT_YET: frozenset[str] = frozenset()
 """Routes the allowlist still lets through (none now: C++ OS calls and `##` pasting, and Python hook

@@ -24,17 +24,22 @@ _TOKEN = re.compile(r"""
 
 @dataclass(frozen=True)
 class Tok:
-    kind: str  # ident | number | punct
+    kind: str  # ident | number | punct | string
     text: str
     line: int
 
 
-def tokenize(src: str) -> list[Tok]:
+def tokenize(src: str, *, strings: bool = False) -> list[Tok]:
+    """Tokens of one source; `strings` keeps string and character literals (kind "string", the raw
+    literal as text) for the rules that read them (asm labels, `_Pragma`)."""
     src = src.replace("\\\r\n", "").replace("\\\n", "")
     toks: list[Tok] = []
     for m in _TOKEN.finditer(src):
         kind = m.lastgroup if m.lastgroup != "delim" else "string"
-        if kind in ("comment", "string"):
+        if kind == "comment" or (kind == "string" and not strings):
+            continue
+        if kind == "string":
+            toks.append(Tok("string", m.group("string"), src.count("\n", 0, m.start()) + 1))
             continue
         line = src.count("\n", 0, m.start()) + 1
         toks.append(Tok(kind or "punct", re.sub(r"\s+", "", m.group(0)), line))
@@ -93,9 +98,12 @@ class CHit:
 
 def scan_source(src: str, *, allowlist: bool = False) -> list[CHit]:
     """Every rule hit in one C/C++/CUDA source, with its line inside the source. `allowlist` adds
-    the allowlist's C++ rules: no Python C API, no pybind11 beyond `py::arg`."""
+    the allowlist's C++ rules: no Python C API, no pybind11 beyond `py::arg`, and `csource_host`'s
+    host-code rules (asm, symbol aliases, C library calls by allowlist)."""
+    from kiln.tools.integrity.csource_host import host_hits
+
     toks = tokenize(src)
-    hits: list[CHit] = token_pastes(src) if allowlist else []
+    hits: list[CHit] = token_pastes(src) + host_hits(src) if allowlist else []
     device = _device_regions(toks)
     for i, t in enumerate(toks):
         if t.kind != "ident":
@@ -114,16 +122,7 @@ def _allowlist_hits(toks: list[Tok], i: int, called: bool) -> list[CHit]:
     last = t.text.split("::")[-1]
     if PYTHON_C_API.match(last) or (t.text.startswith(("py::", "pybind11::")) and t.text not in PYBIND_OK):
         return [CHit("static.introspection", t.text, t.line)]
-    method = i > 0 and toks[i - 1].text in (".", "->")
-    if called and not method and t.text.lstrip(":") in SYSTEM_CALLS:  # `open(...)`, `::kill(...)`, not `std::bind`
-        return [CHit("static.env-or-file", t.text, t.line)]
-    return []
-
-
-SYSTEM_CALLS = frozenset({"open", "openat", "fopen", "creat", "write", "pwrite", "unlink", "rename", "remove",
-                          "socket", "connect", "bind", "kill", "syscall", "ptrace", "execve", "execl", "execvp",
-                          "system", "popen", "mmap", "shm_open", "prctl", "setsid", "chdir", "mkdir"})
-"""OS calls no kernel needs: refused from C++ under the allowlist (the sandbox contains them anyway)."""
+    return []  # C library calls, asm, aliases of pybind11: csource_host.host_hits
 
 
 def token_pastes(src: str) -> list[CHit]:
@@ -246,22 +245,32 @@ class _Regions:
 
 
 def _device_regions(toks: list[Tok]) -> _Regions:
-    """Token indices outside `__global__` / `__device__` function bodies (host code)."""
+    """Token indices outside `__global__` / `__device__` function bodies (host code). A
+    `__host__ __device__` function runs on the host too: its body counts as host code."""
     host: set[int] = set()
-    depth, device_depth, pending = 0, -1, False
+    depth, device_depth, pending, also_host = 0, -1, False, False
     for i, t in enumerate(toks):
         if t.text in ("__global__", "__device__") and device_depth < 0:
             pending = True
+        elif t.text == "__host__" and device_depth < 0:
+            also_host = True
         elif t.text == "{":
-            if pending and device_depth < 0:
+            if pending and not also_host and device_depth < 0:
                 device_depth, pending = depth, False
+            pending = pending and not also_host
+            also_host = False
             depth += 1
         elif t.text == "}":
             depth -= 1
             if depth == device_depth:
                 device_depth = -1
         elif t.text == ";" and device_depth < 0:
-            pending = False  # a declaration, not a definition
+            pending = also_host = False  # a declaration, not a definition
         if device_depth < 0:
             host.add(i)
     return _Regions(host)
+
+
+def host_indices(toks: list[Tok]) -> set[int]:
+    """Indices of the tokens in host code (see `_device_regions`)."""
+    return _device_regions(toks).host_methods

@@ -56,11 +56,25 @@ def digest(packed: dict[str, Any], n: int = DIGEST_N) -> dict[str, Any]:
         elif m["kind"] == "tensor":
             t = packed["tensors"][name]
             values = (t["values"] if sketch.is_sketch(t) else t).reshape(-1)
-            idx = torch.linspace(0, values.numel() - 1, min(n, values.numel())).long() if values.numel() else None
+            idx = spread(values.numel(), n) if values.numel() else None
             out[name] = {"values": values[idx] if idx is not None else values, "max_abs": _max_abs(values),
                          **({k: v.reshape(-1)[idx] for k, v in num[name].items()} if name in num and idx is not None
                             else {})}
     return out
+
+
+def spread(numel: int, n: int) -> torch.Tensor:
+    """`min(n, numel)` flat positions evenly spread over `range(numel)`, first and last included, in
+    exact int64 arithmetic at any size. (`torch.linspace` is float32 by default, and float32 cannot
+    hold every integer above 2^24: its last position rounded up to `numel` at 8192x4000.)
+    Position i is floor(i * (numel - 1) / (k - 1)), computed as i*q + (i*r) // (k - 1) with
+    q, r = divmod(numel - 1, k - 1), so no product exceeds k^2."""
+    k = min(n, numel)
+    if k <= 1:
+        return torch.zeros(k, dtype=torch.long)
+    q, r = divmod(numel - 1, k - 1)
+    i = torch.arange(k, dtype=torch.long)
+    return i * q + (i * r) // (k - 1)
 
 
 def _max_abs(values: torch.Tensor) -> float | None:

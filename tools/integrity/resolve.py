@@ -4,8 +4,8 @@
 `c = T.cuda`, `self.t = torch`, `getattr(torch, "cu" + "da")`, `torch.__dict__["cuda"]`,
 `__import__("torch")`, `importlib.import_module("torch")`) and maps each expression to the dotted
 names it may denote ("torch.cuda.Stream"). `fold` evaluates string expressions built from
-constants (concatenation, f-strings, `"".join`, slicing, `.format`), so a name assembled from
-pieces is still seen.
+constants (concatenation, repetition, `chr(95)`, f-strings, `"".join`, slicing, `.format`), so a
+name assembled from pieces is still seen.
 """
 
 from __future__ import annotations
@@ -125,6 +125,9 @@ class Scope:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             a, b = self.fold(node.left), self.fold(node.right)
             return a + b if a is not None and b is not None else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):  # "_" * 2
+            return _repeat(self.fold(node.left), _const_int(node.right)) or _repeat(self.fold(node.right),
+                                                                                   _const_int(node.left))
         if isinstance(node, ast.JoinedStr):
             return "".join(self._fold_fpart(v) for v in node.values)
         if isinstance(node, ast.Subscript):
@@ -147,6 +150,11 @@ class Scope:
         return s[slice(*parts)]
 
     def _fold_call(self, node: ast.Call) -> str | None:
+        if isinstance(node.func, ast.Name) and len(node.args) == 1 and node.func.id not in self.names:
+            if node.func.id == "chr" and _const_int(node.args[0]) is not None:  # chr(95)
+                return chr(_const_int(node.args[0]) % 0x110000)  # type: ignore[operator]
+            if node.func.id == "str":
+                return self.fold(node.args[0])
         if not isinstance(node.func, ast.Attribute):
             return None
         base, attr = self.fold(node.func.value), node.func.attr
@@ -189,6 +197,10 @@ def _const_int(node: ast.AST | None) -> int | None:
         v = node.operand.value
         return -v if isinstance(v, int) else None
     return None
+
+
+def _repeat(s: str | None, n: int | None) -> str | None:
+    return s * n if s is not None and n is not None and n >= 0 and len(s) * n <= 4096 else None
 
 
 def _strip_format_holes(s: str) -> str:

@@ -14,6 +14,7 @@ from kiln.tools import pyparse
 from kiln.tools.integrity import static_rules as R
 from kiln.tools.integrity.resolve import Scope, dict_owner
 from kiln.tools.integrity.static_allow import scan_allowlist
+from kiln.tools.integrity.static_objects import scan_objects
 from kiln.tools.integrity.static_sources import scan_sources
 from kiln.tools.records import Finding, Severity
 
@@ -38,7 +39,8 @@ def scan_candidate(source: str, *, filename: str, dtype: str, mode: str = "allow
     findings = visitor.findings + scan_sources(tree, scope, filename=filename, dtype=dtype,
                                                own_triton=visitor.own_triton, allowlist=allow)
     if allow:
-        findings += _unexplained(scan_allowlist(tree, scope, filename=filename), findings)
+        allow_findings = scan_allowlist(tree, scope, filename=filename) + scan_objects(tree, scope, filename=filename)
+        findings += _unexplained(allow_findings, findings)
     return _dedupe(findings)
 
 

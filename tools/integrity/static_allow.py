@@ -45,25 +45,35 @@ def scan_allowlist(tree: ast.Module, scope: Scope, *, filename: str) -> list[Fin
     return v.findings
 
 
-class _AllowVisitor(ast.NodeVisitor):
-    def __init__(self, tree: ast.Module, scope: Scope, filename: str) -> None:
-        self.scope, self.filename = scope, filename
+class AllowlistVisitor(ast.NodeVisitor):
+    """Base of the allowlist's passes: every finding a rejection with a line, and the code under
+    `if __name__ == "__main__":` skipped (it never runs when kiln imports the file)."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
         self.findings: list[Finding] = []
-        self.parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
-        self.bound = _bound_names(tree)
-        self.defs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
     def add(self, rule: str, evidence: str, node: ast.AST) -> None:
         self.findings.append(Finding(rule=rule, severity="reject", evidence=evidence,
                                      line=getattr(node, "lineno", None), file=self.filename))
 
-    # ------------------------------------------------------------------ structure
     def visit_If(self, node: ast.If) -> None:
-        if _is_main_guard(node.test):  # never runs when kiln imports the file
+        if _is_main_guard(node.test):
             for child in node.orelse:
                 self.visit(child)
             return
         self.generic_visit(node)
+
+
+class _AllowVisitor(AllowlistVisitor):
+    def __init__(self, tree: ast.Module, scope: Scope, filename: str) -> None:
+        super().__init__(filename)
+        self.scope = scope
+        self.parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+        self.bound = _bound_names(tree)
+        self.defs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+    # ------------------------------------------------------------------ structure
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if _is_dunder(node.name) and node.name not in P.ALLOWED_DUNDER_DEFS:
@@ -198,7 +208,8 @@ class _AllowVisitor(ast.NodeVisitor):
         if quals & _NAMED_ACCESS and not (isinstance(parent, ast.Call) and parent.func is node):
             self.add("static.dynamic-access", f"passes {_short(quals & _NAMED_ACCESS)} around as a value", node)
         mods = sorted(q for q in quals if q in P.ALLOWED)
-        if mods and not _module_use_ok(node, parent, self.scope):
+        in_class = isinstance(self.parents.get(id(parent)), ast.ClassDef)
+        if mods and not _module_use_ok(node, parent, self.scope, in_class=in_class):
             self.add("static.dynamic-access", f"uses the module {mods[0]} as a value (where the scan can't "
                      "follow it); name what you use from it", node)
 
@@ -245,6 +256,9 @@ def refusal(q: str) -> str | None:
             return f"{reached} is a private part of {mod}: not on the allowlist" + _hint(reached)
         if name not in P.ALLOWED[mod]:
             return f"{reached} is not on the allowlist of what a kernel may use from {mod}" + _hint(reached)
+        if mod.split(".")[0] == "triton" and i + 1 < len(parts):
+            return (f"{q} reaches into {reached}: attributes of Triton's functions (tl.sum.fn, ...) lead to their "
+                    "module's globals")
         private = next((p for p in parts[i + 1:] if p.startswith("_") and not _is_dunder(p)), None)
         return f"{q} reaches the private attribute {private}" if private else None
     return None
@@ -255,13 +269,14 @@ def _hint(q: str) -> str:
     return f" ({hint})" if hint else ""
 
 
-def _module_use_ok(node: ast.AST, parent: ast.AST | None, scope: Scope) -> bool:
+def _module_use_ok(node: ast.AST, parent: ast.AST | None, scope: Scope, *, in_class: bool = False) -> bool:
     """A module may be the base of an attribute, the value of a plain alias (`T = torch`, which the
     scan follows), or the object of a `getattr` with a literal name."""
     if isinstance(parent, ast.Attribute) and parent.value is node:
         return True
-    if isinstance(parent, ast.Assign) and parent.value is node:
-        return all(isinstance(t, ast.Name) for t in parent.targets)
+    if isinstance(parent, ast.Assign) and parent.value is node:  # not in a class body: `A.t.sys` is not followed
+        return all(isinstance(t, ast.Name) for t in parent.targets) and not in_class
+
     if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node:
         return bool(scope.resolve(parent.func) & _NAMED_ACCESS) and _literal_name(parent)
     return False

@@ -251,3 +251,28 @@ ull2float_rz y0 y1 yn
 List T abs ceil cos div_rn erf exp exp2 fdiv floor fma log log2 rsqrt sin sqrt sqrt_rn umulhi wraps
 """),
 }
+
+RESERVED_PRIVATE = _w("""
+_addmm_activation _apply _autocast_to_full_precision _autocast_to_reduced_precision _backward_cls
+_backward_hooks _backward_pre_hooks _base _bench _buffers _call_hook _call_impl _cdata
+_clear_non_serializable_cached_data _coalesced_ _compiled_autograd_backward_state
+_compiled_autograd_key _compiled_call_impl _conj _conj_physical _dimI _dimV _do_bench _do_compile
+_dtensor__new__ _fix_weakref _flatten_ir _fn_name _forward_hooks _forward_hooks_always_called
+_forward_hooks_with_kwargs _forward_pre_hooks _forward_pre_hooks_with_kwargs _get_backward_hooks
+_get_backward_pre_hooks _get_compiled_autograd_symints _get_name _get_src _grad _grad_fn
+_has_symbolic_sizes_strides _hash_lock _indices _init_handles _input_metadata _is_all_true
+_is_any_true _is_full_backward_hook _is_protocol _is_pure_view _is_view _is_zerotensor _lazy_clone
+_load_from_state_dict _load_state_dict_post_hooks _load_state_dict_pre_hooks _make_subclass
+_make_wrapper_subclass _materialize_non_diff_grads _maybe_warn_non_full_backward_hook _modules
+_named_members _neg_view _nested_tensor_size _nested_tensor_storage_offsets _nested_tensor_strides
+_nnz _non_persistent_buffers_set _pack_args _parameters _philox_normal_ _philox_uniform_
+_post_accumulate_grad_hooks _python_dispatch _raw_saved_tensors _reduce_ex_internal _register_hook
+_register_hook_dict _register_load_state_dict_pre_hook _register_state_dict_hook
+_replicate_for_data_parallel _repr _rev_view_func_unsafe _save_to_state_dict _sequence_nr
+_set_sequence_nr _set_src _slow_forward _sparse_mask_projection _src _state_dict_hooks
+_state_dict_pre_hooks _to_dense _to_sparse _to_sparse_bsc _to_sparse_bsr _to_sparse_csc
+_to_sparse_csr _typed_storage _unsafe_update_src _use_count _values _version _view_func
+_view_func_unsafe _wrapped_call_impl
+""")
+"""Private attribute names of nn.Module, autograd Function, tensors and Triton's kernel objects:
+refused on any object, even where the candidate defines the name on its own class."""

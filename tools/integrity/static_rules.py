@@ -32,9 +32,21 @@ INTROSPECTION = ("sys._getframe", "sys._current_frames", "sys.modules", "sys.set
                  "torch._dynamo.is_compiling", "torch._C._cuda_isCurrentStreamCapturing",
                  "torch.cuda.is_current_stream_capturing", "dis", "code", "codeop", "pdb", "bdb", "linecache",
                  "threading.settrace", "threading.setprofile", "threading.enumerate")
-INTROSPECTION_ATTRS = frozenset({"f_back", "f_globals", "f_locals", "f_code", "f_builtins", "tb_frame", "gi_frame",
-                                 "cr_frame", "ag_frame", "__globals__", "__closure__", "__code__", "__subclasses__",
-                                 "__builtins__", "co_code", "__loader__", "_getframe"})
+INTROSPECTION_ATTRS = frozenset({
+    "__globals__", "__closure__", "__code__", "__subclasses__", "__builtins__", "__loader__", "_getframe",
+    # frames, tracebacks, generators, coroutines, async generators, code objects, closure cells
+    "f_back", "f_globals", "f_locals", "f_code", "f_builtins", "f_lasti", "f_lineno", "f_trace", "f_trace_lines",
+    "f_trace_opcodes", "f_generator", "tb_frame", "tb_next", "tb_lasti", "tb_lineno",
+    "gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code", "cr_await",
+    "cr_origin", "cr_running", "cr_suspended", "ag_frame", "ag_code", "ag_await", "ag_running", "ag_suspended",
+    "co_code", "co_consts", "co_names", "co_varnames", "co_cellvars", "co_freevars", "co_filename", "co_name",
+    "co_qualname", "co_firstlineno", "co_lnotab", "co_linetable", "co_exceptiontable", "co_flags", "co_argcount",
+    "co_posonlyargcount", "co_kwonlyargcount", "co_nlocals", "co_stacksize", "co_positions", "co_lines",
+    "cell_contents",
+})
+"""Attributes that reach frames, code, closures and namespaces: refused on any object in both modes
+(and any string naming one, for getattr / attrgetter on an object the scan can't resolve). The
+allowlist refuses every other dunder besides."""
 NATIVE = ("ctypes", "cffi")
 """Raw native calls: kiln can't see what they do (a warning; the runtime and timing checks still apply)."""
 CLOCK = ("time", "timeit", "datetime", "torch.cuda.Event",

@@ -1,0 +1,179 @@
+"""The undefined dynamic symbols of a built extension, judged against an allowlist before it is loaded.
+
+The C++ source rules read what the candidate wrote; this reads what the linker made of it, so a
+name built by a macro, an `asm` label, a weak alias or a header the scan never saw is still seen.
+Split as collect / parse / judge:
+
+- `collect(path)`: the file's bytes, read once (no link followed, regular files only, size cap);
+- `elf.parse(data)`: the dynamic symbol table, as the dynamic loader reads it (pure Python);
+- `judge(dyn, policy)`: `static.native-symbol` (reject) for each import outside the allowlist, and
+  `static.cpp-torch-op` (warn, a rejection under `--policy strict`) for each ATen compute op or
+  vendor compute library the host code calls.
+
+What an extension may import: from the C library only `native_policy.LIBC_ALLOWED` and the math
+library; the C++ runtime (libstdc++, libgcc) but for threads, files and `std::system`; CUDA's
+runtime but for `native_policy.CUDA_DENIED`; torch, c10 and ATen; and the Python C API only in a
+Python extension module (one that defines `PyInit_*`), only the names torch's pybind11 headers use,
+and never `PyRun_*`, `PyImport_*`, `PySys_*`, `Py_CompileString`, `PyEval_EvalCode` and the like.
+`DT_NEEDED` must name torch, CUDA or the C/C++ runtime, with no `RPATH`/`RUNPATH`.
+
+Why ATen ops are warnings, not rejections: `--policy partial` (KernelBench's rule) lets a candidate
+use PyTorch for part of the work next to its own kernel, and the run-time accounting sees every op
+that goes through the dispatcher. The symbol names them anyway, so a strict check refuses a C++
+`at::softmax` however its source spelled it, and `at::native::` (below the dispatcher, where the
+accounting can't see it) is named as such.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from kiln.tools.integrity import native_policy as N
+from kiln.tools.integrity.elf import DynamicSymbol, ElfDynamic, ElfError, parse
+from kiln.tools.integrity.ops import is_compute
+from kiln.tools.records import Finding
+
+MAX_SO_BYTES = 512 << 20
+MAX_FINDINGS = 40
+RULE = "static.native-symbol"
+_LIBC_FAMILY = re.compile(r"^(?:libc|libdl|libpthread|librt|libutil|ld-linux[\w.-]*|ld64)\.so(?:\.\d+)*$")
+_NEEDED_OK = re.compile(r"""^(?:
+    libc10(?:_cuda)?\.so | libtorch(?:_cpu|_cuda|_python|_global_deps)?\.so | libcudart\.so(?:\.\d+)*
+  | libcuda\.so\.1 | libc\.so\.6 | libm\.so\.6 | libstdc\+\+\.so\.6 | libgcc_s\.so\.1 | ld-linux[\w.-]*\.so\.\d
+  | libpthread\.so\.0 | libdl\.so\.2 | librt\.so\.1 | lib(?:cublas|cublasLt|cudnn|cufft|cusparse|curand|cusolver)\.so(?:\.\d+)*
+)$""", re.X)
+_TOOLCHAIN = re.compile(r"^(?:__cxa_\w+|__gxx_personality_v0|_Unwind_\w+|_ITM_\w+|__gmon_start__|__dynamic_cast"
+                        r"|__(?:u?(?:div|mod)|mul|neg|pop|clz|ctz|ffs|bswap|fix|float|extend|trunc)\w*"
+                        r"|__cuda\w+|fatbinData)$")
+_PY = re.compile(r"^_?Py(?:[A-Z]|_[A-Za-z])")
+_ATEN_OP = re.compile(r"^_ZN2at4_ops(\d+)")
+
+
+class NativeFileError(OSError):
+    """The extension can't be read safely (a link, not a regular file, too large)."""
+
+
+def collect(so_path: Path, *, cap: int = MAX_SO_BYTES) -> bytes:
+    """The file's bytes, read once: opened without following a final symlink, non-blocking (a FIFO
+    can't hang the read), refused unless it is a regular file of at most `cap` bytes."""
+    fd = os.open(so_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NativeFileError(f"{so_path} is not a regular file")
+        if st.st_size > cap:
+            raise NativeFileError(f"{so_path} is {st.st_size} bytes, over the {cap}-byte cap")
+        chunks, total = [], 0
+        while chunk := os.read(fd, min(1 << 22, cap + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:
+                raise NativeFileError(f"{so_path} grew past the {cap}-byte cap while being read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class NativePolicy:
+    libc: frozenset[str]
+    """Every name the machine's C library exports (what LIBC_ALLOWED is carved out of)."""
+    python: frozenset[str]
+    """Python C API names a pybind11 module may import."""
+    torch_lib: str | None = None
+    """torch's own lib directory (the only RPATH accepted)."""
+
+
+@functools.lru_cache(maxsize=1)
+def default_policy() -> NativePolicy:
+    spec = importlib.util.find_spec("torch")
+    lib = next((str(Path(r) / "lib") for r in (spec.submodule_search_locations or [])), None) if spec else None
+    return NativePolicy(libc=N.libc_exports(), python=N.pybind11_python_names(), torch_lib=lib)
+
+
+def symbol_findings(so_path: Path, policy: NativePolicy | None = None) -> list[Finding]:
+    """Every finding for one built extension; a file that can't be read or parsed is itself a
+    rejection (fail closed)."""
+    try:
+        dyn = parse(collect(so_path))
+    except (OSError, ElfError) as e:
+        return [_finding(f"the extension can't be checked: {e}", so_path.name)]
+    return judge(dyn, policy or default_policy(), file=so_path.name)
+
+
+def judge(dyn: ElfDynamic, policy: NativePolicy, *, file: str | None = None) -> list[Finding]:
+    """Findings for one parsed extension: its libraries, its run path, each import."""
+    out = [_finding(f"links {lib}, which no kernel extension needs", file) for lib in dyn.needed
+           if not _NEEDED_OK.match(lib)]
+    out += [_finding(f"has the run path {p!r}: the loader would look for libraries there", file)
+            for p in dyn.runpath if p != policy.torch_lib]
+    module = any(n.startswith("PyInit_") for n in dyn.defined())
+    for sym in dyn.undefined():
+        verdict = _judge_symbol(sym, module=module, policy=policy)
+        if verdict:
+            rule, sev, why = verdict
+            out.append(Finding(rule=rule, severity=sev, evidence=f"the extension imports {sym.name}: {why}", file=file))
+    rejects = [f for f in out if f.severity == "reject"]
+    if len(rejects) > MAX_FINDINGS:  # a hostile file names thousands: keep the record readable
+        out = [f for f in out if f.severity != "reject"] + rejects[:MAX_FINDINGS] + [
+            _finding(f"... and {len(rejects) - MAX_FINDINGS} more refused imports", file)]
+    return out
+
+
+def _judge_symbol(sym: DynamicSymbol, *, module: bool, policy: NativePolicy) -> tuple[str, str, str] | None:
+    name, lib = sym.name, sym.library or ""
+    if _PY.match(name):
+        return _python(name, module, policy)
+    if name.startswith("_Z"):
+        return _mangled(name)
+    if lib.startswith("libm.so") or N.is_math(name):
+        return None
+    if _LIBC_FAMILY.match(lib) or name in policy.libc:
+        return None if name in N.LIBC_ALLOWED else (RULE, "reject", "a C library call no kernel needs (files, "
+                                                     "processes, the environment, signals, dynamic loading)")
+    return _other(name)
+
+
+def _python(name: str, module: bool, policy: NativePolicy) -> tuple[str, str, str] | None:
+    if not module:
+        return RULE, "reject", "the Python C API, from an object that is not a Python extension module"
+    if N.PY_DENIED.match(name):
+        return RULE, "reject", "a Python C API call that runs code, imports or reaches sys, frames or code objects"
+    if name not in policy.python and not re.match(r"^Py\w+_Type$", name):
+        return RULE, "reject", "a Python C API name torch's pybind11 bindings never use"
+    return None
+
+
+def _mangled(name: str) -> tuple[str, str, str] | None:
+    hit = next((s for s in N.STD_DENIED_MANGLED if s in name), None)
+    if hit:
+        return RULE, "reject", f"C++ threads, files or processes ({hit} in the mangled name)"
+    m = _ATEN_OP.match(name)
+    if m:
+        op = name[m.end():m.end() + int(m.group(1))]
+        return ("static.cpp-torch-op", "warn", f"host code calls the PyTorch op {op}") if is_compute(op) else None
+    if name.startswith(("_ZN2at6native", "_ZN2at4cuda4blas")):
+        return "static.cpp-torch-op", "warn", "host code calls an ATen kernel directly, below the dispatcher"
+    return None
+
+
+def _other(name: str) -> tuple[str, str, str] | None:
+    if N.VENDOR_COMPUTE.match(name):
+        return "static.cpp-torch-op", "warn", "host code calls a vendor compute library"
+    if N.CUDA_DENIED.match(name):
+        return RULE, "reject", ("a CUDA entry point no kernel needs (loads unscanned device code, shares memory "
+                                "across processes, captures graphs, host callbacks, streams, device-wide state)")
+    cuda = name.startswith("cuda") or (name.startswith("cu") and name[2:3].isupper())  # runtime / driver API
+    if cuda or _TOOLCHAIN.match(name):
+        return None
+    return RULE, "reject", "not on the allowlist of what a kernel extension imports"
+
+
+def _finding(evidence: str, file: str | None) -> Finding:
+    return Finding(rule=RULE, severity="reject", evidence=evidence, file=file)
