@@ -36,17 +36,15 @@ def test_forged_fingerprints_never_blame_the_problem(user, run_rejected):
     assert control.status == "ok" and not reject_rules(control), control.reasons
 
 
-@pytest.mark.serial
 @pytest.mark.parametrize("run_rejected", [False, True], ids=["as-is", "executed-anyway"])
 def test_forged_timing_samples_are_not_believed(user, run_rejected):
-    """The oracle is the honest control timed by the same check under the same load: executed anyway,
-    the forged fields in every reply (samples 5x faster, a near-zero worker time) move nothing, since
-    kiln times each command itself."""
+    """Executed anyway, the forged fields in every reply (50 samples of 0.2 us, a near-zero worker time)
+    move nothing: every sample is one of kiln's own laps, and an interpreted Triton call takes
+    milliseconds (the forged samples would make the median 0.2 us)."""
     rec = check(candidate("c3_flatter_samples", user / "project"), run_rejected=run_rejected, **TIMED)
     if not run_rejected:
         assert_rejected(rec, "static.")
         return
-    control = check(honest(user / "project"), **TIMED)
-    assert rec.timing and rec.timing.measured and rec.integrity.timing.method == "laps", rec.reasons
-    ratio = rec.timing.candidate.median_us / control.timing.candidate.median_us
-    assert ratio > 0.4, f"forged {rec.timing.candidate.median_us:.0f} us vs honest {control.timing.candidate.median_us:.0f} us"
+    t, ti = rec.timing, rec.integrity.timing
+    assert t and t.measured and ti.method == "laps", rec.reasons
+    assert t.candidate.n_samples == ti.n_laps and t.candidate.median_us > 100.0, (t.candidate, ti.n_laps)

@@ -36,9 +36,9 @@ def _sentinels(user: Path) -> list[Path]:
 
 def test_a_reply_naming_files_is_ignored_and_nothing_outside_is_touched(user: Path) -> None:
     named = _sentinels(user)
-    before = tree_digest(user, skip=("cache",))
     cand = candidate("j_forge_reply", user / "project", sentinels_json=json.dumps([str(p) for p in named]),
                      sentinels=", ".join(p.name for p in named))
+    before = tree_digest(user, skip=("cache",))
     rec = check(cand, **ATTACK)
     assert ran_as(rec) == "incorrect" and not rec.correct, (rec.status, rec.reasons)  # it wrote zeros: judged as such
     assert rec.correctness and rec.correctness.trials[0].mismatch is not None
@@ -50,9 +50,10 @@ def test_a_swapped_output_file_is_never_followed_read_or_waited_on(user: Path, m
     secret = user / "home" / "answers.bin"
     secret.parent.mkdir(parents=True, exist_ok=True)
     secret.write_bytes(b"\0" * 4 * 37 * 129)
+    cand = candidate("j_swap_slot", user / "project", mode=mode, target=secret)
     before = tree_digest(user, skip=("cache",))
     t0 = time.monotonic()
-    rec = check(candidate("j_swap_slot", user / "project", mode=mode, target=secret), timeout_s=60, **ATTACK)
+    rec = check(cand, timeout_s=60, **ATTACK)
     assert time.monotonic() - t0 < 60 + 10
     assert ran_as(rec) in ("incorrect", "crashed") and not rec.correct, (rec.status, rec.reasons)
     assert tree_digest(user, skip=("cache",)) == before

@@ -185,6 +185,7 @@ class Session:
         self.rec.compile = CompileRecord.model_validate(compiled.compile)
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
+        self._native_symbols(cand_cache)
         self.ref_wait("setup", "setup")
         first = self.ref_wait("trial", self.todo[0].tag)  # the first trial's inputs drew: get_inputs works
         self.ref_got[("trial", self.todo[0].tag)] = first  # kept for its turn
@@ -205,6 +206,18 @@ class Session:
             from kiln.tools.check.timing import time_check
 
             time_check(self)
+
+    def _native_symbols(self, cand_cache: Path) -> None:
+        """The built extensions' undefined symbols (`kiln.tools.integrity.symbols`), judged here
+        before ModelNew is built or called: a refused import ends the check, never run further."""
+        from kiln.tools.integrity.symbols import native_findings
+
+        found = native_findings(cand_cache / "ext")  # torch extensions: kiln.tools.compile.importer builds them there
+        self.static.extend(found)
+        bad = [f for f in found if f.severity == "reject"]
+        if bad:
+            raise Failure("rejected", [f"not executed further: its built extension imports what no kernel needs "
+                                       f"({bad[0].evidence})"])
 
     def _since(self, stage: str) -> float:
         return round(time.monotonic() - self.stage_t.get(stage, time.monotonic()), 3)

@@ -97,6 +97,19 @@ def default_policy() -> NativePolicy:
     return NativePolicy(libc=N.libc_exports(), python=N.pybind11_python_names(), torch_lib=lib)
 
 
+MAX_SO_FILES = 32
+
+
+def native_findings(top: Path, policy: NativePolicy | None = None) -> list[Finding]:
+    """`symbol_findings` for every shared object under `top` (a candidate's compile cache), walked
+    without following links; past `MAX_SO_FILES` files, one rejection says so."""
+    paths = [Path(root) / name for root, _, files in os.walk(top, followlinks=False) for name in files
+             if name.endswith(".so")]
+    if len(paths) > MAX_SO_FILES:
+        return [_finding(f"{len(paths)} shared objects in its compile cache (at most {MAX_SO_FILES})", None)]
+    return [f for p in sorted(paths) for f in symbol_findings(p, policy)]
+
+
 def symbol_findings(so_path: Path, policy: NativePolicy | None = None) -> list[Finding]:
     """Every finding for one built extension; a file that can't be read or parsed is itself a
     rejection (fail closed)."""
