@@ -37,7 +37,7 @@ for part in "$@"; do
         python3 -X importtime -c "import torch, triton" 2> /tmp/imp.txt; sort -t"|" -k2 -n /tmp/imp.txt | tail -15
         python3 bench/startup_times.py' ;;
     check_speed)
-      b check_speed $(( $(left) - 10 )) python3 bench/check_speed.py --out "$OUT/logs/check_speed" --bwrap "$(command -v bwrap)"
+      b check_speed ${SPEED_S:-240} python3 bench/check_speed.py --out "$OUT/logs/check_speed" --bwrap "$(command -v bwrap)"
       cp "$OUT/logs/check_speed/check_speed.md" "$OUT/" 2>/dev/null ;;
     concurrent)
       b concurrent $(( $(left) - 10 )) python3 bench/check_concurrent.py --out "$OUT/logs/concurrent" --jobs 6
