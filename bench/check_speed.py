@@ -46,7 +46,13 @@ def kiln_check(cand: Path, cache: Path, extra: list[str]) -> dict:
     return {"wall_s": round(wall, 2), "rc": proc.returncode, "status": rec.get("status"),
             "stages_s": rec.get("stages_s"), "isolation": (rec.get("isolation") or {}),
             "speedups": {k: round(v["value"], 3) for k, v in ((rec.get("timing") or {}).get("speedups") or {}).items()},
-            "baselines_cached": (rec.get("extra") or {}).get("baselines_cached"),
+            "baselines_cached": (rec.get("evidence") or {}).get("baselines_cached"),
+            "timing": {k: v for k, v in ((rec.get("integrity") or {}).get("timing") or {}).items()
+                       if v not in (None, "") and k in ("n_laps", "slots", "deferred_us_per_call", "cand_refresh_s",
+                                                        "cand_commit_s", "base_refresh_s", "base_commit_s",
+                                                        "timed_outputs_checked", "timed_outputs_failed", "audit_worst")},
+            "candidate_us": ((rec.get("timing") or {}).get("candidate") or {}).get("median_us"),
+            "baselines_us": {k: v.get("median_us") for k, v in ((rec.get("timing") or {}).get("baselines") or {}).items()},
             "reasons": rec.get("reasons", [])[:3], "stderr": proc.stderr[-500:]}
 
 
@@ -87,14 +93,14 @@ def main() -> int:
     keep("again_2", kiln_check(variant(tmp, "b"), cache, extra))
     keep("no_bwrap", kiln_check(variant(tmp, "b"), cache, ["--bwrap", str(tmp / "no-bwrap-here")]))
     keep("in_process", in_process(tmp, cache))
-    lines = ["| run | wall s | status | spawn | compile | correctness | integrity | timing | isolation |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| run | wall s | status | fork server | spawn | compile | correctness | integrity | timing | isolation |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in res.items():
         if name == "in_process":
             continue
         st = r.get("stages_s") or {}
         lines.append(f"| {name} | {r['wall_s']} | {r['status']} | " + " | ".join(
-            str(st.get(k, "")) for k in ("spawn", "compile", "correctness", "integrity", "timing"))
+            str(st.get(k, "")) for k in ("fork_server", "spawn", "compile", "correctness", "integrity", "timing"))
             + f" | {r['isolation'].get('level', r['isolation'].get('in_force', ''))} |")
     ip = res["in_process"]
     lines.append(f"\nin one process (LocalEvaluator, fork server warm): new source {ip['new_source_s']} s, "

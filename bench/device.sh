@@ -18,7 +18,8 @@ deb=$(ls .deb/bubblewrap_*.deb 2>/dev/null | head -1)
 if [ -n "$deb" ]; then dir=/tmp/kiln-bwrap; rm -rf "$dir"; dpkg -x "$deb" "$dir"; export PATH="$dir/usr/bin:$PATH"; fi
 t() {  # name, seconds, pytest args...: one GPU test group, its log kept
   local name=$1 secs=$2; shift 2
-  timeout "$secs" python3 -m pytest -m gpu -q -rxXfE -p no:cacheprovider "$@" > "$OUT/logs/$name.log" 2>&1
+  timeout "$secs" python3 -m pytest -m gpu -q -rxXfE --tb=short --timeout "${TEST_TIMEOUT_S:-300}" -p no:cacheprovider \
+    ${PYTEST_ARGS:-} "$@" > "$OUT/logs/$name.log" 2>&1
   note "$name rc=$?: $(tail -1 "$OUT/logs/$name.log")"
 }
 b() {  # name, seconds, command...: one benchmark, its output kept
@@ -46,7 +47,7 @@ for part in "$@"; do
       for d in ${GPU_DIRS:-tests/core tests/redteam tests/sandbox tests/integrity tests/compile tests/corpus \
                tests/builtin tests/agents tests/graphs tests/model tests/curriculum tests/profile}; do
         [ "$(left)" -gt 40 ] || { note "gpu_tests $d: not run (no time left)"; continue; }
-        t "gpu-$(basename $d)" $(( $(left) - 30 )) "$d"
+        t "gpu-$(basename $d)" $(( ${GPU_DIR_S:-$(left)} < $(left) - 30 ? ${GPU_DIR_S:-$(left)} : $(left) - 30 )) "$d"
       done ;;
     builtin)
       b builtin $(( $(left) - 10 )) python3 bench/builtin_speed.py --root third_party/KernelBench --out "$OUT/logs/builtin"

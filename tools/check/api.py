@@ -92,12 +92,16 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
                       device=resolve_device(options.device), dtype=options.dtype, status="error")
     from kiln.tools.sandbox.box import sandbox_for  # strict without a full sandbox: refused here
 
+    t_box = time.monotonic()
     rec.isolation = sandbox_for(options.isolation, options.bwrap).record
+    rec.stages_s["sandbox_probe"] = round(time.monotonic() - t_box, 3)
     try:
         cand = load_candidate(Path(candidate), prob)
     except KilnInputError as exc:
         return _broken_candidate(rec, str(exc), t0)
+    t_scan = time.monotonic()
     static = _static_scan(cand.source, Path(candidate).name, options.dtype, options.static)
+    rec.stages_s["static"] = round(time.monotonic() - t_scan, 3)
     rec.integrity = IntegrityRecord(policy=options.policy, static=options.static, findings=static)
     lang = detect_lang(cand.source)
     rec.evidence.lang = lang

@@ -25,6 +25,7 @@ class BaselineWorker(Worker):
         super().__init__(spec)
         self.case: Case | None = None
         self.prepared: dict[str, Any] = {}
+        self.ring: Any = None
 
     def op_setup(self, cmd: m.BaseSetup) -> None:
         c = self.spec.cases[0]
@@ -32,19 +33,20 @@ class BaselineWorker(Worker):
                          dtype=self.spec.dtype, device=self.spec.device)
 
     def op_prepare(self, cmd: m.BasePrepare) -> None:
-        """Build the baseline callable (compile: its first call, compile time excluded) and its ring."""
-        from kiln.tools.timing.laps import Ring, RingSpec, warm_up
-        from kiln.tools.timing.stage import baseline_fn, settle_compiled, tf32
+        """Build the baseline callable (compile: its first call, compile time excluded) on the worker's
+        one ring (every baseline times the same inputs). Nothing runs a lap here: the parent times the
+        baselines only after the candidate's worker has ended, and warms each up first."""
+        from kiln.tools.timing.laps import Ring, RingSpec
+        from kiln.tools.timing.stage import baseline_fn, settle_compiled
 
         assert self.case is not None
-        ring = Ring(self.case.mod.get_inputs, RingSpec.model_validate(cmd.ring))
+        if self.ring is None:
+            self.ring = Ring(self.case.mod.get_inputs, RingSpec.model_validate(cmd.ring))
         fn = baseline_fn(cmd.name, self.case.model)
-        with tf32(True if cmd.name == "eager_tf32" else None):
-            if cmd.name == "compile":
-                with torch.no_grad():
-                    settle_compiled(fn, ring.slots[0])
-            warm_up(fn, ring)
-        self.prepared[cmd.name] = (fn, ring)
+        if cmd.name == "compile":
+            with torch.no_grad():
+                settle_compiled(fn, self.ring.slots[0])
+        self.prepared[cmd.name] = (fn, self.ring)
 
     def op_refresh(self, cmd: m.Refresh) -> None:
         self.prepared[cmd.name][1].refresh(cmd.lap)

@@ -6,6 +6,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
     box = sandbox_for(options.isolation, options.bwrap)
     work = new_workdir()
     try:
+        t_server = time.monotonic()
         zygote = fork_server(rec.device, options.gpu_index, box) if options.fork_server else None
+        rec.stages_s["fork_server"] = round(time.monotonic() - t_server, 3)
         s = Session(rec, prob, cases, cand, options, static=static, secret=seed, work=work,
                     budgets=stage_timeouts(options), zygote=zygote, sandbox=box)
         out = s.run()

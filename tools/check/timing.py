@@ -28,18 +28,19 @@ if TYPE_CHECKING:
     from kiln.tools.check.session import Session
 
 LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's laps and each baseline's
-MIN_LAPS, MAX_LAPS = 7, 400
+LAPS_S = 2.0  # and at most this long for one function's laps
+MIN_LAPS, MAX_LAPS, WARM_LAPS = 10, 60, 1
 TARGET_PCT = 1.0  # stop once the 95% CI half-width of the median lap is this % of it
 N_AUDIT = 16  # timed (lap, slot) pairs the reference recomputes, picked in secret after the laps
 CPU_SLOTS = 4
-SLACK_SHARE = 0.05  # a refresh or commit may exceed the baseline's median by this share of it, and...
-SLACK_S = 2e-4  # ...this much, before the excess is charged to the lap
+SLACK_SHARE = 0.02  # the candidate's refresh + commit may exceed the baseline's by this share of it, plus...
+SLACK_SE = 2.0  # ...this many standard errors of the difference of the two means, before the excess is charged
 METHOD = ("kiln's clock over laps of {slots} back-to-back calls, each on its own independent draw of the inputs "
           "(fixed addresses, new draws every lap; inputs and outputs of a lap span >= {span} MiB where memory allows); "
-          "a sample is a lap's time per call; work in the candidate's refresh and commit steps beyond the baseline "
-          "worker's identical steps is added to its laps; every lap's outputs committed as keyed projections and "
-          "{audit} (lap, slot) pairs picked in secret recomputed by the reference; baselines timed the same way in a "
-          "process that never imported the candidate")
+          "a sample is a lap's time per call; the candidate's mean refresh + commit time beyond the baseline worker's "
+          "identical steps (past 2% and two standard errors) is added to every lap; every lap's outputs committed as "
+          "keyed projections and {audit} (lap, slot) pairs picked in secret recomputed by the reference; baselines "
+          "timed the same way, after the candidate's worker has ended, in a process that never imported it")
 
 
 def plan_timing(s: Session) -> None:
@@ -67,13 +68,15 @@ def time_check(s: Session) -> None:
     plan = s.timing_plan
     ring: RingSpec = plan["ring"]
     loop_s = LOOP_SHARE * s.budgets["timing"] / (1 + len(s.o.baselines))
+    loop_s = min(loop_s, LAPS_S)
     s.ref_call(m.Release(), "release")
+    prepared = _baselines_prepared(s, plan["missing"])  # torch.compile done: nothing else runs on the GPU now
     env_before = _env(s)
     sigma = _sigma(s)
     cand = _candidate_laps(s, ring, loop_s, sigma)
     if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
         s.cnd.close()
-    base = {**plan["cached"], **_measure_baselines(s, plan["missing"], loop_s, ring, sigma)}
+    base = {**plan["cached"], **_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma)}
     eager = base.get("eager") if "error" not in (base.get("eager") or {"error": 1}) else None
     samples, deferred = charged_samples(cand, eager, ring.slots)
     rec = TimingRecord(measured=True, method=METHOD.format(slots=ring.slots, span=L2_SPAN_BYTES >> 20, audit=N_AUDIT),
@@ -122,6 +125,11 @@ class Laps:
     def per_call_us(self, slots: int) -> list[float]:
         return [t / slots * 1e6 for t in self.lap_s]
 
+    def overhead(self) -> tuple[float, float, int]:
+        """Mean and variance of refresh + commit per lap (seconds), and the lap count."""
+        o = [r + c for r, c in zip(self.refresh_s, self.commit_s, strict=True)]
+        return (statistics.fmean(o), statistics.variance(o) if len(o) > 1 else 0.0, len(o)) if o else (0.0, 0.0, 0)
+
     def done(self, slots: int, elapsed: float, loop_s: float) -> bool:
         from kiln.tools.timing.stats import should_stop
 
@@ -139,6 +147,9 @@ def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[fl
     """Refresh / lap / commit until the median is tight or the time is spent; `call(cmd)` sends one
     command and returns its reply, `key_of(lap)` the lap's secret commit key."""
     laps = Laps(name)
+    for lap in range(-WARM_LAPS, 0):  # untimed: the first laps after a switch pay allocator and cache effects
+        call(m.Refresh(lap=lap, name=name))
+        call(m.Lap(name=name))
     t_start = time.monotonic()
     lap = 0
     while not laps.done(ring.slots, time.monotonic() - t_start, loop_s):
@@ -168,44 +179,56 @@ def _candidate_laps(s: Session, ring: RingSpec, loop_s: float, sigma: list[float
 
 
 def charged_samples(cand: dict[str, Any], eager: dict[str, Any] | None, slots: int) -> tuple[list[float], float]:
-    """The candidate's per-call samples (us): each lap plus its refresh and commit beyond the
-    baseline's medians (and a slack); and the mean charge per call (us)."""
+    """The candidate's per-call samples (us): each lap plus the charge, and the charge per call (us).
+    The charge is how much more its refresh + commit took on average than the baseline's identical
+    steps, beyond 2% of the baseline's and two standard errors of the difference: work moved out of
+    the lap is counted, while the two workers' noise is not (an honest kernel runs kiln's own code
+    there)."""
     laps: Laps = cand["laps"]
-    base_refresh = (eager or {}).get("refresh_s")
-    base_commit = (eager or {}).get("commit_s")
-    out, charged = [], []
-    for lap, ref, com in zip(laps.lap_s, laps.refresh_s, laps.commit_s, strict=True):
-        extra = _excess(ref, base_refresh) + _excess(com, base_commit)
-        out.append((lap + extra) / slots * 1e6)
-        charged.append(extra / slots * 1e6)
-    return out, (sum(charged) / len(charged) if charged else 0.0)
-
-
-def _excess(t: float, base: float | None) -> float:
-    if base is None:  # no baseline measured its steps: charge them whole (never flatter)
-        return t
-    return max(0.0, t - base * (1 + SLACK_SHARE) - SLACK_S)
+    mean_c, var_c, n_c = laps.overhead()
+    base = (eager or {}).get("overhead")
+    if not base:  # no baseline measured its steps: charge them whole (never flatter)
+        extra = mean_c
+    else:
+        mean_b, var_b, n_b = base
+        se = (var_c / max(n_c, 1) + var_b / max(n_b, 1)) ** 0.5
+        extra = max(0.0, mean_c - mean_b * (1 + SLACK_SHARE) - SLACK_SE * se)
+    per_call = extra / slots * 1e6
+    return [t / slots * 1e6 + per_call for t in laps.lap_s], per_call
 
 
 # ----------------------------------------------------------------------------- baselines
 
 
-def _measure_baselines(s: Session, names: list[str], loop_s: float, ring: RingSpec, sigma: list[float]
-                       ) -> dict[str, dict[str, Any]]:
-    """Time the baselines `plan_timing` had the baseline worker prepare, with the candidate's worker
-    gone."""
+def _baselines_prepared(s: Session, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Wait for the baseline worker's setup and every `prepare` (torch.compile compiles there), before
+    anything is timed; {name: {}} when ready, else its error."""
     from kiln.tools.check.failures import reference_broken, reference_error
 
     if not names:
         return {}
     assert s.base is not None
-    base = s.base
-    out: dict[str, dict[str, Any]] = {}
     try:
-        base.recv_reply(s.ref_deadline())  # setup
-        prepared = {name: _prepared(s, base, name) for name in names}  # every reply the plan's commands owe
+        s.base.recv_reply(s.ref_deadline())  # setup
+        return {name: _prepared(s, s.base, name) for name in names}
+    except WorkerGone as gone:
+        raise reference_broken(s.rec.problem, gone, s.o.timeout_s) from None
+    except CommandFailed as exc:
+        raise reference_error(s.rec.problem, exc.error) from None
+
+
+def _measure_baselines(s: Session, names: list[str], prepared: dict[str, dict[str, Any]], loop_s: float,
+                       ring: RingSpec, sigma: list[float]) -> dict[str, dict[str, Any]]:
+    """Time the prepared baselines, with the candidate's worker gone."""
+    from kiln.tools.check.failures import reference_broken, reference_error
+
+    out: dict[str, dict[str, Any]] = {}
+    if not names:
+        return out
+    assert s.base is not None
+    try:
         for name in names:
-            out[name] = prepared[name] or _one_baseline(s, base, name, loop_s, ring, sigma)
+            out[name] = prepared[name] or _one_baseline(s, s.base, name, loop_s, ring, sigma)
             if "error" not in out[name]:
                 caches.store_baseline(s, name, ring.slots, out[name])
     except WorkerGone as gone:
@@ -228,8 +251,8 @@ def _one_baseline(s: Session, base: WorkerHandle, name: str, loop_s: float, ring
                   ) -> dict[str, Any]:
     laps = run_laps(lambda cmd: base.call(cmd, s.ref_deadline()), name, ring, loop_s, sigma,
                     lambda lap: s.seed("baseline-commit", name, lap))
-    run: dict[str, Any] = {"samples_us": laps.per_call_us(ring.slots), "refresh_s": statistics.median(laps.refresh_s),
-                           "commit_s": statistics.median(laps.commit_s)}
+    run: dict[str, Any] = {"samples_us": laps.per_call_us(ring.slots), "overhead": list(laps.overhead()),
+                           "refresh_s": statistics.median(laps.refresh_s), "commit_s": statistics.median(laps.commit_s)}
     if name == "eager":
         run["peak_bytes"] = getattr(base.call(m.PeakMemory(name=name), s.ref_deadline()), "peak_bytes", None)
     return run

@@ -9,7 +9,8 @@ projection of a matmul would: (u^T A) B); so a worker that skipped or deferred w
 do it now, inside the commit the parent times. For a few (lap, slot) pairs picked in secret after
 all laps, the reference worker recomputes the output and its projections: E[(P_k - P'_k)^2] is the
 sum of (g(x_i) - g(x'_i))^2 over elements, at most (w / s)^2 ||x - x'||^2, so the mean squared
-difference estimates the output's L2 error. It must stay below 9x a bound made from the
+difference estimates the output's L2 error. Everything runs on the output's device in float32
+(accumulated in float64) and is read back once per output. It must stay below 9x a bound made from the
 tolerance and the error the candidate itself showed on the checked trials (`verdict`): a timed
 output as accurate as the checked ones passes by two orders of magnitude, garbage, stale or
 lower-precision output does not. Non-finite elements are counted and must match exactly.
@@ -17,8 +18,10 @@ lower-precision output does not. Non-finite elements are counted and must match 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -35,7 +38,7 @@ ERR_MARGIN = 4.0  # the bound allows 4x the relative L2 error the candidate show
 
 def _signs(n: int, seed: int) -> torch.Tensor:
     gen = torch.Generator(device="cpu").manual_seed(seed & ((1 << 63) - 1))
-    return torch.randint(0, 2, (n,), generator=gen, dtype=torch.int8).to(torch.float64).mul_(2).sub_(1)
+    return torch.randint(0, 2, (n,), generator=gen, dtype=torch.int8).to(torch.float32).mul_(2).sub_(1)
 
 
 def _wave(key: int, leaf: int) -> tuple[float, float]:
@@ -44,42 +47,52 @@ def _wave(key: int, leaf: int) -> tuple[float, float]:
 
 
 def _g(x: torch.Tensor, scale: float, phi: float) -> torch.Tensor:
-    """g on a slice, in float64, non-finite elements contributing 0."""
-    xd = x.double()
-    ok = torch.isfinite(xd)
-    return torch.where(ok, torch.sin(xd * scale + phi) - math.sin(phi), 0.0)
+    """g on a slice, in float32, non-finite elements contributing 0."""
+    xf = x.float()
+    return torch.where(torch.isfinite(xf), torch.sin(xf * scale + phi) - math.sin(phi), 0.0)
 
 
 def _project_tensor(t: torch.Tensor, key: int, leaf: int, sigma: float) -> dict[str, Any]:
+    """K projections and the non-finite counts of one tensor, on its device, read back once."""
     flat = t.detach().reshape(-1)
     n = flat.numel()
     w, phi = _wave(key, leaf)
     scale = w / sigma if sigma > 0 and math.isfinite(sigma) else w
     width = min(WIDTH, max(n, 1))
     rows = n // width
-    cols = torch.stack([_signs(width, derive_seed(key, leaf, k, "cols")) for k in range(K)], 1).to(flat.device)
-    row_signs = [_signs(rows, derive_seed(key, leaf, k, "rows")) for k in range(K)]
-    acc = [0.0] * K
-    for r0 in range(0, rows, ROWS_PER_CHUNK):
-        r1 = min(rows, r0 + ROWS_PER_CHUNK)
-        block = _g(flat[r0 * width:r1 * width].view(r1 - r0, width), scale, phi) @ cols  # (rows, K)
-        for k in range(K):
-            acc[k] += float(block[:, k].cpu() @ row_signs[k][r0:r1])
+    dev = flat.device
+    cols = torch.stack([_signs(width, derive_seed(key, leaf, k, "cols")) for k in range(K)], 1).to(dev)
+    row_signs = torch.stack([_signs(rows, derive_seed(key, leaf, k, "rows")) for k in range(K)], 1).to(dev)
+    acc = torch.zeros(K + 3, dtype=torch.float64, device=dev)
+    with _no_tf32():
+        for r0 in range(0, rows, ROWS_PER_CHUNK):
+            r1 = min(rows, r0 + ROWS_PER_CHUNK)
+            block = _g(flat[r0 * width:r1 * width].view(r1 - r0, width), scale, phi) @ cols  # (rows, K)
+            acc[:K] += (block * row_signs[r0:r1]).sum(0, dtype=torch.float64)
     tail = flat[rows * width:]
     if tail.numel():
-        gt = _g(tail, scale, phi).cpu()
-        for k in range(K):
-            acc[k] += float(gt @ _signs(tail.numel(), derive_seed(key, leaf, k, "tail")))
-    counts = _counts(flat)
-    return {"kind": "tensor", "p": acc, "n": n, "dtype": str(t.dtype).removeprefix("torch."),
-            "shape": list(t.shape), **counts}
+        tail_signs = torch.stack([_signs(tail.numel(), derive_seed(key, leaf, k, "tail")) for k in range(K)], 1)
+        acc[:K] += (_g(tail, scale, phi).unsqueeze(1) * tail_signs.to(dev)).sum(0, dtype=torch.float64)
+    if flat.is_floating_point():
+        for s in range(0, n, 1 << 24):
+            c = flat[s:s + (1 << 24)]
+            acc[K] += torch.isnan(c).sum()
+            acc[K + 1] += (c == math.inf).sum()
+            acc[K + 2] += (c == -math.inf).sum()
+    vals = acc.tolist()
+    return {"kind": "tensor", "p": vals[:K], "n": n, "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape), "nan": int(vals[K]), "posinf": int(vals[K + 1]), "neginf": int(vals[K + 2])}
 
 
-def _counts(flat: torch.Tensor) -> dict[str, int]:
-    if not flat.is_floating_point():
-        return {"nan": 0, "posinf": 0, "neginf": 0}
-    return {"nan": int(torch.isnan(flat).sum()), "posinf": int((flat == math.inf).sum()),
-            "neginf": int((flat == -math.inf).sum())}
+@contextlib.contextmanager
+def _no_tf32() -> Iterator[None]:
+    """The projections' matmul in full fp32, whatever the process set (eager_tf32 times with TF32)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
 
 
 def project(output: Any, key: int, sigma: list[float]) -> list[dict[str, Any]]:
@@ -97,7 +110,7 @@ def project(output: Any, key: int, sigma: list[float]) -> list[dict[str, Any]]:
     return out
 
 
-def _digest(t: torch.Tensor) -> int:
+def _digest(t: torch.Tensor) -> int:  # integer outputs are compared exactly
     from kiln.tools import chunked
 
     return chunked.digest(t.detach())
