@@ -26,7 +26,8 @@ def main() -> int:
     import os
 
     os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-startup-"))
-    from kiln.tools.check import caches, servers, zygote
+    from kiln.tools.check import caches, servers
+    from kiln.tools.sandbox import zygote
     from kiln.tools.sandbox.box import sandbox_for
 
     box = timed("sandbox probe", lambda: sandbox_for("best-effort", None))

@@ -105,12 +105,22 @@ def test_a_clean_object_has_no_findings(built: dict[str, Path]) -> None:
     ("module_pyrun", ["PyRun_SimpleString", "runs code"]), ("threads", ["pthread_create"]),
     ("std_thread", ["St6thread"]), ("std_ofstream", ["fstream"]),
     ("cuda_calls", ["cudaIpcOpenMemHandle", "cuModuleLoadData"]),
-    ("needs_dep", ["libdep.so, which no kernel extension needs"]), ("rpath", ["/tmp/evil"]),
 ])
 def test_refused_imports_are_named(built: dict[str, Path], name: str, named: list[str]) -> None:
     text = _rejected(symbol_findings(built[name]))
     for word in named:
         assert word in text, (word, text)
+
+
+@needs_cc
+@pytest.mark.parametrize(("name", "named"), [("needs_dep", "libdep.so"), ("rpath", "/tmp/evil")])
+def test_unlisted_libraries_and_run_paths_are_reported_not_refused(built: dict[str, Path], name: str,
+                                                                 named: str) -> None:
+    """They only load more native code into the candidate's own process (out of reach anyway), and
+    toolchains differ: a warning, so an honest extension built elsewhere is never refused for it."""
+    findings = symbol_findings(built[name])
+    assert any(named in f.evidence and f.severity == "warn" for f in findings), findings
+    assert not _rejected(findings)
 
 
 @needs_cc

@@ -72,11 +72,26 @@ def zygote_env(device: str, gpu_index: int, cache_root: Path) -> dict[str, str]:
     env = scrubbed_env(device=device, gpu_index=gpu_index, cache_dir=cache_root / "zygote",
                        extra={"HOME": str(home), "TMPDIR": str(home)})
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not _ships_bytecode():
+        # the H200 image's torch has no bytecode, and the sandbox mounts it read-only: every server start
+        # compiled ~1,500 of its modules (~10 s). Kept in kiln's own cache instead, which only the server
+        # and kiln's trusted workers (baseline, peaks) may write; candidates' workers write none
+        env["PYTHONPYCACHEPREFIX"] = str(cache_root / "zygote" / "pycache")
     extra = os.environ.get(PRELOAD_EXTRA_ENV)  # a developer's override of the list
     if extra is None:
         extra = ",".join(n for n in PRELOAD_EXTRA if device != "cpu" or n not in TIMING_ONLY)
     env.update({PRELOAD_ENV: ",".join(PRELOAD), PRELOAD_EXTRA_ENV: extra})
     return env
+
+
+def _ships_bytecode() -> bool:
+    """Does the installed torch come with its bytecode (pip compiles it at install; some images don't)?"""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return True
+    return os.path.exists(importlib.util.cache_from_source(spec.origin))
 
 
 PARENT_MODULES = ("torch", "kiln.tools.integrity.verdict", "kiln.tools.integrity.runtime")

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from kiln.tools.check.session import Session
 
 LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's laps and each baseline's
-LAPS_S = 2.0  # and at most this long for one function's laps
-MIN_LAPS, MAX_LAPS, WARM_LAPS = 10, 60, 1
+LAPS_S = 1.5  # and at most this long for one function's laps
+MIN_LAPS, MAX_LAPS, WARM_LAPS = 8, 60, 1
 TARGET_PCT = 1.0  # stop once the 95% CI half-width of the median lap is this % of it
 N_AUDIT = 16  # timed (lap, slot) pairs the reference recomputes, picked in secret after the laps
 CPU_SLOTS = 4

@@ -48,6 +48,25 @@ LIBC_ALLOWED = _words("""
 """C library names host code of a kernel extension may use. The last line: harmless functions whose
 names are common variable names (`cudaError_t err = ...`)."""
 
+LIBC_DENIED = re.compile(r"""^(?:
+    open\w* | creat\w* | fopen\w* | freopen\w* | fdopen | tmpfile\w* | tmpnam\w* | tempnam | mkstemp\w* | mkostemp\w*
+  | mkdtemp | mkfifo\w* | mknod\w* | unlink\w* | remove | rmdir | rename\w* | link\w* | symlink\w* | readlink\w*
+  | truncate\w* | ftruncate\w* | fallocate\w* | posix_fallocate\w* | chmod | fchmod\w* | chown | fchown\w* | lchown
+  | utime\w* | futime\w* | mkdir\w* | chdir | fchdir | chroot | mount | umount\w* | pivot_root | unshare | setns
+  | exec\w* | fexecve | posix_spawn\w* | fork | vfork | clone\w* | system | popen | pclose | daemon | kill | killpg
+  | tgkill | tkill | raise | sigqueue | ptrace | prctl | personality | dlopen | dlmopen | dlsym | dlvsym
+  | socket\w* | connect | bind | listen | accept\w* | send\w* | recv\w* | getaddrinfo | gethostbyname\w*
+  | getenv | secure_getenv | __secure_getenv | setenv | unsetenv | putenv | clearenv | environ | __environ
+  | signal | sigaction | __sysv_signal | bsd_signal | sigset
+  | process_vm_\w+ | splice | vmsplice | tee | sendfile\w* | copy_file_range | pipe\w* | mmap\w* | mremap
+  | inotify_\w+ | fanotify_\w+ | memfd_\w+ | shm_open | shm_unlink | setuid | setgid | setreuid | setregid
+  | setresuid | setresgid | capset | seccomp | pthread_create | pthread_detach | thrd_create
+)$""", re.X)
+"""C library calls that reach files, processes, the network, the environment, signals or loaded code:
+a built extension importing one is refused. Anything else not in `LIBC_ALLOWED` is reported (a
+warning): torch's CUDA headers import calls the CPU build does not (`syscall` for a thread id), and
+a false rejection of an honest extension costs as much as a missed one."""
+
 _MATH = _words("""
     acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 exp10 expm1 fabs fdim
     floor fma fmax fmin fmod frexp hypot ilogb ldexp lgamma llrint llround log log10 log1p log2 logb lrint

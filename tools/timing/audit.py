@@ -36,9 +36,11 @@ THRESHOLD = 9.0
 ERR_MARGIN = 4.0  # the bound allows 4x the relative L2 error the candidate showed on checked trials
 
 
-def _signs(n: int, seed: int) -> torch.Tensor:
-    gen = torch.Generator(device="cpu").manual_seed(seed & ((1 << 63) - 1))
-    return torch.randint(0, 2, (n,), generator=gen, dtype=torch.int8).to(torch.float32).mul_(2).sub_(1)
+def _signs(n: int, seed: int, device: Any = "cpu") -> torch.Tensor:
+    """n random signs drawn on `device` (both sides of an audit project on the same kind of device, and a
+    generator gives the same draws there for the same seed)."""
+    gen = torch.Generator(device=device).manual_seed(seed & ((1 << 63) - 1))
+    return torch.randint(0, 2, (n,), generator=gen, dtype=torch.int8, device=device).to(torch.float32).mul_(2).sub_(1)
 
 
 def _wave(key: int, leaf: int) -> tuple[float, float]:
@@ -61,8 +63,8 @@ def _project_tensor(t: torch.Tensor, key: int, leaf: int, sigma: float) -> dict[
     width = min(WIDTH, max(n, 1))
     rows = n // width
     dev = flat.device
-    cols = torch.stack([_signs(width, derive_seed(key, leaf, k, "cols")) for k in range(K)], 1).to(dev)
-    row_signs = torch.stack([_signs(rows, derive_seed(key, leaf, k, "rows")) for k in range(K)], 1).to(dev)
+    cols = torch.stack([_signs(width, derive_seed(key, leaf, k, "cols"), dev) for k in range(K)], 1)
+    row_signs = torch.stack([_signs(rows, derive_seed(key, leaf, k, "rows"), dev) for k in range(K)], 1)
     acc = torch.zeros(K + 3, dtype=torch.float64, device=dev)
     with _no_tf32():
         for r0 in range(0, rows, ROWS_PER_CHUNK):
@@ -71,8 +73,8 @@ def _project_tensor(t: torch.Tensor, key: int, leaf: int, sigma: float) -> dict[
             acc[:K] += (block * row_signs[r0:r1]).sum(0, dtype=torch.float64)
     tail = flat[rows * width:]
     if tail.numel():
-        tail_signs = torch.stack([_signs(tail.numel(), derive_seed(key, leaf, k, "tail")) for k in range(K)], 1)
-        acc[:K] += (_g(tail, scale, phi).unsqueeze(1) * tail_signs.to(dev)).sum(0, dtype=torch.float64)
+        tail_signs = torch.stack([_signs(tail.numel(), derive_seed(key, leaf, k, "tail"), dev) for k in range(K)], 1)
+        acc[:K] += (_g(tail, scale, phi).unsqueeze(1) * tail_signs).sum(0, dtype=torch.float64)
     if flat.is_floating_point():
         for s in range(0, n, 1 << 24):
             c = flat[s:s + (1 << 24)]
