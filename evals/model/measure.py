@@ -1,0 +1,106 @@
+"""The end-to-end figures on a GPU, within the run's clock: each group in the model, the kept set
+against eager (never slower), the patched groups' kernel time, the host's issue time, torch.compile
+of the patched model against torch.compile of the original, and peak memory.
+
+torch.compile of the original is timed once, early (the `baseline` stage), and its compile time sets
+how much of the budget the end needs; compile of the patched model is timed here when it fits."""
+
+from __future__ import annotations
+
+import statistics
+
+from kiln.evals.model.budget import Clock
+from kiln.evals.model.bundle import Bundle
+from kiln.evals.model.e2e import compile_samples, peak_bytes, time_us
+from kiln.evals.model.inmodel import Samples, alone, forward, group_gpu_us, kept_alone, never_slower
+from kiln.evals.model.records import E2ERecord, LatencyRecord
+from kiln.evals.model.targets import Target
+from kiln.tools.timing.stats import speedup, summarize
+
+PAIRS = {"patched_vs_eager": ("eager", "patched"), "patched_vs_compile": ("compile", "patched"),
+         "compile_vs_eager": ("eager", "compile"), "compile_patched_vs_compile": ("compile", "compile_patched")}
+
+
+def _cap(clock: Clock, want_s: float, share: float = 0.15) -> float:
+    """A measurement's time: what it wants, at most `share` of what the clock leaves."""
+    return max(0.3, min(want_s, share * clock.left_s())) if clock.bounded else want_s
+
+
+def measure_gpu(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, *, gain: dict[str, float],
+                faster_alone: set[str], clock: Clock, baseline: dict) -> list[str]:
+    """Fill `rec`; returns the groups that stay patched."""
+    samples: Samples | None = None
+    if keep:
+        rec.in_model, _ = alone(t, bundle, keep, _cap(clock, 1.0 + 0.5 * len(keep)))
+        keep, lost = kept_alone(keep, rec.in_model, faster_alone)
+        rec.dropped += lost
+        in_gain = {g: rec.in_model[g].value - 1.0 for g in keep}
+        keep, samples, slow = never_slower(t, bundle, keep, in_gain, _cap(clock, 2.0))
+        rec.dropped += slow
+    gpu = dict(samples.gpu_us) if samples else {"eager": time_us(forward(t), _cap(clock, 2.0))}
+    if samples:
+        rec.host_us = {k: statistics.median(v) for k, v in samples.host_us.items()}
+        if clock.fits(10.0):
+            rec.group_gpu_us = group_gpu_us(t, bundle, keep)
+    _compile(t, bundle, keep, rec, gpu, clock, baseline)
+    _latency(rec, gpu, baseline.get("compile_error", ""))
+    rec.peak_bytes["eager"] = peak_bytes(forward(t))
+    if keep:
+        with bundle.applied(t.model, only=set(keep)):
+            rec.peak_bytes["patched"] = peak_bytes(forward(t))
+    cp = rec.speedups.get("compile_patched_vs_compile")
+    rec.compile_policy = "kernels" if cp is not None and cp.verdict == "faster" else "original"
+    _drift(rec, gpu, baseline)
+    return keep
+
+
+def _compile(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, gpu: dict[str, list[float]],
+             clock: Clock, baseline: dict) -> None:
+    if baseline.get("compile"):
+        gpu["compile"] = baseline["compile"]
+    rec.compile_s = baseline.get("compile_s")
+    need = 1.3 * (rec.compile_s or 30.0) + 5.0
+    if "compile" not in gpu and not baseline.get("compile_error"):
+        if not clock.fits(need):
+            rec.budget_notes.append("torch.compile of the original not measured: the time budget ran out")
+            return
+        gpu["compile"], rec.compile_s, err = compile_samples(t, _cap(clock, 3.0))
+        if err:
+            baseline["compile_error"] = err
+            return
+    if not keep or "compile" not in gpu:
+        return
+    if not clock.fits(need):
+        rec.budget_notes.append(f"torch.compile of the patched model not measured: it needs about {need:.0f} s, "
+                                f"{max(clock.left_s(), 0):.0f} s were left (compile policy: original)")
+        return
+    with bundle.applied(t.model, only=set(keep)) as h:
+        h.table.compile_kernels = True
+        got, _, err = compile_samples(t, _cap(clock, 3.0))
+    if got:
+        gpu["compile_patched"] = got
+    else:
+        rec.budget_notes.append(f"torch.compile of the patched model: {err}")
+
+
+def _latency(rec: E2ERecord, gpu: dict[str, list[float]], error: str) -> None:
+    for v in ("eager", "patched", "compile", "compile_patched"):
+        if gpu.get(v):
+            rec.latency.append(LatencyRecord(variant=v, stat=summarize(gpu[v])))
+        else:
+            rec.latency.append(LatencyRecord(variant=v, error=error if v.startswith("compile") and error
+                                             else "not measured"))
+    for name, (base, cand) in PAIRS.items():
+        if gpu.get(base) and gpu.get(cand):
+            rec.speedups[name] = speedup(gpu[base], gpu[cand], name=base)
+
+
+def _drift(rec: E2ERecord, gpu: dict[str, list[float]], baseline: dict) -> None:
+    """torch.compile of the original was timed minutes earlier: say so when eager moved since."""
+    early = baseline.get("eager")
+    if not early or not gpu.get("eager"):
+        return
+    moved = statistics.median(gpu["eager"]) / statistics.median(early) - 1.0
+    if abs(moved) > 0.02:
+        rec.budget_notes.append(f"eager moved {100 * moved:+.1f}% between the baseline stage and the end: the "
+                                "compile figures (timed at the start) carry that drift")
