@@ -45,7 +45,7 @@ class Guard:
         self.n_pos = sum(1 for a in sig.args if not a.name)
         self.names = [a.name for a in sig.args if a.name]
         self.sorted_names = sorted(self.names)
-        self.tensors: list[tuple[int, tuple, torch.dtype, tuple, str]] = []
+        self.tensors: list[tuple[int, tuple, torch.dtype, tuple, bool]] = []
         self.plain: list[tuple[int, str]] = []
         for i, a in enumerate(sig.args):
             if skip_head and a.param == sigs.HEAD_MARK:
@@ -55,7 +55,9 @@ class Guard:
             else:
                 t = a.tensor
                 assert t is not None
-                self.tensors.append((i, tuple(t.shape), getattr(torch, t.dtype), tuple(t.stride), t.device))
+                if t.device not in ("cpu", "cuda"):
+                    raise ValueError(f"kernels for {t.device} tensors are not supported (cpu and cuda are)")
+                self.tensors.append((i, tuple(t.shape), getattr(torch, t.dtype), tuple(t.stride), t.device == "cuda"))
         self.acts = [i for i, a in enumerate(sig.args) if a.kind == "tensor" and a.param != sigs.HEAD_MARK]
         self.params = [i for i, a in enumerate(sig.args) if a.kind == "param"]
 
@@ -70,10 +72,10 @@ class Guard:
 
     def ok(self, values: list[Any]) -> bool:
         grad = torch.is_grad_enabled()
-        for i, shape, dtype, stride, device in self.tensors:
-            v = values[i]
+        for i, shape, dtype, stride, cuda in self.tensors:
+            v = values[i]  # `is_cuda`, not `device.type`: the latter builds a device object (3 us)
             if not isinstance(v, torch.Tensor) or v.dtype is not dtype or v.shape != shape \
-                    or v.stride() != stride or v.device.type != device or (grad and v.requires_grad):
+                    or v.stride() != stride or v.is_cuda is not cuda or (grad and v.requires_grad):
                 return False
         return all(_src(values[i]) == src for i, src in self.plain)
 

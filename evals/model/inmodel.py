@@ -57,7 +57,14 @@ def _select(variants: list[Variant], v: Variant) -> None:
         v.handle.install()
 
 
-def _one(fn: Callable[[], Any]) -> tuple[float, float]:
+def _one(fn: Callable[[], Any], cuda: bool) -> tuple[float, float]:
+    """(us from start to end of one forward, us the host took to issue it). Without CUDA (the CPU
+    tests of these rules) both are the host clock."""
+    if not cuda:
+        h0 = time.perf_counter()
+        fn()
+        us = (time.perf_counter() - h0) * 1e6
+        return us, us
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     h0 = time.perf_counter()
@@ -73,6 +80,7 @@ def interleaved(fn: Callable[[], Any], variants: list[Variant], max_s: float, mi
                 max_rounds: int = 400, tight_pct: float = 0.5) -> Samples:
     """Time every variant in turns until each median's CI is within `tight_pct` or time runs out."""
     out = Samples({v.name: [] for v in variants}, {v.name: [] for v in variants})
+    cuda = torch.cuda.is_available()
     for v in variants:  # warm-up: first calls build kernels and the caching allocator's pools
         _select(variants, v)
         for _ in range(3):
@@ -81,7 +89,7 @@ def interleaved(fn: Callable[[], Any], variants: list[Variant], max_s: float, mi
     for r in range(max_rounds):
         for v in variants if r % 2 == 0 else variants[::-1]:
             _select(variants, v)
-            gpu, host = _one(fn)
+            gpu, host = _one(fn, cuda)
             out.gpu_us[v.name].append(gpu)
             out.host_us[v.name].append(host)
         if r + 1 >= min_rounds and (time.monotonic() - start > max_s or _tight(out.gpu_us, tight_pct)):
