@@ -77,6 +77,7 @@ class LeanKernel:
         self.jit = jit
         self.plans: dict[tuple, _Plan] = {}
         self.lean_calls = 0
+        self.broken: str | None = None  # why the lean path was given up (then Triton's path only)
 
     def __getattr__(self, name: str) -> Any:
         if name == "jit":
@@ -89,7 +90,7 @@ class LeanKernel:
     def launch(self, grid: Any, args: tuple, kwargs: dict) -> Any:
         from triton import knobs
 
-        if callable(grid) or knobs.runtime.launch_enter_hook is not None or self.jit.pre_run_hooks:
+        if self.broken or callable(grid) or knobs.runtime.launch_enter_hook is not None or self.jit.pre_run_hooks:
             return self.jit[grid](*args, **kwargs)
         try:
             key = (tuple(grid), torch.cuda.current_device(), tuple(_kind(a) for a in args),
@@ -100,9 +101,16 @@ class LeanKernel:
         if plan is None:
             kernel = self.jit[grid](*args, **kwargs)
             if kernel is not None and len(self.plans) < 64:
-                self.plans[key] = _Plan(kernel, self.jit, tuple(grid), args, kwargs)
+                try:
+                    self.plans[key] = _Plan(kernel, self.jit, tuple(grid), args, kwargs)
+                except Exception as err:  # noqa: BLE001 - a Triton whose internals differ: its own path only
+                    self.broken = f"{type(err).__name__}: {err}"
             return kernel
-        plan.launch(args, kwargs, torch._C._cuda_getCurrentRawStream(key[1]), knobs.runtime.launch_exit_hook)
+        try:
+            plan.launch(args, kwargs, torch._C._cuda_getCurrentRawStream(key[1]), knobs.runtime.launch_exit_hook)
+        except Exception as err:  # noqa: BLE001 - the launcher refused before launching: Triton's path
+            self.broken = f"{type(err).__name__}: {err}"
+            return self.jit[grid](*args, **kwargs)
         self.lean_calls += 1
         return plan.kernel
 

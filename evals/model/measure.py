@@ -8,6 +8,7 @@ how much of the budget the end needs; compile of the patched model is timed here
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
 from kiln.evals.model.budget import Clock
 from kiln.evals.model.bundle import Bundle
@@ -28,30 +29,57 @@ def _cap(clock: Clock, want_s: float, share: float = 0.15) -> float:
 
 def measure_gpu(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, *, gain: dict[str, float],
                 faster_alone: set[str], clock: Clock, baseline: dict) -> list[str]:
-    """Fill `rec`; returns the groups that stay patched."""
+    """Fill `rec`; returns the groups that stay patched. A measurement that fails is a note in the
+    record; if the in-model one fails, nothing stays patched."""
     samples: Samples | None = None
     if keep:
-        rec.in_model, _ = alone(t, bundle, keep, _cap(clock, 1.0 + 0.5 * len(keep)))
-        keep, lost = kept_alone(keep, rec.in_model, faster_alone)
-        rec.dropped += lost
-        in_gain = {g: rec.in_model[g].value - 1.0 for g in keep}
-        keep, samples, slow = never_slower(t, bundle, keep, in_gain, _cap(clock, 2.0))
-        rec.dropped += slow
+        try:
+            keep, samples = _in_model(t, bundle, keep, rec, faster_alone, clock)
+        except Exception as err:  # noqa: BLE001 - nothing is patched on figures kiln could not take
+            rec.dropped += [f"{g}: unpatched: the in-model measurement failed ({_line(err)})" for g in keep]
+            keep, samples = [], None
     gpu = dict(samples.gpu_us) if samples else {"eager": time_us(forward(t), _cap(clock, 2.0))}
     if samples:
         rec.host_us = {k: statistics.median(v) for k, v in samples.host_us.items()}
         if clock.fits(10.0):
-            rec.group_gpu_us = group_gpu_us(t, bundle, keep)
-    _compile(t, bundle, keep, rec, gpu, clock, baseline)
+            _noted(rec, "kernel time per patched group", lambda: rec.group_gpu_us.update(
+                group_gpu_us(t, bundle, keep)))
+    _noted(rec, "torch.compile", lambda: _compile(t, bundle, keep, rec, gpu, clock, baseline))
     _latency(rec, gpu, baseline.get("compile_error", ""))
-    rec.peak_bytes["eager"] = peak_bytes(forward(t))
-    if keep:
-        with bundle.applied(t.model, only=set(keep)):
-            rec.peak_bytes["patched"] = peak_bytes(forward(t))
+    _noted(rec, "peak memory", lambda: _peaks(t, bundle, keep, rec))
     cp = rec.speedups.get("compile_patched_vs_compile")
     rec.compile_policy = "kernels" if cp is not None and cp.verdict == "faster" else "original"
     _drift(rec, gpu, baseline)
     return keep
+
+
+def _in_model(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, faster_alone: set[str], clock: Clock
+              ) -> tuple[list[str], Samples | None]:
+    rec.in_model, _ = alone(t, bundle, keep, _cap(clock, 1.0 + 0.5 * len(keep)))
+    keep, lost = kept_alone(keep, rec.in_model, faster_alone)
+    rec.dropped += lost
+    in_gain = {g: rec.in_model[g].value - 1.0 for g in keep}
+    keep, samples, slow = never_slower(t, bundle, keep, in_gain, _cap(clock, 2.0))
+    rec.dropped += slow
+    return keep, samples
+
+
+def _peaks(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord) -> None:
+    rec.peak_bytes["eager"] = peak_bytes(forward(t))
+    if keep:
+        with bundle.applied(t.model, only=set(keep)):
+            rec.peak_bytes["patched"] = peak_bytes(forward(t))
+
+
+def _line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"[:300]
+
+
+def _noted(rec: E2ERecord, what: str, fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except Exception as err:  # noqa: BLE001 - an optional figure: its failure is said, the run goes on
+        rec.budget_notes.append(f"{what} not measured: {_line(err)}")
 
 
 def _compile(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, gpu: dict[str, list[float]],

@@ -98,6 +98,15 @@ def gpu_times(model: torch.nn.Module, run: Callable[[], Any], params: dict[int, 
     return box[-1], a.per_call_us, a.total_us
 
 
+def _gpu_profile(model: torch.nn.Module, run: Callable[[], Any], params: dict[int, str]) -> tuple | str:
+    """gpu_times(...), or the one-line error that makes the profile fall back to the cost model."""
+    try:
+        rec, times, total = gpu_times(model, run, params)
+    except Exception as err:  # noqa: BLE001 - a profiler that fails still leaves a ranked profile
+        return f"{type(err).__name__}: {' '.join(str(err).split())}"[:200]
+    return (rec, times, total) if total > 0 else "no kernel time recorded"
+
+
 def _skip_reason(call: Call) -> str | None:
     if call.unwritable:
         return f"cannot extract: {call.unwritable}"
@@ -205,8 +214,9 @@ def profile_model(model: torch.nn.Module, runs: list[Callable[[], Any]], device:
     first, _ = record(model, runs[0])
     second, _ = record(model, runs[1]) if len(runs) > 1 else (first, None)
     dynamic = _dynamic(first.calls, second.calls)
-    if device == "cuda":
-        rec, times, total = gpu_times(model, runs[0], params)
+    profiled = _gpu_profile(model, runs[0], params) if device == "cuda" else None
+    if isinstance(profiled, tuple):
+        rec, times, total = profiled
         groups, method, note = groups_of(rec.calls, times), "torch.profiler", "CUDA time per op (torch.profiler)"
         share_of = (f"the forward's GPU kernel time ({total:.1f} us: the sum of its kernels' durations, "
                     "torch.profiler; not wall time)")
@@ -214,7 +224,8 @@ def profile_model(model: torch.nn.Module, runs: list[Callable[[], Any]], device:
         rec, total = first, sum(cost_us(c) for c in first.calls)
         groups, method = groups_of(first.calls, None), "cost-model"
         note = ("no GPU: calls ranked by a cost model (bytes at 4 TB/s vs FLOPs at the dtype's peak, plus a "
-                "3 us launch), not measured")
+                "3 us launch), not measured") if profiled is None else \
+               f"torch.profiler failed ({profiled}): calls ranked by the cost model instead, not measured"
         share_of = f"the cost model's total for one forward ({total:.1f} us, not measured)"
     for g in groups:
         if g.sig.key() in dynamic or (g.tail is not None and g.tail.key() in dynamic):
