@@ -93,7 +93,12 @@ def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[
         def forward(x: Any, *rest: Any, **kw: Any) -> Any:
             if not rest and not kw and not (torch.compiler.is_compiling() and not applied.table.compile_kernels):
                 eps = getattr(mod, "eps", getattr(mod, "variance_epsilon", None))
-                ok, out = site.try_run((x, mod.weight), {"eps": float(eps) if eps is not None else None})
+                call = ((x, mod.weight), {"eps": float(eps) if eps is not None else None})
+                if applied.table.ranges:  # kernel time per group (measure.py)
+                    with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
+                        ok, out = site.try_run(*call)
+                else:
+                    ok, out = site.try_run(*call)
                 if ok:
                     applied.table.count(site.entry.group)
                     return out

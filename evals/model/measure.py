@@ -27,6 +27,17 @@ def _cap(clock: Clock, want_s: float, share: float = 0.15) -> float:
     return max(0.3, min(want_s, share * clock.left_s())) if clock.bounded else want_s
 
 
+def baseline_only(baseline: dict) -> E2ERecord:
+    """Nothing to patch: the figures of the original model, from the baseline stage."""
+    rec = E2ERecord(measured=bool(baseline.get("eager")), passed=True,
+                    note="nothing to patch: eager and torch.compile of the original, from the baseline stage")
+    gpu = {k: baseline[k] for k in ("eager", "compile") if baseline.get(k)}
+    rec.compile_s = baseline.get("compile_s")
+    _latency(rec, gpu, baseline.get("compile_error", ""), nothing=True)
+    rec.compile_policy = "original"
+    return rec
+
+
 def measure_gpu(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, *, gain: dict[str, float],
                 faster_alone: set[str], clock: Clock, baseline: dict) -> list[str]:
     """Fill `rec`; returns the groups that stay patched. A measurement that fails is a note in the
@@ -45,7 +56,7 @@ def measure_gpu(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, *, g
             _noted(rec, "kernel time per patched group", lambda: rec.group_gpu_us.update(
                 group_gpu_us(t, bundle, keep)))
     _noted(rec, "torch.compile", lambda: _compile(t, bundle, keep, rec, gpu, clock, baseline))
-    _latency(rec, gpu, baseline.get("compile_error", ""))
+    _latency(rec, gpu, baseline.get("compile_error", ""), nothing=not keep)
     _noted(rec, "peak memory", lambda: _peaks(t, bundle, keep, rec))
     cp = rec.speedups.get("compile_patched_vs_compile")
     rec.compile_policy = "kernels" if cp is not None and cp.verdict == "faster" else "original"
@@ -111,10 +122,12 @@ def _compile(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, gpu: di
         rec.budget_notes.append(f"torch.compile of the patched model: {err}")
 
 
-def _latency(rec: E2ERecord, gpu: dict[str, list[float]], error: str) -> None:
+def _latency(rec: E2ERecord, gpu: dict[str, list[float]], error: str, nothing: bool = False) -> None:
     for v in ("eager", "patched", "compile", "compile_patched"):
         if gpu.get(v):
             rec.latency.append(LatencyRecord(variant=v, stat=summarize(gpu[v])))
+        elif nothing and v in ("patched", "compile_patched"):
+            rec.latency.append(LatencyRecord(variant=v, error="nothing stays patched: it is the original model"))
         else:
             rec.latency.append(LatencyRecord(variant=v, error=error if v.startswith("compile") and error
                                              else "not measured"))

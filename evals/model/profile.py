@@ -25,7 +25,11 @@ BW_BYTES_PER_US = 4.0e6  # 4 TB/s, an H200's copy bandwidth (kiln measured 4.2)
 PEAK_FLOPS_PER_US = {"float32": 6.0e7, "bfloat16": 7.0e8, "float16": 7.0e8}
 LAUNCH_US = 3.0
 RANDOM_OPS = {"F.dropout", "torch.dropout", "F.dropout2d", "torch.rand_like", "torch.randn_like", ".bernoulli_"}
-HEADS = re.compile(r"^(F\.(group_norm|layer_norm|rms_norm|batch_norm|linear|silu|gelu|softmax)|torch\.softmax|\.softmax|module:.*)$")
+HEADS = re.compile(r"^(F\.(group_norm|layer_norm|rms_norm|batch_norm|linear|silu|gelu|softmax)|torch\.(softmax|add|mul)"
+                   r"|\.(softmax|add|mul)|op:__(r?mul|r?add)__)$")
+"""Calls a fused pair can start with (a module site cannot: its call is a wrapped forward, which the
+patch runtime cannot hold back as a placeholder). Residual adds and gates (`mul`) head pairs such
+as `add -> relu` (a ResNet block's end) and `mul -> add` (rotary embeddings)."""
 TAILS = re.compile(r"^(F\.(silu|gelu|relu|mish|sigmoid)|torch\.(sigmoid|tanh|mul|add)|\.(sigmoid|tanh|to|mul|add)"
                    r"|op:__(r?mul|r?add)__)$")
 

@@ -190,6 +190,10 @@ class Run:
     def e2e(self, t: targets.Target, b: Bundle, groups: dict[str, OpGroup], outcomes: list[OpOutcome],
             baseline: dict) -> Bundle:
         tried = sorted(e.group for e in b.manifest.entries)
+        if not tried and baseline.get("eager"):
+            from kiln.evals.model.measure import baseline_only
+
+            self.report.e2e = baseline_only(baseline)
         if not tried or not self.comparable:
             return b
         cache = self.dir / "e2e.json"
