@@ -27,6 +27,21 @@ def _cap(clock: Clock, want_s: float, share: float = 0.15) -> float:
     return max(0.3, min(want_s, share * clock.left_s())) if clock.bounded else want_s
 
 
+def baseline_figures(t: Target, say: Callable[[str], None]) -> dict:
+    """Eager and torch.compile of the original (samples, compile seconds, error), said in one line."""
+    out: dict = {"eager": time_us(forward(t), 2.0)}
+    out["compile"], out["compile_s"], err = compile_samples(t, 2.0)
+    if err:
+        out["compile_error"] = err
+    say(f"  baseline: eager {_ms(out['eager'])} ms, torch.compile {_ms(out['compile'])} ms "
+        f"(compiled in {out['compile_s']:.0f} s)")
+    return out
+
+
+def _ms(samples: list[float]) -> str:
+    return f"{statistics.median(samples) / 1e3:.3f}" if samples else "-"
+
+
 def baseline_only(baseline: dict) -> E2ERecord:
     """Nothing to patch: the figures of the original model, from the baseline stage."""
     rec = E2ERecord(measured=bool(baseline.get("eager")), passed=True,

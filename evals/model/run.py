@@ -121,15 +121,9 @@ class Run:
         path = self.dir / "baseline.json"
         if path.exists() or self.o.device != "cuda":
             return json.loads(path.read_text()) if path.exists() else {}
-        from kiln.evals.model.e2e import compile_samples, time_us
-        from kiln.evals.model.inmodel import forward
+        from kiln.evals.model.measure import baseline_figures
 
-        out: dict = {"eager": time_us(forward(t), 2.0)}
-        out["compile"], out["compile_s"], err = compile_samples(t, 2.0)
-        if err:
-            out["compile_error"] = err
-        self.say(f"  baseline: eager {_ms(out['eager'])} ms, torch.compile {_ms(out['compile'])} ms "
-                 f"(compiled in {out['compile_s']:.0f} s)")
+        out = baseline_figures(t, self.say)
         path.write_text(json.dumps(out))
         return out
 
@@ -143,7 +137,7 @@ class Run:
         rec, _ = capture.record(t.model, lambda: t.call(), keep=keep, save_dir=folder / "calls")
         out: dict[str, dict] = {}
         for g in chosen:
-            g = _with_stats(g, rec.kept)
+            g = extract.with_stats(g, rec.kept)
             p = extract.write_problem(g, t.model, t.name, folder, rec.kept.get(g.sig.key()))
             out[g.id] = {"path": str(p.path), "params": p.params, "verified": p.verified, "error": p.error}
             self.say(f"  extracted {g.id} ({profile.describe(g)}): {'ok' if p.verified else p.error}")
@@ -277,27 +271,9 @@ class Run:
         write_report(self.dir, self.report)
 
 
-def _ms(samples: list[float]) -> str:
-    import statistics
-
-    return f"{statistics.median(samples) / 1e3:.3f}" if samples else "-"
-
-
 def _speed(outcomes: list[OpOutcome], key: str) -> float:
     oc = next((o for o in outcomes if o.group == key), None)
     return oc.speedup.value if oc and oc.speedup else 1.0
-
-
-def _with_stats(g: OpGroup, kept: dict[str, dict]) -> OpGroup:
-    """The group with the activation statistics of its first real call(s)."""
-    head = kept.get(g.sig.key())
-    sig = head["sig"] if head else g.sig
-    tail = g.tail
-    if tail is not None and tail.key() in kept:
-        real = kept[tail.key()]["sig"]
-        tail = tail.model_copy(update={"args": [a.model_copy(update={"stats": r.stats}) for a, r in
-                                                zip(tail.args, real.args, strict=True)]})
-    return g.model_copy(update={"sig": sig, "tail": tail})
 
 
 def start(opts: ModelRunOptions, out: Path, say: Callable[[str], None], already_s: float = 0.0) -> ModelReport:
