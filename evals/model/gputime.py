@@ -13,7 +13,7 @@ calls add up to at most 100% (the rest ran outside any recorded call).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +56,7 @@ def _own_kernel_us(ev: Any) -> float:
 def attribute(events: Iterable[Any], prefix: str = RANGE) -> Attribution:
     """Per-range and total kernel time of one profiled forward (pure: any FunctionEvent-like list).
     Ranges are `<prefix><name>`; with the default prefix the names are call indices."""
-    per: Counter = Counter()
+    per: defaultdict[int | str, float] = defaultdict(float)
     total = outside = 0.0
     for ev in events:
         if not _is_cpu(ev) or str(ev.name).startswith(RANGES):  # a range launches nothing itself
@@ -79,14 +79,15 @@ def profile_forward(run: Callable[[], Any], reps: int = 3, prefix: str = RANGE) 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    per: Counter[int] = Counter()
+    per: defaultdict[int | str, float] = defaultdict(float)
     total = outside = 0.0
     for _ in range(reps):
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             run()
             torch.cuda.synchronize()
         a = attribute(prof.events(), prefix)
-        per.update(a.per_call_us)
+        for k, v in a.per_call_us.items():
+            per[k] += v
         total += a.total_us
         outside += a.outside_us
     return Attribution({k: v / reps for k, v in per.items()}, total / reps, outside / reps)

@@ -49,6 +49,11 @@ def forward(t: Target) -> Callable[[], Any]:
     return fn
 
 
+def on_gpu(t: Target) -> bool:
+    return any(p.is_cuda for p in t.model.parameters()) or any(
+        isinstance(a, torch.Tensor) and a.is_cuda for a in (*t.args, *t.kwargs.values()))
+
+
 def _select(variants: list[Variant], v: Variant) -> None:
     for other in variants:
         if other.handle is not None and other is not v:
@@ -76,25 +81,27 @@ def _one(fn: Callable[[], Any], cuda: bool) -> tuple[float, float]:
     return a.elapsed_time(b) * 1e3, host
 
 
-def interleaved(fn: Callable[[], Any], variants: list[Variant], max_s: float, min_rounds: int = 15,
+def interleaved(fn: Callable[[], Any], variants: list[Variant], max_s: float, *, cuda: bool, min_rounds: int = 15,
                 max_rounds: int = 400, tight_pct: float = 0.5) -> Samples:
-    """Time every variant in turns until each median's CI is within `tight_pct` or time runs out."""
+    """Time every variant in turns until each median's CI is within `tight_pct` or time runs out
+    (`cuda`: the model runs on the GPU, so CUDA events; else the host clock)."""
     out = Samples({v.name: [] for v in variants}, {v.name: [] for v in variants})
-    cuda = torch.cuda.is_available()
-    for v in variants:  # warm-up: first calls build kernels and the caching allocator's pools
-        _select(variants, v)
-        for _ in range(3):
-            fn()
-    start = time.monotonic()
-    for r in range(max_rounds):
-        for v in variants if r % 2 == 0 else variants[::-1]:
+    try:
+        for v in variants:  # warm-up: first calls build kernels and the caching allocator's pools
             _select(variants, v)
-            gpu, host = _one(fn, cuda)
-            out.gpu_us[v.name].append(gpu)
-            out.host_us[v.name].append(host)
-        if r + 1 >= min_rounds and (time.monotonic() - start > max_s or _tight(out.gpu_us, tight_pct)):
-            break
-    _select(variants, Variant("eager", None))
+            for _ in range(3):
+                fn()
+        start = time.monotonic()
+        for r in range(max_rounds):
+            for v in variants if r % 2 == 0 else variants[::-1]:
+                _select(variants, v)
+                gpu, host = _one(fn, cuda)
+                out.gpu_us[v.name].append(gpu)
+                out.host_us[v.name].append(host)
+            if r + 1 >= min_rounds and (time.monotonic() - start > max_s or _tight(out.gpu_us, tight_pct)):
+                break
+    finally:  # the model leaves as it came, whatever happened
+        _select(variants, Variant("eager", None))
     return out
 
 
@@ -115,7 +122,7 @@ def handles(t: Target, bundle: Bundle, sets: dict[str, list[str]]) -> list[Varia
 def alone(t: Target, bundle: Bundle, groups: list[str], max_s: float) -> tuple[dict[str, Speedup], Samples]:
     """Each group patched alone against eager, all in one interleaved loop."""
     variants = handles(t, bundle, {g: [g] for g in groups})
-    s = interleaved(forward(t), variants, max_s)
+    s = interleaved(forward(t), variants, max_s, cuda=on_gpu(t))
     return {g: speedup(s.gpu_us["eager"], s.gpu_us[g], name="eager") for g in groups}, s
 
 
@@ -141,7 +148,7 @@ def never_slower(t: Target, bundle: Bundle, keep: list[str], gain: dict[str, flo
     samples = None
     while keep:
         variants = handles(t, bundle, {"patched": keep})
-        samples = interleaved(forward(t), variants, max_s)
+        samples = interleaved(forward(t), variants, max_s, cuda=on_gpu(t))
         sp = speedup(samples.gpu_us["eager"], samples.gpu_us["patched"], name="eager")
         if sp.value >= 1.0:
             return keep, samples, dropped
