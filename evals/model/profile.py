@@ -22,7 +22,9 @@ from kiln.evals.model.records import CallSig, OpGroup, ProfileRecord
 from kiln.evals.model.sigs import HEAD_MARK
 
 BW_BYTES_PER_US = 4.0e6  # 4 TB/s, an H200's copy bandwidth (kiln measured 4.2)
-PEAK_FLOPS_PER_US = {"float32": 6.0e7, "bfloat16": 7.0e8, "float16": 7.0e8}
+PEAK_FLOPS_PER_US = {"float32": 6.0e7, "tf32": 4.0e8, "bfloat16": 7.0e8, "float16": 7.0e8}
+"""Dense peaks of an H200 as measured (bench/RESULTS.md: fp32 50, tf32 400, bf16 760 TFLOP/s), rounded."""
+MATMULS = ("F.linear", "torch.matmul", ".matmul", "op:__matmul__", "torch.bmm", ".bmm", "torch.mm", ".mm")
 LAUNCH_US = 3.0
 RANDOM_OPS = {"F.dropout", "torch.dropout", "F.dropout2d", "torch.rand_like", "torch.randn_like", ".bernoulli_"}
 HEADS = re.compile(r"^(F\.(group_norm|layer_norm|rms_norm|batch_norm|linear|silu|gelu|softmax)|torch\.(softmax|add|mul)"
@@ -51,8 +53,7 @@ def flops_of(call: Call) -> int:
     for d in out.shape:
         n_out *= d
     op = call.sig.op
-    if op in ("F.linear", "torch.matmul", ".matmul", "op:__matmul__", "torch.bmm", ".bmm", "torch.mm", ".mm") \
-            and len(ts) >= 2:
+    if op in MATMULS and len(ts) >= 2:
         return 2 * n_out * ts[0].shape[-1]
     if op.startswith("F.conv") and len(ts) >= 2:
         w = ts[1].shape
@@ -191,7 +192,14 @@ def groups_of(calls: list[Call], times: dict[int, float] | None) -> list[OpGroup
 
 
 def _dtype(call: Call) -> str:
-    return call.sig.out.dtype if call.sig.out else "float32"
+    """The precision a call's FLOPs run at: its output dtype, or tf32 for an fp32 convolution or matmul
+    that PyTorch lets run on TF32 tensor cores (cuDNN convolutions do by default)."""
+    dt = call.sig.out.dtype if call.sig.out else "float32"
+    if dt != "float32":
+        return dt
+    if call.sig.op.startswith("F.conv") and torch.backends.cudnn.allow_tf32:
+        return "tf32"
+    return "tf32" if call.sig.op in MATMULS and torch.backends.cuda.matmul.allow_tf32 else dt
 
 
 def _add(g: OpGroup, path: str, scope: str, t: float, nbytes: int, flops: int, dtype: str) -> None:

@@ -45,6 +45,10 @@ def test_cnn_end_to_end_and_resume(tmp_path: Path) -> None:
     confirms = [json.loads(p.read_text())["record"] for p in (out / "confirm").glob("*.json")]
     assert confirms and all(c["isolation"]["level"] == level for c in confirms)  # --isolation reaches every check
     r = _report(out)
+    line = next(ln for ln in proc.stdout.splitlines() if "in order of expected gain: " in ln)
+    order = line.split("in order of expected gain: ")[1].split(", ")
+    gains = {g["id"]: g["share"] * max(0.0, 1 - g["roofline_us"] / g["time_us"]) for g in r["profile"]["groups"]}
+    assert order == sorted(order, key=lambda k: -gains[k])  # share x roofline headroom, highest first
     assert r["reload"] == f'import kiln; kiln.load("{out / "bundle"}").apply(model)'
     assert "cost model" in r["profile"]["share_of"] and set(r["stages_s"]) >= {"profile", "optimise", "e2e"}
     status = {o["group"].split("_")[0] if not o["group"].startswith("fused") else "fused": o["status"]
