@@ -192,7 +192,8 @@ class Run:
             return b
         cache = self.dir / "e2e.json"
         saved = json.loads(cache.read_text()) if cache.exists() else {}
-        if saved.get("tried") == tried:
+        kernels = {oc.group: oc.kernel for oc in outcomes if oc.group in tried}  # a new best kernel: check again
+        if saved.get("tried") == tried and saved.get("kernels") == kernels:
             from kiln.evals.model.records import E2ERecord
 
             rec, keep = E2ERecord.model_validate(saved["record"]), saved["keep"]
@@ -207,7 +208,8 @@ class Run:
                                 share={k: g.share for k, g in groups.items()}, faster_alone=faster,
                                 clock=self.clock, baseline=baseline)
             rec.coverage = coverage(list(groups.values()), keep)
-            cache.write_text(json.dumps({"tried": tried, "record": rec.model_dump(mode="json"), "keep": keep}))
+            cache.write_text(json.dumps({"tried": tried, "kernels": kernels, "record": rec.model_dump(mode="json"),
+                                         "keep": keep}))
         self.report.e2e = rec
         after_e2e(outcomes, rec, keep, groups)
         manifest = b.manifest.model_copy(update={
