@@ -168,7 +168,7 @@ def compile_samples(t: Target, max_s: float = 3.0) -> tuple[list[float], float, 
 
 
 def run_e2e(t: Target, bundle: Bundle, groups: list[str], *, seeds: int, tol: float, device: str,
-            gain: dict[str, float], share: dict[str, float], faster_alone: set[str] | None = None,
+            share: dict[str, float], faster_alone: set[str] | None = None,
             clock: Clock | None = None, baseline: dict | None = None) -> tuple[E2ERecord, list[str]]:
     """The end-to-end record, and the groups that stay patched (see the module docstring)."""
     clock = clock or Clock(None)
@@ -184,7 +184,7 @@ def run_e2e(t: Target, bundle: Bundle, groups: list[str], *, seeds: int, tol: fl
         return _finish(rec, keep)
     from kiln.evals.model.measure import measure_gpu
 
-    keep = measure_gpu(t, bundle, keep, rec, gain=gain, faster_alone=faster_alone if faster_alone is not None
+    keep = measure_gpu(t, bundle, keep, rec, faster_alone=faster_alone if faster_alone is not None
                        else set(groups), clock=clock, baseline=baseline or {})
     rec.measured = True
     rec.coverage = sum(share.get(g, 0.0) for g in keep)

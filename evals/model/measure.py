@@ -53,8 +53,8 @@ def baseline_only(baseline: dict) -> E2ERecord:
     return rec
 
 
-def measure_gpu(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, *, gain: dict[str, float],
-                faster_alone: set[str], clock: Clock, baseline: dict) -> list[str]:
+def measure_gpu(t: Target, bundle: Bundle, keep: list[str], rec: E2ERecord, *, faster_alone: set[str],
+                clock: Clock, baseline: dict) -> list[str]:
     """Fill `rec`; returns the groups that stay patched. A measurement that fails is a note in the
     record; if the in-model one fails, nothing stays patched."""
     samples: Samples | None = None

@@ -202,9 +202,8 @@ class Run:
                      f"({self.clock.left_s():.0f} s left)" if self.clock.bounded else
                      f"end-to-end check of {len(tried)} group(s) over {self.o.seeds} seed(s)")
             tol = self.o.e2e_tol or TOL[DTYPE_NAMES[self.o.dtype]]
-            gain = {k: g.share * (1 - 1 / max(_speed(outcomes, k), 1e-9)) for k, g in groups.items()}
             faster = {o.group for o in outcomes if o.status == "patched"}
-            rec, keep = run_e2e(t, b, tried, seeds=self.o.seeds, tol=tol, device=self.o.device, gain=gain,
+            rec, keep = run_e2e(t, b, tried, seeds=self.o.seeds, tol=tol, device=self.o.device,
                                 share={k: g.share for k, g in groups.items()}, faster_alone=faster,
                                 clock=self.clock, baseline=baseline)
             rec.coverage = coverage(list(groups.values()), keep)
@@ -271,11 +270,6 @@ class Run:
         self.report.status, self.report.error = "failed", error
         self._skip("model", error)
         write_report(self.dir, self.report)
-
-
-def _speed(outcomes: list[OpOutcome], key: str) -> float:
-    oc = next((o for o in outcomes if o.group == key), None)
-    return oc.speedup.value if oc and oc.speedup else 1.0
 
 
 def start(opts: ModelRunOptions, out: Path, say: Callable[[str], None], already_s: float = 0.0) -> ModelReport:
