@@ -8,7 +8,9 @@
 #   concurrent   issue 22: six checks at once on one GPU (bench/check_concurrent.py)
 #   gpu_tests    the GPU suite (pytest -m gpu), one log per folder (GPU_DIRS narrows it)
 #   builtin      issue 23: the built-in Coder over KernelBench level 1 and 2 (bench/builtin_speed.py)
-#   model        issue 24: whole-model workloads (bench/model_bench.py)
+#   model        issue 24: whole-model workloads (bench/model_bench.py), each one `kiln model --budget-minutes 8`
+#                ($MODEL_BUDGET_MIN): only what fits the call runs; name one with model:PART (model:resblock-fp32,
+#                model:resblock-bf16, model:resnet50-stage4-fp32, model:qwen3-b8-bf16, model:overhead)
 # Every part keeps its log under $OUT/logs; the call ends with $OUT/logs.tgz and $OUT/summary.txt.
 set -u
 DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
@@ -52,11 +54,16 @@ for part in "$@"; do
     builtin)
       b builtin $(( $(left) - 10 )) python3 bench/builtin_speed.py --root third_party/KernelBench --out "$OUT/logs/builtin"
       cp "$OUT/logs/builtin/"*.md "$OUT/" 2>/dev/null ;;
-    model)
-      for p in resblock-fp32 resblock-bf16 resnet50-fp32 qwen3-b8-bf16; do
-        [ "$(left)" -gt 100 ] || break
-        OUT="$OUT/logs" timeout $(( $(left) - 60 )) python3 bench/model_bench.py --part "$p" > "$OUT/logs/model-$p.log" 2>&1
-        note "model-$p rc=$?"
+    model|model:*)
+      mb=${MODEL_BUDGET_MIN:-8}  # whole minutes
+      parts=${part#model:}; [ "$part" = model ] && parts="resblock-fp32 resblock-bf16 resnet50-stage4-fp32 qwen3-b8-bf16 overhead"
+      for p in $parts; do
+        need=$(( mb * 63 + 30 ))  # the budget + 5% (it counts kiln's own start), then the fresh-process reload
+        [ "$p" = overhead ] && need=150
+        [ "$(left)" -gt "$need" ] || { note "model-$p: not run (needs ${need} s, $(left) s left)"; continue; }
+        OUT="$OUT/logs" timeout $(( $(left) - 10 )) python3 bench/model_bench.py --part "$p" --budget-minutes "$mb" \
+          > "$OUT/logs/model-$p.log" 2>&1
+        note "model-$p rc=$? ($(( $(date +%s) - start ))s into the call)"
       done
       python3 bench/model_bench.py --table "$OUT/logs/model_bench" > "$OUT/model.md" 2>&1 ;;
     *) note "unknown part: $part" ;;

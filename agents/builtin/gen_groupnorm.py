@@ -98,6 +98,8 @@ def _kernel(name: str, args: str, body: list[str]) -> str:
 
 
 def gn_kernels(plan: Plan) -> str:
+    from kiln.agents.builtin.gen_groupnorm_rows import rows_kernel
+
     ptrs = ", ".join(f"p{k}" for k in range(len(plan.loads)))
     x = plan.g.nodes[plan.special].args[0]
     onepass = ["row = tl.program_id(0)", "offs = tl.arange(0, BLOCK)", *_load_x(plan),
@@ -116,13 +118,15 @@ def gn_kernels(plan: Plan) -> str:
              "rstd = tl.rsqrt((tl.sum(pq, axis=0) + tl.sum(cnt * dm * dm, axis=0)) / R + eps)",
              "offs = s * BLOCK + tl.arange(0, BLOCK)", *_load_x(plan), *_affine(plan), *_epilogue(plan)]
     shape = "R, HW, CG, G, eps"
-    return (_kernel("_kiln_gn_onepass", f"out_ptr, {ptrs}, {shape}, BLOCK: tl.constexpr", onepass)
+    return (_kernel("_kiln_gn_onepass", f"out_ptr, {ptrs}, {shape}, BLOCK: tl.constexpr", onepass) + rows_kernel(plan)
             + _kernel("_kiln_gn_stats", "ws_ptr, p0, R, S, BLOCK: tl.constexpr", stats)
             + _kernel("_kiln_gn_apply", f"out_ptr, {ptrs}, ws_ptr, {shape}, S, BLOCK: tl.constexpr, "
                       "SP: tl.constexpr", apply))
 
 
 def gn_forward(plan: Plan, cfg: dict) -> str:
+    from kiln.agents.builtin.gen_groupnorm_rows import rows_launch
+
     names = input_exprs(plan)
     node = plan.g.nodes[plan.special]
     groups, eps = int(node.params[0]), node.params[1]
@@ -141,6 +145,7 @@ def gn_forward(plan: Plan, cfg: dict) -> str:
         f"    _kiln_gn_onepass[(rows,)](out, {ts}, R, HW, CG, G, {eps!r}, BLOCK=br, "
         f"num_warps=max(1, min({cfg['num_warps']}, br // 256)))",
         "    return out",
+        *rows_launch(ts, eps, cfg),
         f"br = min({cfg['block']}, triton.next_power_of_2(R))",
         "S = triton.cdiv(R, br)",
         "ws = torch.empty((rows, S, 2), device=out.device, dtype=torch.float32)",

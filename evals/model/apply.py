@@ -18,22 +18,33 @@ from kiln.evals.model.patch import KilnMode, Site, Table, custom_op
 
 @dataclass
 class Applied:
-    """A model with kernels patched in; `remove()` (or leaving the `with` block) restores it."""
+    """A model with kernels patched in; `remove()` (or leaving the `with` block) restores it and
+    `install()` puts the same patches back (the timing loops toggle them, no rebuild)."""
 
     model: torch.nn.Module
     table: Table
     mode: KilnMode
-    originals: list[tuple[torch.nn.Module, Any]] = field(default_factory=list)
+    originals: list[tuple[torch.nn.Module, Any, Callable]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     depth: int = 0
+    active: bool = True
 
     def remove(self) -> None:
-        for mod, fwd in reversed(self.originals):
+        if not self.active:
+            return
+        for mod, fwd, _ in reversed(self.originals):
             if fwd is None:
                 mod.__dict__.pop("forward", None)
             else:
                 mod.forward = fwd
-        self.originals.clear()
+        self.active = False
+
+    def install(self) -> None:
+        if self.active:
+            return
+        for mod, _, patched in self.originals:
+            mod.forward = patched
+        self.active = True
 
     def __enter__(self) -> Applied:
         return self
@@ -63,9 +74,9 @@ class Applied:
 def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callable], Callable]) -> None:
     """Replace one module instance's forward (its class and state dict are untouched)."""
     own = mod.__dict__.get("forward")
-    applied.originals.append((mod, own))
     inner = own if own is not None else types.MethodType(type(mod).forward, mod)
     mod.forward = make(inner)
+    applied.originals.append((mod, own, mod.forward))
 
 
 def scoped(applied: Applied) -> Callable[[Callable], Callable]:
@@ -82,7 +93,12 @@ def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[
         def forward(x: Any, *rest: Any, **kw: Any) -> Any:
             if not rest and not kw and not (torch.compiler.is_compiling() and not applied.table.compile_kernels):
                 eps = getattr(mod, "eps", getattr(mod, "variance_epsilon", None))
-                ok, out = site.try_run((x, mod.weight), {"eps": float(eps) if eps is not None else None})
+                call = ((x, mod.weight), {"eps": float(eps) if eps is not None else None})
+                if applied.table.ranges:  # kernel time per group (measure.py)
+                    with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
+                        ok, out = site.try_run(*call)
+                else:
+                    ok, out = site.try_run(*call)
                 if ok:
                     applied.table.count(site.entry.group)
                     return out
@@ -119,6 +135,7 @@ def apply_entries(model: torch.nn.Module, sites: list[Site], compile_kernels: bo
             applied.missing.append(f"no module at {path}")
             continue
         wrap_forward(applied, mod, scoped(applied))
+    applied.mode.watch = table.watched()
     return applied
 
 

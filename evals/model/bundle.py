@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from kiln.evals.model import launch
 from kiln.evals.model.apply import Applied, apply_entries
 from kiln.evals.model.patch import Kernel, Site, load_kernel_module
 from kiln.evals.model.records import BundleEntry, BundleManifest, EnvGuard
@@ -65,7 +66,7 @@ class Bundle:
     def __init__(self, folder: Path, manifest: BundleManifest) -> None:
         self.folder, self.manifest = folder, manifest
 
-    def sites(self, only: set[str] | None = None) -> list[Site]:
+    def sites(self, only: set[str] | None = None, lean: bool = True) -> list[Site]:
         if self.manifest.guard.device == "cpu":  # CPU bundles (tests, dry runs): Triton's interpreter
             os.environ.setdefault("TRITON_INTERPRET", "1")
         out = []
@@ -73,6 +74,8 @@ class Bundle:
             if only is not None and e.group not in only:
                 continue
             mod = load_kernel_module(self.folder / e.kernel)
+            if lean:
+                launch.lean(mod)
             out_sig = (e.tail or e.sig).out
             out.append(Site(e, Kernel(mod, out_sig, f"{_tag(self.folder)}_{e.group}")))
         return out
@@ -82,14 +85,16 @@ class Bundle:
         if bad:
             raise BundleError(f"bundle {self.folder} does not apply here: " + "; ".join(bad))
 
-    def apply(self, model: torch.nn.Module, *, only: set[str] | None = None) -> Applied:
-        """Patch `model` in place (guards first); returns the handle whose `remove()` undoes it."""
+    def apply(self, model: torch.nn.Module, *, only: set[str] | None = None, lean: bool = True) -> Applied:
+        """Patch `model` in place (guards first); returns the handle whose `remove()` undoes it.
+        `lean`: launch the kernels' Triton functions through `launch.py`'s cached path (GPU)."""
         self.check(model)
-        return apply_entries(model, self.sites(only), self.manifest.compile_policy == "kernels")
+        return apply_entries(model, self.sites(only, lean), self.manifest.compile_policy == "kernels")
 
     @contextlib.contextmanager
-    def applied(self, model: torch.nn.Module, *, only: set[str] | None = None) -> Iterator[Applied]:
-        handle = self.apply(model, only=only)
+    def applied(self, model: torch.nn.Module, *, only: set[str] | None = None, lean: bool = True
+                ) -> Iterator[Applied]:
+        handle = self.apply(model, only=only, lean=lean)
         try:
             yield handle
         finally:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from kiln.graphs import cli_options as o
 from kiln.tools.errors import KilnConfigError, KilnInputError
 
 
@@ -24,14 +25,23 @@ def _device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _check_roles(o) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazily)
+def _check_roles(oo) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazily)
     """A missing provider package, key or unknown name fails now, not once per op after profiling."""
     from kiln.agents.registry import resolve_roles
     from kiln.evals.model.optimise import batch_config
 
-    loop = batch_config(o).loop
+    loop = batch_config(oo).loop
     resolve_roles(loop.roles.llm, **loop.roles.kwargs(), lang=loop.lang, cache_path=None, budgets=loop.budgets,
                   device=loop.device)
+
+
+def _check_sandbox(oo) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazily)
+    """`--isolation strict` without the full sandbox is refused now, in one line, as `kiln run` does."""
+    if oo.isolation not in ("strict", "best-effort"):
+        raise KilnConfigError(f"--isolation must be strict or best-effort, not {oo.isolation!r}")
+    from kiln.tools.check.sandbox import sandbox_for
+
+    sandbox_for(oo.isolation, oo.bwrap)
 
 
 def interpreter() -> None:
@@ -45,20 +55,22 @@ def interpreter() -> None:
 def model(
     target: Annotated[str | None, typer.Argument(help="path/to/file.py:factory, timm:NAME, transformers:FAMILY?..., "
                                                       "diffusers:BLOCK?...")] = None,
-    llm: Annotated[str | None, typer.Option(help="PROVIDER:MODEL for every role; builtin by default")] = None,
-    coder_llm: Annotated[str | None, typer.Option()] = None,
-    judge_llm: Annotated[str | None, typer.Option()] = None,
-    proposer_llm: Annotated[str | None, typer.Option()] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")] = None,
-    lang: Annotated[str, typer.Option(help="triton | cuda")] = "triton",
-    strategy: Annotated[str, typer.Option(help="linear | beam | mcts")] = "linear",
+    llm: o.Llm = None,
+    coder_llm: o.CoderLlm = None,
+    judge_llm: o.JudgeLlm = None,
+    proposer_llm: o.ProposerLlm = None,
+    base_url: o.BaseUrl = None,
+    lang: o.Lang = o.LANG,
+    strategy: o.Strategy = "linear",
     max_iters: Annotated[int, typer.Option(help="Coder rounds per op")] = 8,
     budget_usd: Annotated[float | None, typer.Option(help="whole model, split by share of time")] = None,
     budget_tokens: Annotated[int | None, typer.Option(help="whole model, split by share of time")] = None,
-    budget_minutes: Annotated[float | None, typer.Option(help="whole model, split by share of time")] = None,
-    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    budget_minutes: Annotated[float | None, typer.Option(help="the whole command: it ends within this (+5%) with "
+                                                              "the best kernels so far checked, bundled, reported")] = None,
+    device: o.Device = "auto",
     dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16: the model is cast to it")] = "fp32",
-    top: Annotated[int, typer.Option(help="optimise at most this many op signatures")] = 8,
+    top: Annotated[int, typer.Option(help="optimise this many op groups (the hottest), plus the fused pairs "
+                                          "built on them")] = 8,
     min_share: Annotated[float, typer.Option(help="skip ops below this share of model time")] = 0.01,
     seeds: Annotated[int, typer.Option(help="input seeds of the end-to-end check")] = 3,
     e2e_tol: Annotated[float | None, typer.Option(help="relative L2 error allowed per output")] = None,
@@ -67,6 +79,8 @@ def model(
     timeout: Annotated[float, typer.Option(help="seconds per check")] = 300.0,
     concurrency: Annotated[int, typer.Option(help="problems in flight")] = 4,
     cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
+    isolation: o.Isolation = o.ISOLATION,
+    bwrap: o.Bwrap = None,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/model-<target>-<time>)")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the model run in this directory")] = None,
 ) -> None:
@@ -75,6 +89,7 @@ def model(
 
     from pydantic import ValidationError
 
+    from kiln.evals.model.budget import process_age_s
     from kiln.evals.model.optimise import OptimiseOptions
     from kiln.evals.model.run import ModelRunOptions, start
     from kiln.evals.model.run import resume as resume_run
@@ -83,7 +98,7 @@ def model(
     if resume is not None:
         if '"device": "cpu"' in (resume / "model_run.json").read_text() if (resume / "model_run.json").exists() else "":
             interpreter()
-        report, folder = resume_run(resume, say), resume
+        report, folder = resume_run(resume, say, process_age_s()), resume
     else:
         if target is None:
             raise KilnInputError("give a TARGET (path/to/file.py:factory, timm:NAME, ...), or --resume RUN_DIR")
@@ -91,31 +106,35 @@ def model(
             raise KilnConfigError("--patch must be faster or correct; --dtype fp32, bf16 or fp16")
         dev = _device(device)
         try:
-            o = OptimiseOptions(llm=llm, coder_llm=coder_llm, judge_llm=judge_llm, proposer_llm=proposer_llm,
+            oo = OptimiseOptions(llm=llm, coder_llm=coder_llm, judge_llm=judge_llm, proposer_llm=proposer_llm,
                                 base_url=base_url, lang=lang, strategy=strategy, device=dev, dtype=dtype,
                                 max_iters=max_iters, budget_usd=budget_usd, budget_tokens=budget_tokens,
                                 budget_minutes=budget_minutes, trials=trials, check_timeout_s=timeout,
-                                concurrency=concurrency, cpu_slots=cpu_slots, patch=patch)
+                                concurrency=concurrency, cpu_slots=cpu_slots, patch=patch, isolation=isolation,
+                                bwrap=bwrap)
             opts = ModelRunOptions(target=target, device=dev, dtype=dtype, top=top, min_share=min_share, seeds=seeds,
-                                   e2e_tol=e2e_tol, optimise=o)
+                                   e2e_tol=e2e_tol, optimise=oo)
         except ValidationError as err:
             first = err.errors()[0]
             raise KilnConfigError(f"bad option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-        _check_roles(o)
+        _check_sandbox(opts.optimise)
+        _check_roles(opts.optimise)
         stem = target.split("?")[0].replace("/", "_").replace(":", "-")[-40:]
         folder = out or Path("runs") / f"model-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         try:
-            report = start(opts, folder, say)
+            report = start(opts, folder, say, process_age_s())
         except KeyboardInterrupt:
             typer.echo(f"kiln: stopped; continue with: kiln model --resume {folder}", err=True)
             raise
     if report.status == "failed":
         raise KilnInputError(f"{report.error} (report: {folder / 'report.html'})")
-    patched = [o for o in report.ops if o.status == "patched"]
+    patched = [op for op in report.ops if op.status == "patched"]
     say(f"patched {len(patched)} of {len(report.ops)} optimised op group(s); {len(report.skipped)} skipped")
+    if report.budget_note:
+        say(report.budget_note)
     if report.e2e and report.e2e.speedups.get("patched_vs_eager"):
         s = report.e2e.speedups["patched_vs_eager"]
         say(f"end to end: {s.value:.3f}x vs eager (CI {s.ci_low:.3f}-{s.ci_high:.3f})")
-    if report.bundle:
-        say(f"bundle: {report.bundle}  (import kiln; kiln.load(PATH).apply(model))")
+    if report.reload:
+        say(f"bundle: {report.bundle}  ({report.reload})")
     say(f"report: {folder / 'report.html'}")

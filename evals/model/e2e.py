@@ -2,12 +2,14 @@
 tolerances), and on a GPU its latency with CIs against eager and torch.compile (of the original and of
 the patched model), peak memory and coverage.
 
-Two rules are enforced here, not just reported:
+Rules enforced here, not just reported:
 - a group whose kernels make an output miss its tolerance is unpatched (each group tried alone);
-- the patched model is never slower than the original: while eager patched is slower with confidence,
-  the group with the least expected gain is unpatched and the model measured again. Under
-  torch.compile the kernels are kept only if compile of the patched model is faster than compile of
-  the original; otherwise the bundle's compile policy is "original" (the compiler sees the same ops).
+- on a GPU each group is measured inside the model and kept only if it does not lose there, and the
+  patched model is never slower than the original (`inmodel.py`, `measure.py`). Under torch.compile
+  the kernels are kept only if compile of the patched model is faster than compile of the original;
+  otherwise the bundle's compile policy is "original" (the compiler sees the same ops).
+Every step reads the run's clock: later seeds and optional measurements are left out, and said to
+be, when the time budget would not hold.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from typing import Any
 
 import torch
 
+from kiln.evals.model.budget import Clock
 from kiln.evals.model.bundle import Bundle
 from kiln.evals.model.leaves import inputs_for_seed, tensor_leaves
-from kiln.evals.model.records import E2ERecord, LatencyRecord, OutputCheck
+from kiln.evals.model.records import E2ERecord, OutputCheck
 from kiln.evals.model.targets import Target
-from kiln.tools.timing.stats import speedup, summarize
+from kiln.tools.timing.stats import summarize
 
 TOL = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
 
@@ -75,9 +78,13 @@ def compare(seed: int, want: Any, got: Any, tol: float | dict[str, float]) -> li
     return out
 
 
-def check_outputs(t: Target, bundle: Bundle, only: set[str], seeds: int, tol: dict[str, float]) -> list[OutputCheck]:
+def check_outputs(t: Target, bundle: Bundle, only: set[str], seeds: int, tol: dict[str, float],
+                  fits: Callable[[], bool] = lambda: True) -> list[OutputCheck]:
+    """Patched against original on `seeds` input sets (seed 0 always; later ones while `fits()`)."""
     checks: list[OutputCheck] = []
     for seed in range(seeds):
+        if seed and not fits():
+            break
         args, kwargs = inputs_for_seed(t.args, t.kwargs, seed)
         with torch.no_grad():
             want = t.call(args, kwargs)
@@ -87,25 +94,33 @@ def check_outputs(t: Target, bundle: Bundle, only: set[str], seeds: int, tol: di
     return checks
 
 
-def correct_groups(t: Target, bundle: Bundle, groups: list[str], seeds: int, tol: dict[str, float]
-                   ) -> tuple[list[str], list[OutputCheck], list[str]]:
+def correct_groups(t: Target, bundle: Bundle, groups: list[str], seeds: int, tol: dict[str, float],
+                   fits: Callable[[], bool] = lambda: True) -> tuple[list[str], list[OutputCheck], list[str]]:
     """(groups kept, the checks of the kept set, groups dropped with why)."""
-    checks = check_outputs(t, bundle, set(groups), seeds, tol)
+    checks = check_outputs(t, bundle, set(groups), seeds, tol, fits)
     if all(c.passed for c in checks):
         return groups, checks, []
     keep, dropped = [], []
     for g in groups:
-        alone = check_outputs(t, bundle, {g}, seeds, tol)
+        alone = check_outputs(t, bundle, {g}, seeds, tol, fits)
         if all(c.passed for c in alone):
             keep.append(g)
         else:
             worst = max(alone, key=lambda c: c.rel_l2_err)
             dropped.append(f"{g}: output {worst.output} off by {worst.rel_l2_err:.2g} (rel L2) > {worst.tol:.2g}")
-    checks = check_outputs(t, bundle, set(keep), seeds, tol) if keep else []
+    checks = check_outputs(t, bundle, set(keep), seeds, tol, fits) if keep else []
     if not all(c.passed for c in checks):  # kernels fine alone but not together: patch nothing
         dropped += [f"{g}: fails together with the others" for g in keep]
         return [], checks, dropped
     return keep, checks, dropped
+
+
+def peak_bytes(fn: Callable[[], Any]) -> int:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return int(torch.cuda.max_memory_allocated())
 
 
 def time_us(fn: Callable[[], Any], max_s: float = 3.0, n_min: int = 30, n_max: int = 300) -> list[float]:
@@ -127,22 +142,7 @@ def time_us(fn: Callable[[], Any], max_s: float = 3.0, n_min: int = 30, n_max: i
     return out
 
 
-def peak_bytes(fn: Callable[[], Any]) -> int:
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    fn()
-    torch.cuda.synchronize()
-    return int(torch.cuda.max_memory_allocated())
-
-
-def _run(t: Target) -> Callable[[], Any]:
-    def fn() -> Any:
-        with torch.no_grad():
-            return t.call()
-    return fn
-
-
-def _compiled(t: Target) -> Callable[[], Any]:
+def compiled(t: Target) -> Callable[[], Any]:
     torch._dynamo.reset()
     comp = torch.compile(t.model)
 
@@ -152,79 +152,43 @@ def _compiled(t: Target) -> Callable[[], Any]:
     return fn
 
 
-def eager_latency(t: Target, bundle: Bundle, groups: list[str]) -> dict[str, list[float]]:
-    samples = {"eager": time_us(_run(t))}
-    with bundle.applied(t.model, only=set(groups)):
-        samples["patched"] = time_us(_run(t))
-    return samples
-
-
-def compile_latency(t: Target, bundle: Bundle, groups: list[str]) -> tuple[dict[str, list[float]], str]:
-    """torch.compile of the original and of the patched model (kernels as custom ops); the error
-    when torch.compile cannot take the model."""
-    samples: dict[str, list[float]] = {}
+def compile_samples(t: Target, max_s: float = 3.0) -> tuple[list[float], float, str]:
+    """(per-forward us of torch.compile of the model as it is now, compile seconds, error)."""
+    t0 = time.monotonic()
     try:
-        samples["compile"] = time_us(_compiled(t))
-        with bundle.applied(t.model, only=set(groups)) as h:
-            h.table.compile_kernels = True
-            samples["compile_patched"] = time_us(_compiled(t))
+        fn = compiled(t)
+        fn()
+        torch.cuda.synchronize()
+        compile_s = time.monotonic() - t0
+        return time_us(fn, max_s), compile_s, ""
     except Exception as err:  # noqa: BLE001 - a model torch.compile cannot compile: eager figures only
-        return samples, f"torch.compile failed: {type(err).__name__}: {err}"[:300]
+        return [], time.monotonic() - t0, f"torch.compile failed: {type(err).__name__}: {err}"[:300]
     finally:
         torch._dynamo.reset()
-    return samples, ""
-
-
-def never_slower(t: Target, bundle: Bundle, groups: list[str], gain: dict[str, float]
-                 ) -> tuple[list[str], dict[str, list[float]], list[str]]:
-    """Unpatch the least useful group while eager patched is slower than eager with confidence."""
-    dropped: list[str] = []
-    while True:
-        samples = eager_latency(t, bundle, groups)
-        sp = speedup(samples["eager"], samples["patched"], name="eager")
-        if sp.verdict != "slower" or not groups:
-            return groups, samples, dropped
-        worst = min(groups, key=lambda g: gain.get(g, 0.0))
-        groups = [g for g in groups if g != worst]
-        dropped.append(f"{worst}: unpatched, the patched model was slower ({sp.value:.3f}x, CI high "
-                       f"{sp.ci_high:.3f})")
 
 
 def run_e2e(t: Target, bundle: Bundle, groups: list[str], *, seeds: int, tol: float, device: str,
-            gain: dict[str, float], share: dict[str, float]) -> tuple[E2ERecord, list[str]]:
-    """The end-to-end record, and the groups that stay patched."""
-    keep, checks, dropped = correct_groups(t, bundle, groups, seeds, tolerances(t, tol))
+            share: dict[str, float], faster_alone: set[str] | None = None,
+            clock: Clock | None = None, baseline: dict | None = None) -> tuple[E2ERecord, list[str]]:
+    """The end-to-end record, and the groups that stay patched (see the module docstring)."""
+    clock = clock or Clock(None)
+    keep, checks, dropped = correct_groups(t, bundle, groups, seeds, tolerances(t, tol),
+                                           fits=lambda: clock.left_s() > 5.0)
     rec = E2ERecord(checks=checks, passed=all(c.passed for c in checks), dropped=dropped)
+    n_seeds = len({c.seed for c in checks})
+    if n_seeds < seeds:
+        rec.budget_notes.append(f"outputs checked on {n_seeds} of {seeds} seeds: the time budget ran out")
     if device != "cuda":
         rec.note = "latency not measured: no GPU (kernels ran under the Triton interpreter)"
         rec.coverage = sum(share.get(g, 0.0) for g in keep)
         return _finish(rec, keep)
-    keep, samples, slow = never_slower(t, bundle, keep, gain)
-    rec.dropped += slow
-    more, error = compile_latency(t, bundle, keep)
-    samples |= more
+    from kiln.evals.model.measure import measure_gpu
+
+    keep = measure_gpu(t, bundle, keep, rec, faster_alone=faster_alone if faster_alone is not None
+                       else set(groups), clock=clock, baseline=baseline or {})
     rec.measured = True
-    _latency_records(rec, samples, error)
     rec.coverage = sum(share.get(g, 0.0) for g in keep)
-    with bundle.applied(t.model, only=set(keep)):
-        rec.peak_bytes["patched"] = peak_bytes(_run(t))
-    rec.peak_bytes["eager"] = peak_bytes(_run(t))
-    cp = rec.speedups.get("compile_patched_vs_compile")
-    rec.compile_policy = "kernels" if cp is not None and cp.verdict == "faster" else "original"
     return _finish(rec, keep)
-
-
-def _latency_records(rec: E2ERecord, samples: dict[str, list[float]], error: str) -> None:
-    for v in ("eager", "patched", "compile", "compile_patched"):
-        if v in samples:
-            rec.latency.append(LatencyRecord(variant=v, stat=summarize(samples[v])))
-        else:
-            rec.latency.append(LatencyRecord(variant=v, error=error or "not measured"))
-    pairs = {"patched_vs_eager": ("eager", "patched"), "patched_vs_compile": ("compile", "patched"),
-             "compile_vs_eager": ("eager", "compile"), "compile_patched_vs_compile": ("compile", "compile_patched")}
-    for name, (base, cand) in pairs.items():
-        if base in samples and cand in samples:
-            rec.speedups[name] = speedup(samples[base], samples[cand], name=base)
 
 
 def _finish(rec: E2ERecord, keep: list[str]) -> tuple[E2ERecord, list[str]]:

@@ -197,3 +197,15 @@ def verify(path: Path, names: Names, kept: dict[str, Any] | None, g: OpGroup) ->
     if not diff <= tol:
         return False, f"the extracted problem does not reproduce the call (max abs err {diff:.3g} > {tol:.3g})"
     return True, None
+
+
+def with_stats(g: OpGroup, kept: dict[str, dict]) -> OpGroup:
+    """The group with the activation statistics of its first real call(s)."""
+    head = kept.get(g.sig.key())
+    sig = head["sig"] if head else g.sig
+    tail = g.tail
+    if tail is not None and tail.key() in kept:
+        real = kept[tail.key()]["sig"]
+        tail = tail.model_copy(update={"args": [a.model_copy(update={"stats": r.stats}) for a, r in
+                                                zip(tail.args, real.args, strict=True)]})
+    return g.model_copy(update={"sig": sig, "tail": tail})

@@ -28,6 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kiln.evals.model import sigs
+from kiln.evals.model.guard import Guard
 from kiln.evals.model.records import BundleEntry, CallSig
 
 HEAD_MARK = sigs.HEAD_MARK
@@ -70,8 +71,11 @@ class Kernel:
     def __call__(self, acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
         if torch.compiler.is_compiling():
             return custom_op(self)(acts, params)
-        with torch.no_grad():
-            return self.instance(params)(*acts)
+        fwd = self.instance(params).forward  # not Module.__call__: a kernel module has no hooks
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                return fwd(*acts)
+        return fwd(*acts)
 
 
 def custom_op(k: Kernel) -> Any:
@@ -94,45 +98,21 @@ def custom_op(k: Kernel) -> Any:
     return op
 
 
-def _flat(sig: CallSig, args: tuple, kwargs: dict) -> list[Any] | None:
-    """The call's values in the signature's order (positional, then keywords by name), or None if the
-    call's form differs from the recorded one."""
-    n_pos = sum(1 for a in sig.args if not a.name)
-    names = [a.name for a in sig.args if a.name]
-    if len(args) != n_pos or sorted(kwargs) != names:
-        return None
-    return [*args, *[kwargs[k] for k in names]]
-
-
-def matches(sig: CallSig, values: list[Any], skip_head: bool = False) -> bool:
-    for spec, v in zip(sig.args, values, strict=True):
-        if skip_head and spec.param == HEAD_MARK:
-            continue
-        if not sigs.signature_matches(spec, v):
-            return False
-        if isinstance(v, torch.Tensor) and v.requires_grad and torch.is_grad_enabled():
-            return False
-    return True
-
-
-def split(sig: CallSig, values: list[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    acts = [v for s, v in zip(sig.args, values, strict=True) if s.kind == "tensor" and s.param != HEAD_MARK]
-    params = [v for s, v in zip(sig.args, values, strict=True) if s.kind == "param"]
-    return acts, params
-
-
-@dataclass
 class Site:
-    entry: BundleEntry
-    kernel: Kernel
+    """One bundle entry in a live model: its guard(s) and its kernel."""
+
+    def __init__(self, entry: BundleEntry, kernel: Kernel) -> None:
+        self.entry, self.kernel = entry, kernel
+        self.guard = Guard(entry.sig)
+        self.tail = Guard(entry.tail, skip_head=True) if entry.tail is not None else None
 
     def try_run(self, args: tuple, kwargs: dict, func: Any = None) -> tuple[bool, Any]:
-        if func is not None:
+        if func is not None and kwargs:
             args, kwargs = sigs.normalize(func, args, kwargs)
-        values = _flat(self.entry.sig, args, kwargs)
-        if values is None or not matches(self.entry.sig, values):
+        values = self.guard.values(args, kwargs)
+        if values is None or not self.guard.ok(values):
             return False, None
-        acts, params = split(self.entry.sig, values)
+        acts, params = self.guard.split(values)
         return True, self.kernel(acts, params)
 
 
@@ -151,20 +131,27 @@ class Table:
     fused: dict[Any, list[Site]] = field(default_factory=dict)
     compile_kernels: bool = True
     calls: dict[str, int] = field(default_factory=dict)  # group -> kernel calls (for tests and reports)
+    ranges: bool = False  # each kernel call in a `kiln.group.<id>` profiler range (gputime.py)
 
     def count(self, group: str) -> None:
         self.calls[group] = self.calls.get(group, 0) + 1
 
+    def watched(self) -> frozenset:
+        return frozenset(self.single) | frozenset(self.fused)
+
 
 class KilnMode(TorchFunctionMode):
-    """Routes matching calls to kernels; every other call runs unchanged."""
+    """Routes matching calls to kernels; every other call runs unchanged (after one set lookup)."""
 
     def __init__(self, table: Table) -> None:
         super().__init__()
         self.table = table
+        self.watch: frozenset = frozenset()
         self.pending: dict[int, tuple[torch.Tensor, Pending]] = {}
 
     def __torch_function__(self, func: Callable, types_: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if not self.pending and func not in self.watch:  # the common case: one lookup, then the op
+            return func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
         if self.pending:
             done, out = self._pending_call(func, args, kwargs)
@@ -173,17 +160,27 @@ class KilnMode(TorchFunctionMode):
         compiling = torch.compiler.is_compiling()
         if compiling and not self.table.compile_kernels:
             return func(*args, **kwargs)
+        nargs, nkw = sigs.normalize(func, args, kwargs) if kwargs else (args, kwargs)
         if not compiling:
             for site in self.table.fused.get(func, ()):
-                values = _flat(site.entry.sig, *sigs.normalize(func, args, kwargs))
-                if values is not None and matches(site.entry.sig, values):
+                values = site.guard.values(nargs, nkw)
+                if values is not None and site.guard.ok(values):
                     return self._defer(site, func, args, kwargs, values)
         for site in self.table.single.get(func, ()):
-            ok, out = site.try_run(args, kwargs, func)
+            ok, out = self._run(site, nargs, nkw)
             if ok:
-                self.table.count(site.entry.group)
                 return out
         return func(*args, **kwargs)
+
+    def _run(self, site: Site, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        if not self.table.ranges:
+            ok, out = site.try_run(args, kwargs)
+        else:
+            with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
+                ok, out = site.try_run(args, kwargs)
+        if ok:
+            self.table.count(site.entry.group)
+        return ok, out
 
     def _defer(self, site: Site, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> torch.Tensor:
         o = site.entry.sig.out
@@ -199,31 +196,38 @@ class KilnMode(TorchFunctionMode):
         found = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and id(v) in self.pending]
         for ph in found:
             _, p = self.pending[id(ph)]
-            tail = p.site.entry.tail
-            assert tail is not None
-            values = _flat(tail, *sigs.normalize(func, args, kwargs))
+            tail, tguard = p.site.entry.tail, p.site.tail
+            assert tail is not None and tguard is not None
+            values = tguard.values(*sigs.normalize(func, args, kwargs))
             if func is sigs.resolve(tail.op) and values is not None and _is_head(tail, values, ph) \
-                    and matches(tail, values, skip_head=True):
+                    and tguard.ok(values):
                 del self.pending[id(ph)]
-                acts, params = split(p.site.entry.sig, p.values)
-                tacts, tparams = split(tail, values)
-                self.table.count(p.site.entry.group)
-                out = p.site.kernel(acts + tacts, params + tparams)
-                if _writes_input(tail):  # relu_(bn(x)): the placeholder becomes the result, no copy
-                    ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())
-                    return True, ph
-                return True, out
+                return True, self._fused(p, ph, tail, tguard, values)
             self.fill(id(ph))
         return False, None
+
+    def _fused(self, p: Pending, ph: torch.Tensor, tail: CallSig, tguard: Guard, values: list[Any]) -> Any:
+        acts, params = p.site.guard.split(p.values)
+        tacts, tparams = tguard.split(values)
+        self.table.count(p.site.entry.group)
+        if self.table.ranges:
+            with torch.profiler.record_function(f"kiln.group.{p.site.entry.group}"):
+                out = p.site.kernel(acts + tacts, params + tparams)
+        else:
+            out = p.site.kernel(acts + tacts, params + tparams)
+        if _writes_input(tail):  # relu_(bn(x)): the placeholder becomes the result, no copy
+            ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())
+            return ph
+        return out
 
     def fill(self, key: int) -> None:
         """The head's real result into its placeholder (its own kernel when one is patched)."""
         ph, p = self.pending.pop(key)
         with torch.no_grad():
+            nargs, nkw = sigs.normalize(p.func, p.args, p.kwargs) if p.kwargs else (p.args, p.kwargs)
             for site in self.table.single.get(p.func, ()):
-                ok, out = site.try_run(p.args, p.kwargs, p.func)
+                ok, out = self._run(site, nargs, nkw)
                 if ok:
-                    self.table.count(site.entry.group)
                     ph.copy_(out)
                     return
             ph.copy_(p.func(*p.args, **p.kwargs))

@@ -22,10 +22,16 @@ from kiln.evals.model.records import CallSig, OpGroup, ProfileRecord
 from kiln.evals.model.sigs import HEAD_MARK
 
 BW_BYTES_PER_US = 4.0e6  # 4 TB/s, an H200's copy bandwidth (kiln measured 4.2)
-PEAK_FLOPS_PER_US = {"float32": 6.0e7, "bfloat16": 7.0e8, "float16": 7.0e8}
+PEAK_FLOPS_PER_US = {"float32": 6.0e7, "tf32": 4.0e8, "bfloat16": 7.0e8, "float16": 7.0e8}
+"""Dense peaks of an H200 as measured (bench/RESULTS.md: fp32 50, tf32 400, bf16 760 TFLOP/s), rounded."""
+MATMULS = ("F.linear", "torch.matmul", ".matmul", "op:__matmul__", "torch.bmm", ".bmm", "torch.mm", ".mm")
 LAUNCH_US = 3.0
 RANDOM_OPS = {"F.dropout", "torch.dropout", "F.dropout2d", "torch.rand_like", "torch.randn_like", ".bernoulli_"}
-HEADS = re.compile(r"^(F\.(group_norm|layer_norm|rms_norm|batch_norm|linear|silu|gelu|softmax)|torch\.softmax|\.softmax|module:.*)$")
+HEADS = re.compile(r"^(F\.(group_norm|layer_norm|rms_norm|batch_norm|linear|silu|gelu|softmax)|torch\.(softmax|add|mul)"
+                   r"|\.(softmax|add|mul)|op:__(r?mul|r?add)__)$")
+"""Calls a fused pair can start with (a module site cannot: its call is a wrapped forward, which the
+patch runtime cannot hold back as a placeholder). Residual adds and gates (`mul`) head pairs such
+as `add -> relu` (a ResNet block's end) and `mul -> add` (rotary embeddings)."""
 TAILS = re.compile(r"^(F\.(silu|gelu|relu|mish|sigmoid)|torch\.(sigmoid|tanh|mul|add)|\.(sigmoid|tanh|to|mul|add)"
                    r"|op:__(r?mul|r?add)__)$")
 
@@ -47,8 +53,7 @@ def flops_of(call: Call) -> int:
     for d in out.shape:
         n_out *= d
     op = call.sig.op
-    if op in ("F.linear", "torch.matmul", ".matmul", "op:__matmul__", "torch.bmm", ".bmm", "torch.mm", ".mm") \
-            and len(ts) >= 2:
+    if op in MATMULS and len(ts) >= 2:
         return 2 * n_out * ts[0].shape[-1]
     if op.startswith("F.conv") and len(ts) >= 2:
         w = ts[1].shape
@@ -69,34 +74,42 @@ def bytes_of(call: Call) -> int:
     return sum(_nbytes(t.shape, t.dtype) for t in ts) + _nbytes(call.sig.out.shape, call.sig.out.dtype)
 
 
+def roofline_us(nbytes: int, flops: int, dtype: str) -> float:
+    """The fastest a call can be: its bytes at copy bandwidth or its FLOPs at the dtype's peak."""
+    peak = PEAK_FLOPS_PER_US.get(dtype, PEAK_FLOPS_PER_US["float32"])
+    return max(nbytes / BW_BYTES_PER_US, flops / peak)
+
+
 def cost_us(call: Call) -> float:
     if call.free:
         return 0.0
-    dtype = call.sig.out.dtype if call.sig.out else "float32"
-    peak = PEAK_FLOPS_PER_US.get(dtype, PEAK_FLOPS_PER_US["float32"])
-    return max(bytes_of(call) / BW_BYTES_PER_US, flops_of(call) / peak) + LAUNCH_US
+    return roofline_us(bytes_of(call), flops_of(call), _dtype(call)) + LAUNCH_US
 
 
 def gpu_times(model: torch.nn.Module, run: Callable[[], Any], params: dict[int, str], reps: int = 3
               ) -> tuple[Recorder, dict[int, float], float]:
-    """(recorder of the last forward, device us per call index, device us of all kernels), per forward."""
-    from torch.profiler import ProfilerActivity, profile
+    """(recorder of one forward, kernel us per call index, kernel us of the whole forward), per
+    forward (gputime.py says what is counted)."""
+    from kiln.evals.model.gputime import profile_forward
 
-    per_call: Counter[int] = Counter()
-    total = 0.0
-    rec = Recorder(params)
-    for _ in range(reps):
-        rec = Recorder(params, ranges=True)
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            with torch.no_grad(), recording(model, rec):
-                run()
-            torch.cuda.synchronize()
-        for ev in prof.events():
-            if ev.name.startswith("kiln.call."):
-                per_call[int(ev.name.rsplit(".", 1)[1])] += ev.device_time_total
-            elif ev.device_type == torch.autograd.DeviceType.CUDA:
-                total += ev.device_time
-    return rec, {k: v / reps for k, v in per_call.items()}, total / reps
+    box: list[Recorder] = []
+
+    def forward() -> None:
+        box.append(Recorder(params, ranges=True))
+        with torch.no_grad(), recording(model, box[-1]):
+            run()
+
+    a = profile_forward(forward, reps)
+    return box[-1], a.per_call_us, a.total_us
+
+
+def _gpu_profile(model: torch.nn.Module, run: Callable[[], Any], params: dict[int, str]) -> tuple | str:
+    """gpu_times(...), or the one-line error that makes the profile fall back to the cost model."""
+    try:
+        rec, times, total = gpu_times(model, run, params)
+    except Exception as err:  # noqa: BLE001 - a profiler that fails still leaves a ranked profile
+        return f"{type(err).__name__}: {' '.join(str(err).split())}"[:200]
+    return (rec, times, total) if total > 0 else "no kernel time recorded"
 
 
 def _skip_reason(call: Call) -> str | None:
@@ -162,7 +175,7 @@ def groups_of(calls: list[Call], times: dict[int, float] | None) -> list[OpGroup
                                                                   kind="module" if c.module_class else "function",
                                                                   module_class=c.module_class,
                                                                   skipped=_skip_reason(c)))
-        _add(g, c.path, c.path, t, bytes_of(c), flops_of(c))
+        _add(g, c.path, c.path, t, bytes_of(c), flops_of(c), _dtype(c))
     for head, tail in zip(real, real[1:], strict=False):
         if not _fusable(head, tail):
             continue
@@ -174,15 +187,27 @@ def groups_of(calls: list[Call], times: dict[int, float] | None) -> list[OpGroup
                                                               tail=tsig, kind="fused", module_class=head.module_class))
         inter = 2 * _nbytes(head.sig.out.shape, head.sig.out.dtype)
         _add(g, head.path, _common_scope(head.path, tail.path), t, bytes_of(head) + bytes_of(tail) - inter,
-             flops_of(head))
+             flops_of(head), _dtype(tail))
     return list(groups.values())
 
 
-def _add(g: OpGroup, path: str, scope: str, t: float, nbytes: int, flops: int) -> None:
+def _dtype(call: Call) -> str:
+    """The precision a call's FLOPs run at: its output dtype, or tf32 for an fp32 convolution or matmul
+    that PyTorch lets run on TF32 tensor cores (cuDNN convolutions do by default)."""
+    dt = call.sig.out.dtype if call.sig.out else "float32"
+    if dt != "float32":
+        return dt
+    if call.sig.op.startswith("F.conv") and torch.backends.cudnn.allow_tf32:
+        return "tf32"
+    return "tf32" if call.sig.op in MATMULS and torch.backends.cuda.matmul.allow_tf32 else dt
+
+
+def _add(g: OpGroup, path: str, scope: str, t: float, nbytes: int, flops: int, dtype: str) -> None:
     g.count += 1
     g.time_us += t
     g.bytes_moved += nbytes
     g.flops += flops
+    g.roofline_us += roofline_us(nbytes, flops, dtype)
     if path not in g.module_paths:
         g.module_paths.append(path)
     if scope not in g.scopes:
@@ -201,14 +226,19 @@ def profile_model(model: torch.nn.Module, runs: list[Callable[[], Any]], device:
     first, _ = record(model, runs[0])
     second, _ = record(model, runs[1]) if len(runs) > 1 else (first, None)
     dynamic = _dynamic(first.calls, second.calls)
-    if device == "cuda":
-        rec, times, total = gpu_times(model, runs[0], params)
+    profiled = _gpu_profile(model, runs[0], params) if device == "cuda" else None
+    if isinstance(profiled, tuple):
+        rec, times, total = profiled
         groups, method, note = groups_of(rec.calls, times), "torch.profiler", "CUDA time per op (torch.profiler)"
+        share_of = (f"the forward's GPU kernel time ({total:.1f} us: the sum of its kernels' durations, "
+                    "torch.profiler; not wall time)")
     else:
         rec, total = first, sum(cost_us(c) for c in first.calls)
         groups, method = groups_of(first.calls, None), "cost-model"
         note = ("no GPU: calls ranked by a cost model (bytes at 4 TB/s vs FLOPs at the dtype's peak, plus a "
-                "3 us launch), not measured")
+                "3 us launch), not measured") if profiled is None else \
+               f"torch.profiler failed ({profiled}): calls ranked by the cost model instead, not measured"
+        share_of = f"the cost model's total for one forward ({total:.1f} us, not measured)"
     for g in groups:
         if g.sig.key() in dynamic or (g.tail is not None and g.tail.key() in dynamic):
             g.skipped = ("dynamic: its calls differ between two forwards on inputs of the same shape "
@@ -216,7 +246,7 @@ def profile_model(model: torch.nn.Module, runs: list[Callable[[], Any]], device:
         g.share = g.time_us / total if total > 0 else 0.0
     groups.sort(key=lambda g: -g.time_us)
     attributed = sum(g.time_us for g in groups if g.kind != "fused")
-    return ProfileRecord(method=method, note=note, device=device, dtype=dtype, total_us=total,
+    return ProfileRecord(method=method, note=note, share_of=share_of, device=device, dtype=dtype, total_us=total,
                          attributed_us=attributed, n_calls=len(rec.calls), groups=groups,
                          dynamic=sorted(dynamic))
 
@@ -235,3 +265,18 @@ def select(profile: ProfileRecord, top: int, min_share: float) -> list[OpGroup]:
     fused = [g for g in profile.groups if g.kind == "fused" and g.skipped is None and g.share >= min_share
              and (g.sig.key() in keys or (g.tail is not None and g.tail.key() in keys))]
     return singles + fused
+
+
+def describe(g: OpGroup) -> str:
+    """`12.3% of the time, gain 8.1%` (a fused pair's share is its two ops' time, already counted in them)."""
+    pair = f", = {g.sig.op} + {g.tail.op}" if g.tail is not None else ""
+    return f"{100 * g.share:.1f}% of the time{pair}, expected gain {100 * g.gain():.1f}%"
+
+
+def selection_line(chosen: list[OpGroup], top: int, min_share: float) -> str:
+    """What --top and --min-share chose, in one line (a user asking for 3 sees why there are 5)."""
+    singles = [g for g in chosen if g.kind != "fused"]
+    fused = len(chosen) - len(singles)
+    pairs = f" plus {fused} fused pair(s) on them (each pair's head or tail is one of those)" if fused else ""
+    return (f"optimising {len(singles)} op group(s) (--top {top}: the hottest with at least {100 * min_share:g}% "
+            f"of the time){pairs}: {len(chosen)} problem(s)")

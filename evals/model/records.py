@@ -77,7 +77,17 @@ class OpGroup(Rec):
     share: float = Field(0.0, description="time_us / the model's total")
     bytes_moved: int = 0
     flops: int = 0
+    roofline_us: float = Field(0.0, description="the fastest its calls can be: bytes at copy bandwidth or FLOPs "
+                                                "at the dtype's peak, per forward")
     skipped: str | None = Field(None, description="why this group cannot be extracted or patched")
+
+    def headroom(self) -> float:
+        """The fraction of the group's time its roofline says a kernel could save."""
+        return max(0.0, 1.0 - self.roofline_us / self.time_us) if self.time_us > 0 else 0.0
+
+    def gain(self) -> float:
+        """Expected gain, as a fraction of the model's time: share x headroom (the optimise order)."""
+        return self.share * self.headroom()
 
 
 class ProfileRecord(Rec):
@@ -85,6 +95,7 @@ class ProfileRecord(Rec):
 
     method: Literal["torch.profiler", "cost-model"]
     note: str = ""
+    share_of: str = Field("", description="what every group's share is a share of (its denominator)")
     device: str
     dtype: str
     total_us: float = Field(description="the model's forward (GPU: all kernels; CPU: the cost model's sum)")
@@ -100,13 +111,19 @@ class OpOutcome(Rec):
     group: str
     op: str
     share: float = 0.0
-    status: Literal["patched", "not_faster", "incorrect", "unsupported", "skipped", "dropped", "pending"] = "pending"
+    status: Literal["patched", "not_faster", "incorrect", "unsupported", "skipped", "dropped", "pending",
+                    "not_run"] = "pending"
     reason: str = ""
+    trial: bool = Field(False, description="correct but not faster alone: tried in the model all the same")
     problem: str | None = None
     kernel: str | None = Field(None, description="the best kernel's path")
     check: str | None = Field(None, description="its confirmation check record (model dtype)")
     speedup: Speedup | None = Field(None, description="vs eager, with its CI, from the confirmation check")
     speedup_compile: Speedup | None = None
+    in_model: Speedup | None = Field(None, description="the model's forward with only this group patched, vs eager "
+                                                       "(interleaved; GPU)")
+    gpu_us: list[float] | None = Field(None, description="[original, patched] kernel time of the group per forward "
+                                                         "(torch.profiler; GPU)")
 
 
 class LatencyRecord(Rec):
@@ -138,6 +155,14 @@ class E2ERecord(Rec):
     coverage: float = Field(0.0, description="share of the original forward's time in patched ops")
     compile_policy: Literal["kernels", "original"] = "kernels"
     dropped: list[str] = Field(default_factory=list, description="groups unpatched to keep the model correct/fast")
+    in_model: dict[str, Speedup] = Field(default_factory=dict, description="group -> the forward with only it "
+                                         "patched vs eager (interleaved CUDA-event forwards)")
+    host_us: dict[str, float] = Field(default_factory=dict, description="eager / patched: the host's time to issue "
+                                      "one forward (median); above the GPU time the forward is host-bound")
+    group_gpu_us: dict[str, float] = Field(default_factory=dict, description="patched group -> its kernels' time "
+                                           "per forward (torch.profiler)")
+    compile_s: float | None = Field(None, description="seconds torch.compile of the original took (first call)")
+    budget_notes: list[str] = Field(default_factory=list, description="what the time budget left out")
 
 
 class EnvGuard(Rec):
@@ -187,3 +212,8 @@ class ModelReport(Rec):
     skipped: list[OpOutcome] = Field(default_factory=list, description="inputs and ops kiln could not use")
     e2e: E2ERecord | None = None
     bundle: str | None = None
+    reload: str | None = Field(None, description="the one line that applies the bundle (as the README shows it)")
+    selection: str = Field("", description="what --top and --min-share chose, in words")
+    budget_minutes: float | None = None
+    budget_note: str = ""
+    stages_s: dict[str, float] = Field(default_factory=dict, description="wall seconds per stage, this invocation")

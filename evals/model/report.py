@@ -16,8 +16,8 @@ OTHER = "#bab0ac"
 
 
 def segments(r: ModelReport, top: int = 8) -> tuple[list[dict], list[dict]]:
-    """(before, after) bar segments: the hottest groups, then the rest; `after` divides each patched
-    group's time by its measured kernel speedup (CPU runs have no speedup: after equals before)."""
+    """(before, after) bar segments: the hottest groups, then the rest; `after` is each patched group's
+    measured time (CPU runs measure none: after equals before)."""
     if r.profile is None or r.profile.total_us <= 0:
         return [], []
     total = r.profile.total_us
@@ -26,14 +26,23 @@ def segments(r: ModelReport, top: int = 8) -> tuple[list[dict], list[dict]]:
     before, after, rest = [], [], total
     for i, g in enumerate(singles):
         o = status.get(g.id)
-        speed = o.speedup.value if o and o.status == "patched" and o.speedup else 1.0
         seg = {"label": g.id, "frac": g.time_us / total, "color": COLORS[i % len(COLORS)]}
         before.append(seg)
-        after.append(seg | {"frac": g.time_us / speed / total, "patched": bool(o and o.status == "patched")})
+        after.append(seg | {"frac": _after_us(g.time_us, o) / total, "patched": bool(o and o.status == "patched")})
         rest -= g.time_us
     before.append({"label": "other ops", "frac": max(rest, 0) / total, "color": OTHER})
     after.append({"label": "other ops", "frac": max(rest, 0) / total, "color": OTHER})
     return before, after
+
+
+def _after_us(before_us: float, o: OpOutcome | None) -> float:
+    """A group's time after patching: its kernels' measured time in the model when there is one, else
+    the time divided by the kernel's speedup alone, else unchanged."""
+    if o is None or o.status != "patched":
+        return before_us
+    if o.gpu_us:
+        return o.gpu_us[1]
+    return before_us / o.speedup.value if o.speedup else before_us
 
 
 def bar_svg(segs: list[dict], width: int = 640, height: int = 26) -> str:

@@ -30,10 +30,11 @@ def scenario(*args: str, timeout_s: float = 300) -> dict:
     return json.loads(lines[-1])
 
 
-def kiln(*args: str, cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:
+def kiln(*args: str, cwd: Path, timeout_s: float = 600, interpret: bool = True) -> subprocess.CompletedProcess:
+    """The `kiln` command in a subprocess (under Triton's interpreter unless `interpret=False`: GPU)."""
     exe = Path(sys.executable).parent / "kiln"
-    return subprocess.run([str(exe), *args], env=interp_env(), cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout_s)
+    env = interp_env() if interpret else {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([str(exe), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
 
 
 @pytest.fixture(scope="module")

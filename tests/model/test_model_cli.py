@@ -22,12 +22,35 @@ def _report(folder: Path) -> dict:
     return json.loads((folder / "model.json").read_text())
 
 
+def _isolation() -> str:
+    """strict where this machine has the full sandbox, else best-effort (the flag is tested either way)."""
+    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.errors import KilnConfigError
+
+    try:
+        sandbox_for("strict", None)
+    except KilnConfigError:
+        return "best-effort"
+    return "strict"
+
+
 @pytest.mark.slow
 def test_cnn_end_to_end_and_resume(tmp_path: Path) -> None:
     out = tmp_path / "cnn"
-    proc = kiln("model", CNN, "--top", "3", "--out", str(out), *FAST, cwd=tmp_path)
+    level = _isolation()
+    proc = kiln("model", CNN, "--top", "3", "--out", str(out), "--isolation", level, *FAST, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    assert "optimising 3 op group(s) (--top 3" in proc.stdout and "plus 2 fused pair(s) on them" in proc.stdout
+    assert f'kiln.load("{out / "bundle"}").apply(model)' in proc.stdout
+    confirms = [json.loads(p.read_text())["record"] for p in (out / "confirm").glob("*.json")]
+    assert confirms and all(c["isolation"]["level"] == level for c in confirms)  # --isolation reaches every check
     r = _report(out)
+    line = next(ln for ln in proc.stdout.splitlines() if "in order of expected gain: " in ln)
+    order = line.split("in order of expected gain: ")[1].split(", ")
+    gains = {g["id"]: g["share"] * max(0.0, 1 - g["roofline_us"] / g["time_us"]) for g in r["profile"]["groups"]}
+    assert order == sorted(order, key=lambda k: -gains[k])  # share x roofline headroom, highest first
+    assert r["reload"] == f'import kiln; kiln.load("{out / "bundle"}").apply(model)'
+    assert "cost model" in r["profile"]["share_of"] and set(r["stages_s"]) >= {"profile", "optimise", "e2e"}
     status = {o["group"].split("_")[0] if not o["group"].startswith("fused") else "fused": o["status"]
               for o in r["ops"]}
     assert status.get("conv2d") == "unsupported"
@@ -37,6 +60,7 @@ def test_cnn_end_to_end_and_resume(tmp_path: Path) -> None:
     assert {e["group"] for e in manifest["entries"]} == {o["group"] for o in r["ops"] if o["status"] == "patched"}
     html = (out / "report.html").read_text()
     assert "Where the time goes" in html and "<svg" in html and "cost model" in html and "conv2d" in html
+    assert "kiln.load(" in html and "kiln.evals.model" not in html  # the line the README shows
     t0 = time.monotonic()
     again = kiln("model", "--resume", str(out), cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
@@ -55,6 +79,15 @@ def test_transformer_block_end_to_end(tmp_path: Path) -> None:
     assert patched and r["e2e"]["passed"]
     assert any(o["op"].startswith("F.layer_norm") for o in r["ops"])
     assert all(c["rel_l2_err"] <= c["tol"] for c in r["e2e"]["checks"])
+
+
+def test_bad_isolation_is_one_line(tmp_path: Path) -> None:
+    proc = kiln("model", CNN, "--device", "cpu", "--isolation", "strict", "--bwrap", str(tmp_path / "no-bwrap"),
+                "--out", str(tmp_path / "run"), cwd=tmp_path, timeout_s=120)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()  # refused before any work
+    bad = kiln("model", CNN, "--device", "cpu", "--isolation", "loose", cwd=tmp_path, timeout_s=120)
+    assert bad.returncode == 2 and "--isolation must be strict or best-effort" in bad.stderr
 
 
 def test_bad_target_exits_2_with_a_skipped_row(tmp_path: Path) -> None:
@@ -87,11 +120,34 @@ def test_only_confidently_faster_kernels_are_patched(tmp_path: Path) -> None:
 
     assert decide(_group(), k, k, "", timed(1.3, 1.5, "faster"), "faster").status == "patched"
     tie = decide(_group(), k, k, "", timed(0.95, 1.2, "tie"), "faster")
-    assert tie.status == "not_faster" and "not faster with confidence" in tie.reason
+    assert tie.status == "not_faster" and "not faster alone with confidence" in tie.reason
+    assert tie.trial and "tried in the model" in tie.reason  # the end-to-end check decides
     wrong = untimed.model_copy(update={"correct": False, "status": "incorrect"})
     assert decide(_group(), k, k, "", wrong, "correct").status == "incorrect"
     assert decide(_group(), k, None, "unsupported by the built-in coder: op `conv2d`", None, "faster").status \
         == "unsupported"
+
+
+def test_the_model_decides_what_stays_patched() -> None:
+    """after_e2e: a kernel not faster alone that wins in the model is patched; one faster alone that
+    loses there is dropped, with the end-to-end check's why."""
+    from kiln.evals.model.outcomes import after_e2e
+    from kiln.evals.model.records import E2ERecord, OpOutcome
+
+    def sp(v: float, verdict: str) -> Speedup:
+        return Speedup(baseline="eager", value=v, ci_low=v - 0.01, ci_high=v + 0.01, verdict=verdict)  # type: ignore[arg-type]
+
+    trial = OpOutcome(group="gn", op="F.group_norm", status="not_faster", trial=True, speedup=sp(0.4, "slower"),
+                      reason="not faster alone with confidence: 0.40x (CI 0.39-0.41); tried in the model")
+    fast = OpOutcome(group="sm", op="torch.softmax", status="patched", speedup=sp(1.3, "faster"), reason="1.30x")
+    rec = E2ERecord(in_model={"gn": sp(1.04, "faster"), "sm": sp(0.99, "tie")},
+                    dropped=["sm: loses in the model: the forward with it alone is 0.990x eager"],
+                    group_gpu_us={"gn": 11.0})
+    groups = {"gn": OpGroup(id="gn", sig=CallSig(op="F.group_norm"), time_us=30.0)}
+    after_e2e([trial, fast], rec, ["gn"], groups)
+    assert trial.status == "patched" and "wins in the model" in trial.reason and trial.gpu_us == [30.0, 11.0]
+    assert fast.status == "dropped" and fast.reason.startswith("loses in the model")
+    assert fast.in_model is not None and fast.in_model.value == 0.99
 
 
 def test_report_of_a_measured_run_and_coverage(tmp_path: Path) -> None:

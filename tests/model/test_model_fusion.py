@@ -60,7 +60,7 @@ def _patched(net: Net, peek: str | None = None) -> tuple[torch.Tensor, torch.Ten
     net.peek = peek
     with torch.no_grad():
         want = net(x)
-    g = next(g for g in prof.groups if g.kind == "fused")
+    g = next(g for g in prof.groups if g.kind == "fused" and g.sig.op == "F.batch_norm")
     entry = BundleEntry(group=g.id, kind="fused", sig=g.sig, tail=g.tail, kernel="", scopes=g.scopes)
     FusedBnRelu.calls = 0
     site = Site(entry, Kernel(types.SimpleNamespace(ModelNew=FusedBnRelu), g.tail.out, "test_fused_bn_relu"))

@@ -124,3 +124,14 @@ def test_non_tensor_outputs_are_named() -> None:
     with pytest.raises(OutputError, match="no tensor"):
         tensor_leaves("text")
     assert [n for n, _ in tensor_leaves((torch.ones(1), {"a": torch.ones(2)}))] == ["out[0]", "out[1].a"]
+
+
+def test_resnet_stage4_shares_and_residual_pairs() -> None:
+    """The benchmark's ResNet-50 stage 4 (CPU size): single shares add up to 100% of the cost model's
+    total, and the bottleneck's end offers both its pairs (batch_norm -> add, add -> relu)."""
+    t, prof = _profiled(f"{REPO}/examples/model/resnet_stage4.py:make_small")
+    singles = [g for g in prof.groups if g.kind != "fused"]
+    assert abs(sum(g.share for g in singles) - 1.0) < 1e-6 and "cost model's total" in prof.share_of
+    pairs = {(g.sig.op, g.tail.op) for g in prof.groups if g.kind == "fused"}
+    assert ("F.batch_norm", "F.relu") in pairs and ("F.batch_norm", ".add") in pairs and (".add", "F.relu") in pairs
+    assert all(0.0 <= g.gain() <= g.share for g in prof.groups)

@@ -1,0 +1,129 @@
+"""A lean launcher for a bundle's Triton kernels (GPU, Triton >= 3.3): `kernel[grid](*args)` costs
+Triton's full launch path on every call (binding the arguments, specialising each one, building the
+cache key, the hooks); inside a model the same call site launches with the same argument kinds every
+forward. So the first call of a kind goes through Triton and its compiled kernel is kept; later calls
+of that kind call the compiled kernel's launcher directly.
+
+A *kind* is finer than Triton's own specialisation key, so a cached kernel is always the one Triton
+would pick: the grid, the current device, every tensor's dtype and 16-byte alignment, and every other
+argument's exact value (so constexprs, `num_warps` and sizes all take part). Anything else (a callable
+grid, launch hooks set, pre-run hooks, an argument that cannot be hashed) takes Triton's own path.
+
+Only bundles use this, after their kernels passed their checks (which launch through Triton's path,
+so the check's timing never includes this shortcut). `lean(module)` swaps the module's `@triton.jit`
+globals for `LeanKernel`s; under the interpreter (CPU) nothing changes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
+                     "launch_pdl", "debug"})
+
+
+def available() -> bool:
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return False
+    try:
+        import triton
+        from triton import knobs  # noqa: F401 - Triton >= 3.3 passes every bound argument to the launcher
+    except ImportError:
+        return False
+    return tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 3)
+
+
+def _kind(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return (v.dtype, v.data_ptr() % 16 == 0)
+    hash(v)  # TypeError for unhashable values: the caller falls back
+    return (type(v), v)
+
+
+class _Plan:
+    """How one kind of call becomes the launcher's arguments: every bound parameter in order, the
+    tensors filled in per call, everything else fixed (it is part of the kind)."""
+
+    def __init__(self, kernel: Any, jit: Any, grid: tuple, args: tuple, kwargs: dict) -> None:
+        g = tuple(grid) + (1, 1)
+        self.grid = (g[0], g[1], g[2])
+        self.kernel = kernel
+        params = {k: v for k, v in kwargs.items() if k not in OPTIONS}
+        bound = jit.signature.bind(*args, **params)
+        bound.apply_defaults()
+        self.values = list(bound.arguments.values())
+        pos = {name: i for i, name in enumerate(list(jit.signature.parameters)[:len(args)])}
+        self.fill: list[tuple[int, int | str]] = []  # (slot, where the call holds it: position or keyword)
+        for i, n in enumerate(bound.arguments):
+            if isinstance(self.values[i], torch.Tensor):
+                self.fill.append((i, pos.get(n, n)))
+                self.values[i] = None
+
+    def launch(self, args: tuple, kwargs: dict, stream: int, exit_hook: Any) -> None:
+        vals = list(self.values)
+        for i, src in self.fill:
+            vals[i] = args[src] if isinstance(src, int) else kwargs[src]
+        k = self.kernel
+        k.run(*self.grid, stream, k.function, k.packed_metadata, None, None, exit_hook, *vals)
+
+
+class LeanKernel:
+    """Stands in for one `@triton.jit` function: `k[grid](*args, **kwargs)` as before."""
+
+    def __init__(self, jit: Any) -> None:
+        self.jit = jit
+        self.plans: dict[tuple, _Plan] = {}
+        self.lean_calls = 0
+        self.broken: str | None = None  # why the lean path was given up (then Triton's path only)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "jit":
+            raise AttributeError(name)
+        return getattr(self.jit, name)
+
+    def __getitem__(self, grid: Any) -> Any:
+        return lambda *args, **kwargs: self.launch(grid, args, kwargs)
+
+    def launch(self, grid: Any, args: tuple, kwargs: dict) -> Any:
+        from triton import knobs
+
+        if self.broken or callable(grid) or knobs.runtime.launch_enter_hook is not None or self.jit.pre_run_hooks:
+            return self.jit[grid](*args, **kwargs)
+        try:
+            key = (tuple(grid), torch.cuda.current_device(), tuple(_kind(a) for a in args),
+                   tuple(sorted((k, _kind(v)) for k, v in kwargs.items())))
+        except TypeError:
+            return self.jit[grid](*args, **kwargs)
+        plan = self.plans.get(key)
+        if plan is None:
+            kernel = self.jit[grid](*args, **kwargs)
+            if kernel is not None and len(self.plans) < 64:
+                try:
+                    self.plans[key] = _Plan(kernel, self.jit, tuple(grid), args, kwargs)
+                except Exception as err:  # noqa: BLE001 - a Triton whose internals differ: its own path only
+                    self.broken = f"{type(err).__name__}: {err}"
+            return kernel
+        try:
+            plan.launch(args, kwargs, torch._C._cuda_getCurrentRawStream(key[1]), knobs.runtime.launch_exit_hook)
+        except Exception as err:  # noqa: BLE001 - the launcher refused before launching: Triton's path
+            self.broken = f"{type(err).__name__}: {err}"
+            return self.jit[grid](*args, **kwargs)
+        self.lean_calls += 1
+        return plan.kernel
+
+
+def lean(module: Any) -> int:
+    """Swap a kernel module's `@triton.jit` globals for LeanKernels (when available); how many."""
+    if not available():
+        return 0
+    from triton.runtime.jit import JITFunction
+
+    n = 0
+    for name, v in list(vars(module).items()):
+        if isinstance(v, JITFunction):
+            setattr(module, name, LeanKernel(v))
+            n += 1
+    return n

@@ -1,0 +1,177 @@
+"""Where a patched call's time goes on this machine: the patch runtime's host costs, measured.
+
+    python -m kiln.evals.model.overhead          # one JSON line (bench/model_bench.py --part overhead)
+
+- `passthrough_us`: an op inside a patched scope that no kernel takes (the TorchFunctionMode's set
+  lookup), minus the same op outside;
+- `guard_us`: the guard of a call that matches (argument order, shapes, dtypes, strides, values);
+- per-call host time of a small SiLU: eager, the built-in kernel launched by Triton, the same kernel
+  through the lean launcher, and the whole patched path (mode, guard, kernel wrapper, launch);
+- the SD-size group norm + SiLU, eager against the built-in fused kernel: kernel time (torch.profiler)
+  and back-to-back calls (CUDA events over a loop: whichever of host and GPU is slower).
+Host figures are per call over many calls of a tiny tensor (the GPU keeps up, so the host is what is
+timed).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from kiln.evals.model import launch, profile
+from kiln.evals.model.apply import apply_entries
+from kiln.evals.model.patch import Kernel, Site, load_kernel_module
+from kiln.evals.model.records import BundleEntry
+
+SILU = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return F.silu(x)\n\ndef get_inputs():\n    return [torch.randn({shape})]\n\n"
+        "def get_init_inputs():\n    return []\n")
+GN_SILU = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass Model(nn.Module):\n"
+           "    def __init__(self):\n        super().__init__()\n        self.norm = nn.GroupNorm(32, 320, eps=1e-6)\n\n"
+           "    def forward(self, x):\n        return F.silu(self.norm(x))\n\ndef get_inputs():\n"
+           "    return [torch.randn(2, 320, 64, 64)]\n\ndef get_init_inputs():\n    return []\n")
+
+
+def host_us(fn: Callable[[], Any], n: int, device: str) -> float:
+    """Host microseconds per call of fn() over n calls (after warm-up)."""
+    for _ in range(20):
+        fn()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    us = (time.perf_counter() - t0) * 1e6 / n
+    sync()
+    return us
+
+
+def gpu_us(fn: Callable[[], Any], n: int = 200) -> float:
+    for _ in range(10):
+        fn()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(n):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e3 / n
+
+
+class Chain(nn.Module):
+    """`n` adds in one forward: the ops a patched scope passes through."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        for _ in range(self.n):
+            x = x + 1
+        return x
+
+
+class Act(nn.Module):
+    def forward(self, x):
+        return F.silu(x)
+
+
+def builtin_kernel(problem: str, folder: Path, device: str) -> Any:
+    """The built-in Coder's first kernel for a problem source, imported as a module."""
+    from kiln.agents.base import CoderTask
+    from kiln.agents.builtin import BuiltinCoder
+
+    reply = BuiltinCoder(device=device).write(CoderTask(mode="generate", problem_name="p", problem_src=problem))
+    if not reply.ok or not reply.source:
+        raise RuntimeError(f"the built-in Coder wrote no kernel: {reply.error}")
+    path = folder / f"k{abs(hash(problem)) % 10**8}.py"
+    path.write_text(reply.source)
+    return load_kernel_module(path)
+
+
+def site_for(model: nn.Module, x: torch.Tensor, module: Any, name: str) -> Site:
+    prof = profile.profile_model(model, [lambda: model(x)], "cpu", "float32")
+    g = next(g for g in prof.groups if g.sig.op == "F.silu")
+    entry = BundleEntry(group=g.id, kind="function", sig=g.sig, kernel="", scopes=g.scopes, module_paths=g.module_paths)
+    return Site(entry, Kernel(types.SimpleNamespace(ModelNew=module.ModelNew), g.sig.out, name))
+
+
+def passthrough(device: str, n_ops: int = 200, reps: int = 200) -> dict[str, float]:
+    x = torch.ones(8, device=device)
+    chain = Chain(n_ops)
+    eager = host_us(lambda: chain(x), reps, device)
+    silu_site = site_for(Act(), x, types.SimpleNamespace(ModelNew=Act), "overhead_probe_pass")
+    silu_site.entry = silu_site.entry.model_copy(update={"scopes": [""]})
+    with torch.no_grad(), apply_entries(chain, [silu_site], compile_kernels=False):
+        patched = host_us(lambda: chain(x), reps, device)
+    values = silu_site.guard.values((x, False), {})  # F.silu hands the mode its inplace=False too
+    guard = host_us(lambda: silu_site.guard.ok(values), 20000, "cpu")
+    return {"passthrough_us": (patched - eager) / n_ops, "guard_us": guard, "op_us": eager / n_ops}
+
+
+def small_call(device: str, folder: Path) -> dict[str, float]:
+    """Host us per call of a 4096-element SiLU: eager, kernel (Triton launch), kernel (lean), patched."""
+    x = torch.randn(4096, device=device)
+    mod = builtin_kernel(SILU.format(shape="4096"), folder, device)
+    k = mod.ModelNew().to(device)
+    out = {"eager_silu_us": host_us(lambda: F.silu(x), 2000, device),
+           "kernel_triton_us": host_us(lambda: k(x), 2000, device)}
+    if launch.lean(mod):
+        out["kernel_lean_us"] = host_us(lambda: k(x), 2000, device)
+    act = Act()
+    site = site_for(act, x, mod, "overhead_probe_silu")
+    with torch.no_grad(), apply_entries(act, [site], compile_kernels=False) as h:
+        out["patched_call_us"] = host_us(lambda: act(x), 2000, device)
+        out["patched_calls"] = float(h.table.calls.get(site.entry.group, 0))
+    return out
+
+
+def kernel_us(fn: Callable[[], Any], n: int = 20) -> float:
+    """GPU kernel time per call (torch.profiler's kernel durations: launch gaps and host time left out)."""
+    from kiln.evals.model.gputime import profile_forward
+
+    fn()
+    return profile_forward(lambda: [fn() for _ in range(n)], reps=1).total_us / n
+
+
+def fused_gn_silu(folder: Path) -> dict[str, float]:
+    """The SD UNet block's size (2 x 320 x 64 x 64, 32 groups, fp32): eager group norm + SiLU against the
+    built-in fused kernel, as GPU kernel time and as back-to-back calls (what a loop of calls sees)."""
+    x = torch.randn(2, 320, 64, 64, device="cuda")
+    norm = nn.GroupNorm(32, 320, eps=1e-6).cuda()
+    mod = builtin_kernel(GN_SILU, folder, "cuda")
+    k = mod.ModelNew().cuda()
+    with torch.no_grad():  # both GroupNorms keep their default affine (weight 1, bias 0)
+        def eager() -> Any:
+            return F.silu(norm(x))
+        out = {"gn_silu_eager_kernel_us": kernel_us(eager), "gn_silu_fused_kernel_us": kernel_us(lambda: k(x)),
+               "gn_silu_eager_loop_us": gpu_us(eager), "gn_silu_fused_loop_us": gpu_us(lambda: k(x)),
+               "gn_silu_max_abs_err": float((k(x) - eager()).abs().max())}
+    out["gn_silu_speedup"] = out["gn_silu_eager_kernel_us"] / out["gn_silu_fused_kernel_us"]
+    out["gn_silu_loop_speedup"] = out["gn_silu_eager_loop_us"] / out["gn_silu_fused_loop_us"]
+    return out
+
+
+def probe() -> dict[str, Any]:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    out: dict[str, Any] = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                           "torch": torch.__version__, "lean_available": launch.available()}
+    out |= passthrough(device)
+    if device == "cuda":
+        with tempfile.TemporaryDirectory(prefix="kiln-overhead-") as tmp:
+            out |= small_call(device, Path(tmp))
+            out |= fused_gn_silu(Path(tmp))
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
+
+
+if __name__ == "__main__":
+    print(json.dumps(probe()))
