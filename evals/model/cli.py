@@ -39,7 +39,7 @@ def _check_sandbox(oo) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazi
     """`--isolation strict` without the full sandbox is refused now, in one line, as `kiln run` does."""
     if oo.isolation not in ("strict", "best-effort"):
         raise KilnConfigError(f"--isolation must be strict or best-effort, not {oo.isolation!r}")
-    from kiln.tools.check.sandbox import sandbox_for
+    from kiln.tools.sandbox.box import sandbox_for
 
     sandbox_for(oo.isolation, oo.bwrap)
 
