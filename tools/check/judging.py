@@ -101,52 +101,56 @@ class Judge:
         self.rms: dict[str, float] = {}
 
     def judge(self, ref: dict[str, Any], cmd: RefJudge) -> RefJudgeReply:
+        """Both calls' verdicts; each file is read once, and a second call with the first's very bytes
+        takes the first's verdict."""
         expected = leaves_of(ref)
-        first = self._phase("first_call", ref, expected, cmd.cand_first, cmd.first, cmd)
-        same = False
-        if first.error is None and _kinds_match(expected, cmd.cand_second) and cmd.cand_second == cmd.cand_first:
-            same = self._same_bits(expected, cmd)
-        second = (first.model_copy(update={"phase": "second_call"}, deep=True) if same else
-                  self._phase("second_call", ref, expected, cmd.cand_second, cmd.second, cmd))
+        first, data1 = self._phase("first_call", ref, expected, cmd.cand_first, cmd.first, cmd)
+        data2 = self._read(expected, cmd.cand_second, cmd.second) if data1 is not None else None
+        same = (data1 is not None and isinstance(data2, list) and cmd.cand_second == cmd.cand_first
+                and all(_bits_equal(x, y) for x, y in zip(data1, data2, strict=True)))
+        if same:
+            second = first.model_copy(update={"phase": "second_call"}, deep=True)
+        else:
+            second, _ = self._phase("second_call", ref, expected, cmd.cand_second, cmd.second, cmd, data=data2)
         if cmd.dist == "x1":
             self._keep_rms(ref)
         return RefJudgeReply(phases=[first, second], same_bits=same, rms=dict(self.rms))
 
+    def _read(self, expected: list[Leaf], cand: list[Leaf], slot: Any) -> list[torch.Tensor] | str | None:
+        """The file's tensors (None: its structure differs, nothing read), or why it could not be read."""
+        if structure({"meta": [_meta(lf) for lf in expected]}, {"meta": [_meta(lf) for lf in cand]}) is not None \
+                or not _kinds_match(expected, cand):
+            return None
+        try:
+            return read_raw(slot, expected, self.device)
+        except OutputFileError as exc:
+            return f"its output could not be read back: {exc}"
+
     def _phase(self, phase: str, ref: dict[str, Any], expected: list[Leaf], cand: list[Leaf], slot: Any,
-               cmd: RefJudge) -> PhaseVerdict:
-        act_meta = {"meta": [_meta(lf) for lf in cand], "tensors": {}}
-        bad = structure(ref, act_meta)
+               cmd: RefJudge, data: Any = False) -> tuple[PhaseVerdict, list[torch.Tensor] | None]:
+        bad = structure(ref, {"meta": [_meta(lf) for lf in cand], "tensors": {}})
         if bad is None and not _kinds_match(expected, cand):
             bad = Mismatch(output="out", reason="type", rule="structure",
                            message="the output was sampled where the reference's was not (or the other way round)")
         if bad is not None:
             return PhaseVerdict(phase=phase, passed=False, mismatch=bad, rule="structure", legacy_atol_rtol_passed=False,
                                 outputs=[OutputVerdict(output=bad.output, rule="structure", passed=False,
-                                                       legacy_atol_rtol_passed=False)])
-        try:
-            data = read_raw(slot, expected, self.device)
-        except OutputFileError as exc:
-            msg = f"its output could not be read back: {exc}"
-            return PhaseVerdict(phase=phase, passed=False, error=msg, legacy_atol_rtol_passed=False, rule="structure",
-                                mismatch=Mismatch(output="out", reason="type", rule="structure", message=msg))
+                                                       legacy_atol_rtol_passed=False)]), None
+        if data is False:
+            data = self._read(expected, cand, slot)
+        if isinstance(data, str):
+            return PhaseVerdict(phase=phase, passed=False, error=data, legacy_atol_rtol_passed=False, rule="structure",
+                                mismatch=Mismatch(output="out", reason="type", rule="structure", message=data)), None
         act = candidate_pack(cand, data, ref)
-        unit = self.unit_mag.get(cmd.case)
-        j = judge(ref, act, dtype=self.dtype, atol=cmd.atol, rtol=cmd.rtol, numerics=cmd.numerics, unit_mag=unit)
+        j = judge(ref, act, dtype=self.dtype, atol=cmd.atol, rtol=cmd.rtol, numerics=cmd.numerics,
+                  unit_mag=self.unit_mag.get(cmd.case))
         if cmd.dist == "x1":
             mags = self.unit_mag.setdefault(cmd.case, {})
             for name, v in j.mean_mag.items():
                 mags[name] = max(mags.get(name, 0.0), v)
         rel = relative_l2(ref, act) if j.mismatch is None or j.legacy_passed else None
         return PhaseVerdict(phase=phase, passed=j.mismatch is None, mismatch=j.mismatch, rel_l2_err=rel, rule=j.rule,
-                            legacy_atol_rtol_passed=j.legacy_passed, outputs=j.outputs)
-
-    def _same_bits(self, expected: list[Leaf], cmd: RefJudge) -> bool:
-        """Are the two calls' files the same bytes? (Then the second call needs no judgement.)"""
-        try:
-            a, b = read_raw(cmd.first, expected, self.device), read_raw(cmd.second, expected, self.device)
-        except OutputFileError:
-            return False
-        return all(_bits_equal(x, y) for x, y in zip(a, b, strict=True))
+                            legacy_atol_rtol_passed=j.legacy_passed, outputs=j.outputs), data
 
     def _keep_rms(self, ref: dict[str, Any]) -> None:
         for m in ref["meta"]:
