@@ -85,7 +85,7 @@ class KilnReward:
         elif device == "auto":
             device = "cpu"
         self.evaluator = evaluator
-        self.options = (options or CheckOptions(trials=2)).model_copy(update={"device": device, "timeout_s": timeout_s})
+        self.options = (options or CheckOptions()).model_copy(update={"device": device, "timeout_s": timeout_s})
         self.params, self.seed, self.timeout_s = params or RewardParams(), seed, timeout_s
         self.cache = CheckCache(Path(cache) if cache else None)
         self.max_workers = max_workers or max(1, int(getattr(evaluator, "n_slots", 1)))

@@ -75,7 +75,7 @@ def model(
     seeds: Annotated[int, typer.Option(help="input seeds of the end-to-end check")] = 3,
     e2e_tol: Annotated[float | None, typer.Option(help="relative L2 error allowed per output")] = None,
     patch: Annotated[str, typer.Option(help="faster (CI above 1) | correct (CPU: speed not measured)")] = "faster",
-    trials: Annotated[int, typer.Option(help="correctness trials per case and distribution")] = 3,
+    trials: o.Trials = o.TRIALS,
     timeout: Annotated[float, typer.Option(help="seconds per check")] = 300.0,
     concurrency: Annotated[int, typer.Option(help="problems in flight")] = 4,
     cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,

@@ -45,7 +45,7 @@ class OptimiseOptions(BaseModel):
     budget_usd: float | None = Field(None, description="for the whole model; each op gets its share")
     budget_tokens: int | None = None
     budget_minutes: float | None = Field(None, description="the whole command (every stage), not per op")
-    trials: int = 3
+    trials: int = CheckOptions.model_fields["trials"].default  # the check's own default, as every command
     check_timeout_s: float = 300.0
     concurrency: int = 4
     cpu_slots: int | None = None

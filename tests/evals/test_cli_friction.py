@@ -109,4 +109,4 @@ def test_one_default_for_trials_everywhere():
         i = next(i for i, ln in enumerate(lines) if f"{flag} " in ln)
         return next(ln for ln in lines[i:i + 6] if "[default:" in ln).split("[default:")[1].split("]")[0].strip()
 
-    assert default("run", "--trials") == default("eval", "--trials") == default("check", "--trials") == "5"
+    assert default("run", "--trials") == default("eval", "--trials") == default("check", "--trials") == "2"

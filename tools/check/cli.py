@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from kiln.tools.errors import KilnInputError
+from kiln.tools.records import CheckOptions
 
 DEVICES = ("auto", "cuda", "cpu")
 DTYPES = ("fp32", "bf16", "fp16")
@@ -30,8 +31,8 @@ def check(
     candidate: Annotated[Path, typer.Argument(help="candidate file defining ModelNew")],
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16")] = "fp32",
-    trials: Annotated[int | None, typer.Option(help="trials per case and basic input distribution (default 2; the "
-                                                    "wide distributions get half, at least one)")] = None,
+    trials: Annotated[int, typer.Option(help="trials per case and basic input distribution (the wide distributions "
+                                             "get half, at least one)")] = CheckOptions.model_fields["trials"].default,
     case: Annotated[list[Path] | None, typer.Option("--case", help="extra case file (problem format); repeatable")] = None,
     timeout: Annotated[float, typer.Option(help="overall budget in seconds; stages get shares")] = 300.0,
     policy: Annotated[str, typer.Option(help="strict (no PyTorch compute) | partial")] = "partial",
@@ -48,14 +49,13 @@ def check(
 ) -> None:
     """Compile, verify and (on a GPU) time one candidate against a problem."""
     from kiln.tools.check import check as run_check
-    from kiln.tools.records import CheckOptions
     from kiln.tools.render import print_verdict
 
-    if (trials is not None and trials < 1) or timeout <= 0:
+    if trials < 1 or timeout <= 0:
         raise KilnInputError("--trials must be >= 1 and --timeout > 0")
     options = CheckOptions(
         device=_choice(device, DEVICES, "--device"), dtype=_choice(dtype, DTYPES, "--dtype"),
-        **({"trials": trials} if trials is not None else {}), cases=[str(c) for c in case or []], timeout_s=timeout,
+        trials=trials, cases=[str(c) for c in case or []], timeout_s=timeout,
         policy=_choice(policy, POLICIES, "--policy"), static=_choice(static, STATIC, "--static"), atol=atol,
         rtol=rtol, time=not no_time, seed=seed, isolation=_choice(isolation, ISOLATION, "--isolation"), bwrap=bwrap,
     )

@@ -54,7 +54,7 @@ class CommandFailed(Exception):
         return str(self.error.get("kind", "candidate"))
 
 
-SCRATCH_BYTES = 8 << 30  # a worker's private tmpfs (nvcc and Triton temporaries): RAM it may use for files
+SCRATCH_BYTES = 2 << 30  # a worker's private tmpfs (nvcc and Triton temporaries): RAM it may use for files
 
 
 def worker_env(spec: JobSpec, cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -85,7 +85,8 @@ def worker_confinement(spec: JobSpec, cache_dir: Path) -> Confinement:
     else:
         write.append(str(cache_dir))
     write += [spec.profile_dir] if spec.profile_dir else []
-    return Confinement(read=tuple(read), write=tuple(write), fill=tuple(fill), scratch_bytes=SCRATCH_BYTES)
+    return Confinement(read=tuple(read), write=tuple(write), fill=tuple(fill), scratch_bytes=SCRATCH_BYTES,
+                       locked_own=True)
 
 
 class WorkerHandle:

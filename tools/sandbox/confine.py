@@ -70,9 +70,9 @@ class Confinement:
     """What one worker may touch beyond the system, Python and kiln's own code (read-only for all).
 
     read:  extra paths it may read (a check's shared dir: problem, cases, candidate);
-    write: its own work dir first (there it may read, overwrite and remove kiln's files, e.g. its
-           command pipes, and create files only in `tmp/`, its scratch dir), then paths it may read
-           and write freely (its own compile-cache dir);
+    write: its own work dir first (with `locked_own`, there it may read, overwrite and remove kiln's
+           files, e.g. its command pipes, and create files only in `tmp/`, its scratch dir), then
+           paths it may read and write freely (its own compile-cache dir);
     fill:  dirs whose existing files it may read and overwrite, creating nothing (its output files);
     scratch_bytes: the size of its private tmpfs scratch dir (HOME, TMPDIR) where it has its own
     mounts; 0: a plain dir in its work dir."""
@@ -81,15 +81,17 @@ class Confinement:
     write: tuple[str, ...] = ()
     fill: tuple[str, ...] = ()
     scratch_bytes: int = 0
+    locked_own: bool = False  # True: in its own dir it may create files only in tmp/ (a check's workers)
 
     def as_dict(self) -> dict:
         return {"read": list(self.read), "write": list(self.write), "fill": list(self.fill),
-                "scratch_bytes": self.scratch_bytes}
+                "scratch_bytes": self.scratch_bytes, "locked_own": self.locked_own}
 
     @classmethod
     def from_dict(cls, d: dict) -> Confinement:
         return cls(read=tuple(map(str, d.get("read") or ())), write=tuple(map(str, d.get("write") or ())),
-                   fill=tuple(map(str, d.get("fill") or ())), scratch_bytes=int(d.get("scratch_bytes") or 0))
+                   fill=tuple(map(str, d.get("fill") or ())), scratch_bytes=int(d.get("scratch_bytes") or 0),
+                   locked_own=bool(d.get("locked_own")))
 
 
 @dataclass(frozen=True)
@@ -232,8 +234,9 @@ def landlock_rules(conf: Confinement, own_proc: bool = False) -> list[tuple[str,
               ("/sys", landlock.READ_FILE | landlock.READ_DIR)]
     rules += [] if own_proc else [("/proc/self", PROC_OWN)]
     rules += [(d, landlock.DEVICE) for d in [*DEVICE_FILES, *gpu_devices()]]
-    rules += [(p, landlock.READ) for p in conf.read] + [(p, landlock.WRITE) for p in conf.write[1:]]
-    if conf.write:  # its own dir: overwrite and remove what kiln put there, create only in its scratch
+    rules += [(p, landlock.READ) for p in conf.read]
+    rules += [(p, landlock.WRITE) for p in (conf.write[1:] if conf.locked_own else conf.write)]
+    if conf.write and conf.locked_own:  # its own dir: overwrite and remove kiln's files, create only in tmp/
         own = conf.write[0]
         rules += [(own, OWN_DIR), (os.path.join(own, "tmp"), landlock.WRITE)]
     return rules + [(p, FILL) for p in conf.fill]
@@ -255,6 +258,8 @@ def enter(conf: Confinement, plan: Plan, keep_fds: tuple[int, ...] = ()) -> None
         nsutil.unshare(nsutil.CLONE_NEWUSER | (0 if plan.pidns else
                                                nsutil.CLONE_NEWNET | nsutil.CLONE_NEWIPC | nsutil.CLONE_NEWUTS))
         nsutil.map_ids(NOBODY, uid, NOBODY, gid)
+    if conf.write:  # its scratch dir exists before Landlock: the rule grants beneath it, and only there
+        os.makedirs(os.path.join(conf.write[0], "tmp"), exist_ok=True)  # may it create files in its own dir
     if plan.drop_caps:
         nsutil.drop_capabilities()
     nsutil.prctl(nsutil.PR_SET_NO_NEW_PRIVS, 1)
