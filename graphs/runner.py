@@ -4,13 +4,13 @@ streamed loop with its live display. `run_problem` is the Python entry point (ba
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from langgraph.errors import GraphRecursionError
 
 from kiln.graphs import rundir
+from kiln.graphs.cli_options import default_run_dir
 from kiln.graphs.context import LoopOptions, ProfileFn, RunContext, RunOptions
 from kiln.graphs.finish import write_outputs
 from kiln.graphs.graph import build_graph, recursion_limit
@@ -36,10 +36,6 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise KilnConfigError("--device cuda: no CUDA GPU is visible here (use --device cpu)")
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def default_run_dir(problem: Path) -> Path:
-    return Path("runs") / f"{problem.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def _gpu_facts(device: str) -> Any:
