@@ -44,7 +44,7 @@ class Progress:
                 if isinstance(update, dict) and not node.startswith("__"):  # LangGraph's own keys
                     self._update(node, update)
                     if self._plain:
-                        self.console.print(self.line(), highlight=False, markup=False)
+                        self.console.print(self.line(), highlight=False, markup=False, soft_wrap=True)
         if self._live:
             self._live.update(self.render(), refresh=True)
 
