@@ -148,10 +148,14 @@ def _split_config(argv: list[str]) -> tuple[str | None, list[str]]:
 
 
 def _on_interrupt(signum: int, frame: object) -> None:
-    """Say at once that Ctrl-C was heard: stopping the checks in flight takes seconds."""
+    """Say at once that Ctrl-C was heard, end the checks in flight (their process groups), then
+    unwind: a node cut short is redone on resume, a finished one never (kiln.graphs.stop)."""
+    from kiln.graphs import stop
+
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts the clean-up too
     print("kiln: Ctrl-C: stopping the work in flight (a second Ctrl-C skips the clean-up)", file=sys.stderr,
           flush=True)
+    stop.request()
     raise KeyboardInterrupt
 
 
@@ -188,6 +192,14 @@ def main() -> None:
     except KeyboardInterrupt:
         print("kiln: interrupted", file=sys.stderr)
         _exit_now(130)
+    except SystemExit:
+        # typer turns Ctrl-C into exit 130; the interpreter's teardown would then wait for every
+        # thread still in flight (LangGraph's, a batch's jobs) and print their errors
+        from kiln.graphs import stop
+
+        if stop.requested():
+            _exit_now(130)
+        raise
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from kiln.evals import plots
 from kiln.evals.batch import group
+from kiln.evals.jobs import why_no_kernel
 from kiln.evals.metrics import BASELINES, FAST_P, summarize
 from kiln.evals.store import ResultStore
 from kiln.tools.errors import KilnInputError
@@ -63,13 +64,13 @@ def _best_record(records: list[CheckRecord]) -> CheckRecord | None:
 
 
 def _row(problem: str, status: str, samples: int, rec: CheckRecord | None, best_path: str | None,
-         record_path: str | None) -> ProblemRow:
+         record_path: str | None, why: str = "") -> ProblemRow:
     sp = rec.timing.speedups.get("eager") if rec and rec.timing and rec.timing.measured else None
     return ProblemRow(problem=problem, status=rec.status if rec else status, correct=bool(rec and rec.correct),
                       samples=samples, speedup_eager=sp.value if sp else None,
                       ci_eager=(sp.ci_low, sp.ci_high) if sp else None,
                       speedup_compile=rec.speedup_vs_compile if rec else None,
-                      verdict=sp.verdict if sp else None, reasons="; ".join(rec.reasons[:2]) if rec else "",
+                      verdict=sp.verdict if sp else None, reasons="; ".join(rec.reasons[:2]) if rec else why,
                       best_path=best_path, record_path=record_path)
 
 
@@ -111,7 +112,8 @@ def _rows(run_dir: Path, store: ResultStore, outcomes: list) -> tuple[list[Probl
             rec_path = str(rec_file)
         path = next((best_paths.get((p.problem, s.sample)) for s in p.samples
                      if best_paths.get((p.problem, s.sample))), None)
-        rows.append(_row(p.problem, p.samples[0].status, p.n, best, path, rec_path))
+        why = "; ".join(dict.fromkeys(w for s in p.samples if (w := why_no_kernel(run_dir, s))))
+        rows.append(_row(p.problem, p.samples[0].status, p.n, best, path, rec_path, why))
     return rows, env
 
 
@@ -167,10 +169,12 @@ def render_markdown(run: RunData) -> str:
         fp = m["fast_p"][b]
         lines.append(f"- vs {b}: fast_0 {_fmt(fp['0.0'])}, fast_1 {_fmt(fp['1.0'])}, "
                      f"geomean {_fmt(m['geomean_speedup'][b], '.3f', 'x')}")
-    lines += ["", "| problem | status | speedup vs eager | 95% CI | verdict |", "|---|---|---|---|---|"]
+    lines += ["", "| problem | status | speedup vs eager | 95% CI | verdict | reasons |", "|---|---|---|---|---|---|"]
     for r in run.rows:
         ci = f"{r.ci_eager[0]:.2f}–{r.ci_eager[1]:.2f}" if r.ci_eager else "—"
-        lines.append(f"| {r.problem} | {r.status} | {_fmt(r.speedup_eager, '.2f', 'x')} | {ci} | {r.verdict or '—'} |")
+        why = " ".join(r.reasons.split()).replace("|", "\\|") or "—"
+        lines.append(f"| {r.problem} | {r.status} | {_fmt(r.speedup_eager, '.2f', 'x')} | {ci} | {r.verdict or '—'} "
+                     f"| {why} |")
     return "\n".join(lines) + "\n"
 
 

@@ -4,12 +4,16 @@ streamed loop with its live display. `run_problem` is the Python entry point (ba
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import queue
+import threading
 from pathlib import Path
 from typing import Any
 
 from langgraph.errors import GraphRecursionError
 
-from kiln.graphs import rundir
+from kiln.graphs import rundir, stop
 from kiln.graphs.cli_options import default_run_dir
 from kiln.graphs.context import LoopOptions, ProfileFn, RunContext, RunOptions
 from kiln.graphs.finish import write_outputs
@@ -19,7 +23,7 @@ from kiln.graphs.profile import make_profiler
 from kiln.graphs.progress import Progress
 from kiln.graphs.roles import Roles, resolve
 from kiln.graphs.rules import best
-from kiln.graphs.summary import RunSummary
+from kiln.graphs.summary import RunSummary, build_summary
 from kiln.tools.errors import KilnConfigError, KilnInputError
 from kiln.tools.evaluator import Evaluator
 
@@ -59,20 +63,75 @@ def make_context(opts: RunOptions, run_dir: Path, roles: Roles | None, evaluator
                       extra={"profile_skipped": skipped})
 
 
+def _interrupted(err: BaseException) -> bool:
+    """Ctrl-C, or an error raised while unwinding from it (LangGraph's `cannot schedule new futures
+    after shutdown`): either way the run was stopped, not broken."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__context__
+    return stop.requested()
+
+
+def mark_stopped(run_dir: Path, opts: RunOptions | None = None) -> None:
+    """summary.json of a run stopped by Ctrl-C, from its last checkpoint (`kiln ui` shows `stopped`,
+    not `running`); `--resume` continues it and writes the final one. Never raises."""
+    try:
+        opts = opts or load_options(run_dir)
+        graph = build_graph().compile(checkpointer=open_checkpointer(run_dir))
+        state = dict(graph.get_state(run_config(recursion_limit(opts))).values or {})
+    except Exception:  # noqa: BLE001 - an unreadable checkpoint: the summary of an empty state
+        state = {}
+    if opts is None:
+        return
+    reason = f"stopped by Ctrl-C; continue with: kiln run --resume {run_dir}"
+    stopped = {**state, "status": "stopped", "stop_reason": reason}
+    with contextlib.suppress(Exception):
+        rundir.write_json(run_dir, "summary.json", build_summary(stopped, opts, run_dir))
+        rundir.event(run_dir, "stopped", reason="Ctrl-C")
+
+
+def _stream(graph: Any, inp: dict | None, config: dict, ctx: RunContext) -> queue.Queue:
+    """The graph runs in its own thread; its parts come through the queue, then ("end", error or None).
+    A Ctrl-C reaches the main thread at once, which need not wait for a node in flight (a check
+    blocked on a worker that was just killed, an LLM call): the process then leaves without it."""
+    parts: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for part in graph.stream(inp, config, context=ctx, stream_mode=["updates", "custom"],
+                                     durability="sync", version="v2"):
+                parts.put(("part", part))
+            parts.put(("end", None))
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            parts.put(("end", err))
+
+    threading.Thread(target=contextvars.copy_context().run, args=(pump,), name="kiln-graph", daemon=True).start()
+    return parts
+
+
 def _drive(ctx: RunContext, inp: dict | None, progress: Progress) -> RunSummary:
     graph = build_graph().compile(checkpointer=open_checkpointer(ctx.run_dir))
     config = run_config(recursion_limit(ctx.options))
     try:
         with progress:
-            for part in graph.stream(inp, config, context=ctx, stream_mode=["updates", "custom"],
-                                     durability="sync", version="v2"):
-                progress.feed(part)
+            parts = _stream(graph, inp, config, ctx)
+            while (item := parts.get())[0] == "part":
+                progress.feed(item[1])
+            if item[1] is not None:
+                raise item[1]
     except GraphRecursionError:  # the backstop: the loop's own counters should have stopped it first
         state = graph.get_state(config).values
         b = best(state)
         status = "stopped" if b is None or b.correct else "failed"
         reason = f"recursion limit ({config['recursion_limit']} steps) reached: a loop the budgets did not stop"
         write_outputs(ctx, {**state, "status": status, "stop_reason": reason})
+    except BaseException as err:
+        if not _interrupted(err):
+            raise
+        mark_stopped(ctx.run_dir, ctx.options)
+        raise stop.RunStopped(str(err) or "stopped by Ctrl-C") from None
     return RunSummary.model_validate_json((ctx.run_dir / "summary.json").read_text())
 
 

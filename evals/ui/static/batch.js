@@ -10,10 +10,11 @@
   const BASELINES = ["eager", "eager_tf32", "compile"];
 
   function head() {
-    const c = b.config;
+    const c = b.settings, has = (v) => v !== null && v !== undefined && v !== "";
+    const parts = [has(c.mode) && `${c.mode} mode`, has(c.samples) && `${c.samples} sample(s) per problem`, c.llm,
+      c.strategy, c.lang, c.device, c.dtype, has(c.max_iters) && `up to ${c.max_iters} iterations`].filter(has);
     fill($("#head"), h("div", {class: "card-head"}, h("h1", {}, b.name), kiln.badge(b.progress.status)),
-      h("p", {class: "muted"}, `${c.mode} mode · ${c.samples} sample(s) per problem · ${c.llm || c.coder_llm || "builtin"} · ` +
-        `${c.strategy} · ${c.lang} · ${c.device} · ${c.dtype} · up to ${c.max_iters} iterations`),
+      h("p", {class: "muted", id: "settings"}, parts.join(" · ")),
       b.metrics.stopped ? h("p", {class: "note"}, "Stopped: " + b.metrics.stopped) : null);
   }
 
@@ -21,7 +22,7 @@
     const p = b.progress, total = p.n_expected || 1;
     const seg = (n, cls) => h("span", {class: "seg " + cls, "data-w": (100 * n / total).toFixed(2), title: `${n} ${cls}`});
     const bar = h("div", {class: "progress"}, seg(p.done, "done"), seg(p.running, "running"), seg(p.queued, "queued"));
-    const gpus = b.config.device === "cpu" ? "" : Object.entries(p.by_gpu).map(([g, n]) =>
+    const gpus = b.settings.device === "cpu" ? "" : Object.entries(p.by_gpu).map(([g, n]) =>
       `${g === "unknown" ? "GPU not recorded yet" : "GPU " + g}: ${n}`).join(", ");
     fill($("#progress"), h("h2", {}, "Progress"), bar,
       h("p", {}, `${p.done} done · ${p.running} running · ${p.queued} queued of ${p.n_expected}` +
