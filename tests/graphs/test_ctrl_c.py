@@ -134,4 +134,4 @@ def test_a_resumed_run_redoes_no_finished_proposer_step(tmp_path: Path) -> None:
     log = events(run_dir)
     assert Counter(e["kind"] for e in log)["case"] == 1  # the case ran against the reference once
     assert any(e["kind"] == "proposal_cached" for e in log)
-    assert len(list((run_dir / "llm").glob("*_proposer.json"))) == 2  # the stress round, then the final empty one
+    assert len(list((run_dir / "llm").glob("*_proposer.json"))) == 1  # asked once, not again on resume
