@@ -25,7 +25,7 @@ def report(
     writable(folder, "--out" if out and other is not None else "report folder", folder=True)
     from rich.console import Console
 
-    from kiln.evals.compare import compare, render_markdown
+    from kiln.evals.compare import compare, nothing_in_common, render_markdown
     from kiln.evals.report import load_run, metrics_table, write_report
 
     console = Console()
@@ -35,6 +35,8 @@ def report(
         return
     a, b = load_run(run_dir), load_run(other)
     rows, summary = compare(a, b)
+    if not summary["common_problems"]:
+        raise KilnInputError(nothing_in_common(a, b, summary))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "compare.md").write_text(render_markdown(a, b, rows, summary))
     (folder / "compare.json").write_text(json.dumps({"summary": summary, "rows": [r.model_dump() for r in rows]},

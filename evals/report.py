@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
@@ -88,6 +89,8 @@ def load_run(run_dir: Path) -> RunData:
             summarize(group(outcomes), timed=timed)
         metrics.setdefault("stopped", None)
         rows, env = _rows(run_dir, store, outcomes)
+        stored = store.get_meta("env")
+        env = env or (EnvRecord.model_validate(stored) if isinstance(stored, dict) else None)
     finally:
         store.close()
     return RunData(run_dir=run_dir, config=cfg if isinstance(cfg, dict) else {}, metrics=metrics, rows=rows, env=env)
@@ -140,6 +143,11 @@ def metrics_table(metrics: dict) -> Table:
     return table
 
 
+def breakable(name: str) -> Markup:
+    """A problem name that may wrap after its underscores (`50_conv_standard_2D__square_input...`)."""
+    return Markup(str(escape(name)).replace("_", "_<wbr>"))
+
+
 def _rel(path: str | None, base: Path) -> str | None:
     return None if path is None else os.path.relpath(path, base)
 
@@ -156,9 +164,17 @@ def render_html(run: RunData) -> str:
     rows = [r.model_copy(update={"best_path": _rel(r.best_path, base), "record_path": _rel(r.record_path, base)})
             for r in run.rows]
     return env.get_template("report.html.j2").render(
-        run=run, m=m, rows=rows, env=run.env, fmt=_fmt, baselines=BASELINES,
+        run=run, m=m, rows=rows, env=run.env, env_note=env_note(run), fmt=_fmt, breakable=breakable, baselines=BASELINES,
         hist=plots.speedup_histogram(speeds, "speedup vs eager"), curves=plots.fast_p_curves(curves),
         failures=plots.bar_chart(failures, "failures"))
+
+
+def env_note(run: RunData) -> str:
+    """What the Environment section says when no record holds one."""
+    if not any(r.record_path for r in run.rows):
+        return "No environment recorded (no candidate was checked)."
+    return ("No environment recorded: these checks ran on a CPU, whose check records hold none, and this batch "
+            "predates batches recording it at start.")
 
 
 def render_markdown(run: RunData) -> str:

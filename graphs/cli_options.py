@@ -100,7 +100,8 @@ def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None =
                  llm_cache: Path | None = None, isolation: str = ISOLATION, bwrap: str | None = None,
                  **rest: Any) -> LoopOptions:
     """The flags as one LoopOptions (device already resolved); KilnConfigError names the bad flag.
-    `--isolation strict` without the full sandbox is refused here, before any LLM call."""
+    `--isolation strict` without the full sandbox, and a `--base-url` nothing answers at, are
+    refused here, before any LLM call."""
     roles = {"llm": _abs_replay(llm), "coder_llm": _abs_replay(coder_llm), "judge_llm": _abs_replay(judge_llm),
              "proposer_llm": _abs_replay(proposer_llm), "base_url": base_url}
     budgets = {"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens, "minutes": budget_minutes,
@@ -117,6 +118,10 @@ def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None =
                            llm_cache=str(llm_cache.resolve()) if llm_cache else None, **rest)
     except ValidationError as err:
         raise KilnConfigError(flag_error(err)) from None
+    if loop.roles.base_url:  # before any run directory or LLM call: one try, one line
+        from kiln.agents.llm.reach import check_reachable
+
+        check_reachable(loop.roles.base_url)
     from kiln.tools.check.sandbox import sandbox_for
 
     sandbox_for(loop.check.isolation, loop.check.bwrap)

@@ -121,20 +121,21 @@ TIMEOUT_REASON = ("timed out in stage compile (candidate import and first call):
 
 
 def kernelbench_batch(dest: Path, run: Path = FIXTURE_RUN) -> Path:
-    """A finished agent-mode batch under real KernelBench names, written through the real store: the
-    recorded run's check records (ok, incorrect, compile error, rejected), one timeout, and three
-    problems the built-in Coder does not support (no check record: the reason is the outcome's)."""
+    """A finished agent-mode CPU batch under real KernelBench names, set up by the real Batch (its
+    config, problem list and environment) and filled through its real store: the recorded run's check
+    records (ok, incorrect, compile error, rejected), one timeout, and three problems the built-in
+    Coder does not support (no check record: the reason is the outcome's)."""
+    from kiln.evals.batch import Batch
     from kiln.evals.jobs import BatchConfig, outcome_from_record
-    from kiln.evals.store import ResultStore
+    from kiln.evals.problems import ProblemRef
     from kiln.tools.records import CheckRecord
 
     def record(cid: str) -> CheckRecord:
         return CheckRecord.model_validate_json((run / "candidates" / cid / "check.json").read_text())
 
-    store = ResultStore(dest / "results.sqlite")
-    store.set_meta("config", BatchConfig(mode="agent", strategy="linear", device="cpu", max_iters=3).model_dump())
-    store.set_meta("n_expected", len(KERNELBENCH_ROWS))
-    store.set_meta("problems", [{"key": k} for k, _, _ in KERNELBENCH_ROWS])
+    refs = [ProblemRef(key=k, path=f"/kb/KernelBench/{k}.py") for k, _, _ in KERNELBENCH_ROWS]
+    cfg = BatchConfig(mode="agent", strategy="linear", device="cpu", max_iters=3)
+    batch = Batch(dest, refs, cfg, evaluator=None, concurrency=1)  # type: ignore[arg-type] - never run
     for key, cid, why in KERNELBENCH_ROWS:
         rec = None
         if cid == "timeout":
@@ -143,8 +144,9 @@ def kernelbench_batch(dest: Path, run: Path = FIXTURE_RUN) -> Path:
             rec = record(cid)
         if rec is not None:
             rec = rec.model_copy(update={"problem": key})
-            store.add_candidate(key, 0, 0, rec, None)
+            batch.store.add_candidate(key, 0, 0, rec, None)
         status = None if rec else "unsupported"
-        store.finish_sample(outcome_from_record(key, 0, rec, status=status, reason=why, wall_s=12.5))
-    store.close()
+        batch.store.finish_sample(outcome_from_record(key, 0, rec, status=status, reason=why, wall_s=12.5))
+    batch.store.close()
+    batch._lock.close()
     return dest
