@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kiln.tools.errors import KilnConfigError, KilnInputError
+from kiln.tools.flags import writable
 
 
 def _device(device: str) -> str:
@@ -71,6 +72,7 @@ def model(
     resume: Annotated[Path | None, typer.Option(help="continue the model run in this directory")] = None,
 ) -> None:
     """Find a model's hot ops, make them faster in place, and prove it end to end."""
+    writable(out, "--out", folder=True)  # before anything is imported, built or profiled
     import time
 
     from pydantic import ValidationError
