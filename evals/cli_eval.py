@@ -94,6 +94,7 @@ def eval_(
     trials: o.Trials = o.TRIALS,
     isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
+    shrink: o.Shrink = False,
 ) -> None:
     """Run kiln over many problems; resumable (rerun the same command to continue)."""
     from pydantic import ValidationError
@@ -109,7 +110,7 @@ def eval_(
                           judge_llm=judge_llm, proposer_llm=proposer_llm, base_url=base_url, max_iters=max_iters,
                           target_speedup=target_speedup, strategy=strategy, budget_usd=budget_usd,
                           budget_tokens=budget_tokens, budget_minutes=budget_minutes, trials=trials, dtype=dtype,
-                          check_timeout=check_timeout, isolation=isolation, bwrap=bwrap)
+                          check_timeout=check_timeout, isolation=isolation, bwrap=bwrap, shrink=shrink)
     try:
         cfg = BatchConfig(mode=mode, samples=samples, loop=loop)
     except ValidationError as err:

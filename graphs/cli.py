@@ -20,6 +20,8 @@ def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazi
     typer.echo(f"best: {best.path or '-'} ({'correct' if best.correct else 'NOT correct'}; {speed}{compile_})")
     if getattr(summary, "suite_note", None):
         typer.echo(f"note: {summary.suite_note}")
+    if getattr(summary, "shrunk", None):
+        typer.echo(f"note: checked at smaller sizes than the problem's: {summary.shrunk.line()}")
     if summary.cost_usd is not None:
         cost = f"${summary.cost_usd:.4f}"
     else:  # no tokens at all: the built-in policies (or a replay) ran, nothing was billed
@@ -54,6 +56,7 @@ def run(
                                              "with --llm-cache, a rerun then replays the run exactly")] = None,
     isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
+    shrink: o.Shrink = False,
     quiet: Annotated[bool, typer.Option(help="no live display")] = False,
 ) -> None:
     """Run the Coder / Judge / Proposer loop on PROBLEM until the kernel is verified and fast enough."""
@@ -63,7 +66,8 @@ def run(
         proposer_llm=proposer_llm, base_url=base_url, target_speedup=target_speedup,
         target_baseline=target_baseline, strategy=strategy, max_iters=max_iters, budget_usd=budget_usd,
         budget_tokens=budget_tokens, budget_minutes=budget_minutes, no_progress=no_progress, trials=trials,
-        dtype=dtype, check_timeout=check_timeout, seed=seed, llm_cache=llm_cache, isolation=isolation, bwrap=bwrap)
+        dtype=dtype, check_timeout=check_timeout, seed=seed, llm_cache=llm_cache, isolation=isolation, bwrap=bwrap,
+        shrink=shrink)
     from kiln.graphs.progress import Progress
     from kiln.graphs.runner import resolve_device, resume_run, run_problem
 

@@ -63,6 +63,9 @@ CheckTimeout = Annotated[float, typer.Option("--check-timeout", "--timeout",
 Seed = Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check)")]
 Isolation = Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks")]
 Bwrap = Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")]
+Shrink = Annotated[bool, typer.Option(help="on a CPU, when the problem is too large for Triton's interpreter, "
+                                           "check it at smaller sizes (its size constants halved; said and "
+                                           "recorded in run.json and summary.json)")]
 LlmCache = Annotated[Path | None, typer.Option(help="LLM-response cache (SQLite) to reuse across runs")]
 
 

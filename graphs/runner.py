@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import queue
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -159,12 +160,30 @@ def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None =
     run_dir = Path(out or default_run_dir(problem)).resolve()
     if (run_dir / RUN_FILE).exists():
         raise KilnInputError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
+    shrunk = _cpu_fit(problem, opts)  # too large for the interpreter: one line, or --shrink's copy
     run_dir.mkdir(parents=True, exist_ok=True)
+    if shrunk is not None:
+        copy = rundir.write(run_dir, f"problem_shrunk/{problem.name}", shrunk[0])
+        opts = opts.model_copy(update={"problem": str(copy), "shrunk": shrunk[1]})
+        say(f"kiln: {shrunk[1].line()}")
     rundir.write_json(run_dir, RUN_FILE, opts)
     rundir.write(run_dir, "README.md", (Path(__file__).parent / "rundir_readme.md").read_text())
     ctx = make_context(opts, run_dir, roles, evaluator, gpu, profiler)
     rundir.event(run_dir, "start", problem=str(problem), device=opts.device, strategy=opts.strategy)
     return _drive(ctx, {"status": "running", "iteration": 0}, progress or Progress(live=False))
+
+
+def _cpu_fit(problem: Path, opts: RunOptions) -> tuple[str, Any] | None:
+    """Triton candidates on a CPU run under the interpreter: will a check of this problem fit?"""
+    if opts.device != "cpu" or opts.lang != "triton":
+        return None
+    from kiln.graphs.interp import fit_cpu
+
+    return fit_cpu(problem, opts.check, opts.shrink)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def load_options(run_dir: Path) -> RunOptions:
