@@ -38,7 +38,11 @@ class Progress:
 
     def feed(self, part: dict) -> None:
         if part["type"] == "custom":
+            before = (self.stage, self.detail)
             self._custom(part["data"])
+            if self._plain and (self.stage, self.detail) != before and self.detail:  # a check starts: say so
+                self.console.print(f"kiln run · iteration {self.iteration} · {self.stage} {self.detail} ...",
+                                   highlight=False, markup=False, soft_wrap=True)
         elif part["type"] == "updates":
             for node, update in (part["data"] or {}).items():
                 if isinstance(update, dict) and not node.startswith("__"):  # LangGraph's own keys

@@ -56,14 +56,14 @@ def test_a_problem_too_large_for_the_interpreter_is_one_line(tmp_path: Path) -> 
 def test_shrink_runs_it_says_so_and_records_both_sizes(tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = kiln_run(str(BIG), "--device", "cpu", "--shrink", "--max-iters", "1", "--out", str(run))
-    assert "kiln: --shrink: features 64 -> 16, dim1 256 -> 32, dim2 256 -> 32" in done.stderr, done.stderr[-2000:]
+    assert "kiln: --shrink: features 64 -> 16, dim1 256 -> 16, dim2 256 -> 16" in done.stderr, done.stderr[-2000:]
     assert "note: checked at smaller sizes" in done.stdout, done.stdout[-1500:]
     opts, summary = json.loads((run / "run.json").read_text()), json.loads((run / "summary.json").read_text())
     for rec in (opts["shrunk"], summary["shrunk"]):
         assert rec["original_problem"] == str(BIG) and rec["input_numel_before"] == 67_108_864
-        assert rec["input_numel_after"] == 262_144 and rec["estimate_s_after"] < rec["estimate_s_before"]
+        assert rec["input_numel_after"] == 65_536 and rec["estimate_s_after"] < rec["estimate_s_before"]
     copy = Path(opts["problem"])
-    assert copy.parent == run / "problem_shrunk" and "features = 16" in copy.read_text()
+    assert copy.parent == run / "problem_shrunk" and "dim1 = 16" in copy.read_text()
     assert "features = 64" in BIG.read_text()  # the user's file is never changed
     assert summary["status"] == "solved", (summary["status"], summary["stop_reason"])
 
