@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -189,14 +190,18 @@ def collect(cache_dir: Path, bwrap: str | None = None) -> list[DoctorItem]:
     checks: list[Callable[[], DoctorItem]] = [check_python, check_gpu, check_cuda, check_fast_path, check_ninja,
                                               check_ncu, check_interpreter, lambda: check_cache(cache_dir),
                                               lambda: check_sandbox(bwrap)]
-    items = []
-    for fn in checks:
-        try:
-            items.append(fn())
-        except Exception as exc:  # noqa: BLE001 - one broken probe must not hide the others
-            name = getattr(fn, "__name__", "check").removeprefix("check_")
-            items.append(DoctorItem(name=name, status="FAIL", detail=f"{type(exc).__name__}: {exc}"[:200]))
-    return items
+    # side by side: the slow ones (torch's import here, the interpreter's subprocess, the sandbox probe)
+    # overlap instead of adding up; the table keeps this order
+    with ThreadPoolExecutor(max_workers=len(checks)) as pool:
+        return list(pool.map(_safe, checks))
+
+
+def _safe(fn: Callable[[], DoctorItem]) -> DoctorItem:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - one broken probe must not hide the others
+        name = getattr(fn, "__name__", "check").removeprefix("check_")
+        return DoctorItem(name=name, status="FAIL", detail=f"{type(exc).__name__}: {exc}"[:200])
 
 
 def render(items: list[DoctorItem]) -> None:

@@ -65,7 +65,9 @@ def test_shrink_runs_it_says_so_and_records_both_sizes(tmp_path: Path) -> None:
     copy = Path(opts["problem"])
     assert copy.parent == run / "problem_shrunk" and "dim1 = 16" in copy.read_text()
     assert "features = 64" in BIG.read_text()  # the user's file is never changed
-    assert summary["status"] == "solved", (summary["status"], summary["stop_reason"])
+    first = json.loads((run / "candidates" / "c0001" / "check.json").read_text())
+    assert first["status"] == "ok", first["reasons"]  # at the shrunk sizes the check fits its budget
+    # (whether the stress round's larger cases fit too is the Proposer's sizing, not --shrink's)
 
 
 def test_the_real_40_layernorm() -> None:
