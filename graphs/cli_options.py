@@ -121,8 +121,9 @@ def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None =
                            llm_cache=str(llm_cache.resolve()) if llm_cache else None, **rest)
     except ValidationError as err:
         raise KilnConfigError(flag_error(err)) from None
-    if loop.roles.base_url:  # before any run directory or LLM call: one try, one line
-        from kiln.agents.llm.reach import check_reachable
+    specs = [loop.roles.spec(role) for role in ("coder", "judge", "proposer")]
+    if loop.roles.base_url and any(s.strip().lower().startswith("openai") for s in specs):
+        from kiln.agents.llm.reach import check_reachable  # before any run directory or LLM call: one try
 
         check_reachable(loop.roles.base_url)
     from kiln.tools.check.sandbox import sandbox_for

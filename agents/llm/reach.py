@@ -17,9 +17,10 @@ def check_reachable(base_url: str, timeout_s: float = 3.0) -> None:
     except ValueError:  # a port that is not a number
         host, port = None, 0
     if parts.scheme not in ("http", "https") or not host:
-        raise KilnConfigError(f"--base-url {base_url!r} is not a server URL like http://localhost:8000/v1")
+        raise KilnConfigError("--base-url is not a server URL like http://localhost:8000/v1")
+    shown = f"{parts.scheme}://{host}:{port}{parts.path}"  # never the URL's user:password part
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
     except OSError as err:
         why = err.strerror or str(err) or type(err).__name__
-        raise KilnConfigError(f"--base-url {base_url}: no answer ({why}); is a server listening at {host}:{port}?") from None
+        raise KilnConfigError(f"--base-url {shown}: no answer ({why}); is a server listening at {host}:{port}?") from None
