@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kiln.tools.errors import KilnInputError
 from kiln.tools.records import JSON_SAFE
 
 MIN_SIZE = 16
@@ -88,18 +89,25 @@ def sizes_of(source: str, path: Path) -> tuple[int, int]:
             return x.numel()
         return sum(numel(v) for v in x) if isinstance(x, list | tuple) else 0
 
+    def call(what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as err:  # noqa: BLE001 - the user's code may raise anything: one line
+            raise KilnInputError(f"{path}: {what} raised {type(err).__name__}: {err}") from None
+
     def run() -> tuple[int, int]:
         scope: dict[str, Any] = {"__name__": "kiln_problem_sizes", "__file__": str(path)}
-        exec(compile(source, str(path), "exec"), scope)  # noqa: S102 - the user's problem, as kiln run imports it
-        inputs = scope["get_inputs"]()
+        call("the problem module", exec, compile(source, str(path), "exec"), scope)
+        inputs = call("get_inputs()", scope["get_inputs"])
         with torch.no_grad():
-            out = scope["Model"](*scope["get_init_inputs"]())(*inputs)
+            model = call("Model(*get_init_inputs())", lambda: scope["Model"](*scope["get_init_inputs"]()))
+            out = call("Model.forward", model, *inputs)
         return numel(inputs), numel(out)
 
     try:
         with torch.device("meta"):
             return run()
-    except Exception:  # noqa: BLE001 - an op with no meta kernel: the real thing
+    except KilnInputError:  # an op with no meta kernel, or the problem's own error: the real thing says which
         return run()
 
 
