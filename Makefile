@@ -16,8 +16,7 @@ TEST_EXTRAS ?= dev,ray,anthropic,profile
 $(BIN)/kiln: pyproject.toml setup.py
 	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "kiln needs Python >= 3.11 (PY=python3.11 make ...)")'
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q $(TORCH) -e .
 	touch $(BIN)/kiln
 
 # Everything else the tests use, on top of the main job's install.
