@@ -81,11 +81,12 @@ def mark_stopped(run_dir: Path, opts: RunOptions | None = None) -> None:
     try:
         opts = opts or load_options(run_dir)
         graph = build_graph().compile(checkpointer=open_checkpointer(run_dir))
-        state = dict(graph.get_state(run_config(recursion_limit(opts))).values or {})
+        snapshot = graph.get_state(run_config(recursion_limit(opts)))
+        state, finished = dict(snapshot.values or {}), bool(snapshot.values) and not snapshot.next
     except Exception:  # noqa: BLE001 - an unreadable checkpoint: the summary of an empty state
-        state = {}
-    if opts is None:
-        return
+        state, finished = {}, False
+    if opts is None or (finished and (run_dir / "summary.json").exists()):
+        return  # Ctrl-C after the finish node: its summary stands
     reason = f"stopped by Ctrl-C; continue with: kiln run --resume {run_dir}"
     stopped = {**state, "status": "stopped", "stop_reason": reason}
     with contextlib.suppress(Exception):

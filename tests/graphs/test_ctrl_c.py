@@ -135,3 +135,19 @@ def test_a_resumed_run_redoes_no_finished_proposer_step(tmp_path: Path) -> None:
     assert Counter(e["kind"] for e in log)["case"] == 1  # the case ran against the reference once
     assert any(e["kind"] == "proposal_cached" for e in log)
     assert len(list((run_dir / "llm").glob("*_proposer.json"))) == 1  # asked once, not again on resume
+
+
+def test_a_ctrl_c_after_the_finish_keeps_the_final_summary(tmp_path: Path) -> None:
+    """The finish node wrote summary.json, then Ctrl-C came before the process left: it stays solved."""
+    import shutil
+
+    from kiln.graphs.runner import mark_stopped
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "ui" / "runs" / "relu-mcts", run_dir)
+    before = (run_dir / "summary.json").read_text()
+    mark_stopped(run_dir)
+    assert (run_dir / "summary.json").read_text() == before and json.loads(before)["status"] == "solved"
+    (run_dir / "summary.json").unlink()
+    mark_stopped(run_dir)  # no summary yet: the stopped one is written from the checkpoint
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "stopped"
