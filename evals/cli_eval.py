@@ -134,10 +134,18 @@ def _run_batch(run_dir: Path, refs: list[ProblemRef], cfg: BatchConfig, evaluato
                   budget=BatchBudget(usd=usd, tokens=tokens, minutes=minutes))
     timed = bool(getattr(evaluator, "on_gpu", False))
     run_with_progress(batch, timed)
-    metrics = write_metrics(run_dir, batch.store, cfg, timed=timed, stopped=batch.stopped,
-                            elapsed_s=batch.elapsed_s, done_now=batch.done_now)
     if executor == "ray":
         RayEvaluator.shutdown()
+    try:
+        metrics = write_metrics(run_dir, batch.store, cfg, timed=timed, stopped=batch.stopped,
+                                elapsed_s=batch.elapsed_s, done_now=batch.done_now)
+    except OSError as err:  # the figures are shown anyway; the samples are in results.sqlite
+        from kiln.evals.batch import group
+        from kiln.evals.metrics import summarize
+
+        _print_summary(run_dir, summarize(group(batch.store.outcomes()), timed=timed))
+        raise KilnInputError(f"could not write {run_dir / 'metrics.json'}: {err.strerror or err} (the figures "
+                             "above; every sample is kept in results.sqlite)") from None
     _print_summary(run_dir, metrics)
 
 

@@ -117,3 +117,14 @@ def test_frontier_shares_sum_to_one_each_round() -> None:
     for col in range(1, 4):
         total = sum(float(row[col].split()[0]) for row in rows)
         assert abs(total - 1.0) < 0.01, (col, total)
+
+
+def test_eval_shows_its_figures_when_writing_them_fails_at_the_end(tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "cumsum.py").write_text(PROBLEM.read_text().replace("torch.relu(x)", "torch.cumsum(x, dim=1)"))
+    out = tmp_path / "out"
+    (out / "metrics.json.tmp").mkdir(parents=True)  # the final write fails (a folder where its file goes)
+    done = kiln("eval", str(tmp_path / "p"), "--device", "cpu", "--out", str(out))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "could not write" in done.stderr and "metrics.json" in done.stderr
+    assert "correct rate" in done.stdout and "problems" in done.stdout  # the figures, shown anyway
