@@ -6,16 +6,25 @@ BIN := $(VENV)/bin
 # machines install offline; any torch >= 2.4 works (see pyproject.toml).
 TORCH ?= torch==2.13.0
 
+# What the tests need beyond the main job: test tools, the dashboard, RL and model-mode libraries,
+# Ray, Anthropic, the profiler's report reader (pyproject.toml's extras).
+TEST_EXTRAS ?= dev,ray,anthropic,profile
+
 .PHONY: setup browser sandbox test check demo clean
 
+# The main job: kiln and its base dependencies only (`make demo`).
 $(BIN)/kiln: pyproject.toml setup.py
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "kiln needs Python >= 3.11 (PY=python3.11 make ...)")'
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[dev,ray,anthropic,profile]'
+	$(BIN)/pip install -q $(TORCH) -e .
 	touch $(BIN)/kiln
 
-setup: $(BIN)/kiln sandbox
+# Everything else the tests use, on top of the main job's install.
+$(VENV)/.test-extras: $(BIN)/kiln
+	$(BIN)/pip install -q -e '.[$(TEST_EXTRAS)]'
+	touch $@
+
+setup: $(VENV)/.test-extras sandbox
 
 # The HTML report and `kiln ui` are tested in a real headless Chromium (Debian's package); the UI's tests
 # drive it through Playwright (pip, in the dev extra), never through Playwright's own browser download.
@@ -36,7 +45,7 @@ check: setup
 	$(BIN)/ruff check kiln tools agents graphs evals rewards tests
 	$(BIN)/mypy tools
 
-demo: setup
+demo: $(BIN)/kiln
 	$(BIN)/kiln run examples/softmax.py
 
 clean:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -25,14 +25,15 @@ from kiln.agents.llm.backends import (
     rate_limiter,
     structured_method,
 )
-from kiln.agents.llm.cache import SqliteLLMCache
-from kiln.agents.llm.client import LLMClient
 from kiln.agents.llm.redact import Redactor, install_log_redaction
-from kiln.agents.llm.scripted import load_script
 from kiln.agents.llm.transport import TransportSettings
 from kiln.agents.llm.usage import Budgets, UsageTracker, check_usd_budget_priceable
 from kiln.tools.errors import KilnConfigError
 from kiln.tools.records import JSON_SAFE
+
+if TYPE_CHECKING:  # langchain (2-3 s of import) loads when a run builds its roles, not on `kiln run --help`
+    from kiln.agents.llm.cache import SqliteLLMCache
+    from kiln.agents.llm.client import LLMClient
 
 ROLES = ("coder", "judge", "proposer")
 BUILTIN_CLASSES = {"coder": "BuiltinCoder", "judge": "BuiltinJudge", "proposer": "BuiltinProposer"}
@@ -143,6 +144,10 @@ def resolve_roles(
     `case_timeout_s`: the LLM Proposer runs the reference on each case it writes, in a clean
     subprocess, and drops a case slower than this; None skips that run (the caller validates).
     """
+    from kiln.agents.llm.cache import SqliteLLMCache
+    from kiln.agents.llm.client import LLMClient
+    from kiln.agents.llm.scripted import load_script
+
     env = os.environ if env is None else env
     if lang not in ("triton", "cuda"):
         raise KilnConfigError(f"unknown --lang {lang!r}; valid: triton, cuda")

@@ -3,7 +3,7 @@
 #   carry: .whl .deb third_party/KernelBench/KernelBench
 #   . bench/device_env.sh && bash bench/device.sh PART [PART ...]
 # Parts:
-#   startup      import times (torch, triton, kiln's CLI), the fork server's start
+#   startup      import times (torch, triton, kiln's CLI), the fork server's start, kiln doctor (its GPU line)
 #   check_speed  issue 22's check-time rows (bench/check_speed.py: fresh `kiln check` processes)
 #   concurrent   issue 22: six checks at once on one GPU (bench/check_concurrent.py)
 #   gpu_tests    the GPU suite (pytest -m gpu), one log per folder (GPU_DIRS narrows it)
@@ -38,7 +38,8 @@ for part in "$@"; do
         for m in torch "torch, triton" "kiln.evals.cli" "kiln.tools.sandbox.zygote"; do
           /usr/bin/time -f "import $m: %e s" python3 -c "import $m" ; done
         python3 -X importtime -c "import torch, triton" 2> /tmp/imp.txt; sort -t"|" -k2 -n /tmp/imp.txt | tail -15
-        python3 bench/startup_times.py' ;;
+        python3 bench/startup_times.py
+        /usr/bin/time -f "kiln doctor: %e s" python3 -m kiln.evals.cli doctor --json' ;;
     check_speed)
       b check_speed ${SPEED_S:-240} python3 bench/check_speed.py --out "$OUT/logs/check_speed" --bwrap "$(command -v bwrap)"
       cp "$OUT/logs/check_speed/check_speed.md" "$OUT/" 2>/dev/null ;;

@@ -142,9 +142,18 @@ class Batch:
         _check_config(self.store, cfg)
         self.store.set_meta("n_expected", len(problems) * cfg.samples)
         self.store.set_meta("problems", [p.model_dump() for p in problems])
+        self._record_env()
         self.stopped: str | None = None
         self.elapsed_s = 0.0
         self.done_now = 0
+
+    def _record_env(self) -> None:
+        """Where the batch runs (torch, Triton, Python, the GPU): a CPU check records no environment
+        of its own, and the report should not then say there is none."""
+        if self.store.get_meta("env") is None:
+            from kiln.tools.gpuenv import env_record
+
+            self.store.set_meta("env", env_record(self.cfg.loop.device).model_dump())
 
     def pending(self) -> list[tuple[ProblemRef, int]]:
         return [(p, s) for p in self.problems for s in range(self.cfg.samples) if not self.store.is_done(p.key, s)]

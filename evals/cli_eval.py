@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from kiln.evals.batch import Batch, BatchBudget, group, write_metrics
-from kiln.evals.executors import RayEvaluator, SlottedEvaluator, visible_gpus
-from kiln.evals.jobs import BatchConfig
-from kiln.evals.metrics import SampleOutcome, fast_p
-from kiln.evals.problems import ProblemRef, folder_problems, kernelbench_problems, parse_ids
 from kiln.graphs import cli_options as o
 from kiln.tools.errors import KilnInputError
-from kiln.tools.flags import flag_error
+from kiln.tools.flags import flag_error, writable
 
-console = Console(stderr=True)
+if TYPE_CHECKING:
+    from kiln.evals.jobs import BatchConfig
+    from kiln.evals.problems import ProblemRef
 
 
 def _problems(target: str, root: Path | None, levels: list[int], ids_spec: str | None) -> list[ProblemRef]:
+    from kiln.evals.problems import folder_problems, kernelbench_problems, parse_ids
+
     ids = parse_ids(ids_spec)
     if target == "kernelbench":
         if root is None:
@@ -41,6 +29,7 @@ def _problems(target: str, root: Path | None, levels: list[int], ids_spec: str |
 
 
 def _evaluator(executor: str, ray_address: str | None, device: str, cpu_slots: int | None):
+    from kiln.evals.executors import RayEvaluator, SlottedEvaluator, visible_gpus
     from kiln.tools.check import LocalEvaluator
 
     if executor == "ray":
@@ -57,6 +46,8 @@ def _resolve_device(device: str) -> str:
     if device not in ("auto", "cuda", "cpu"):
         raise KilnInputError(f"--device must be one of auto, cuda, cpu (got {device!r})")
     if device == "auto":
+        from kiln.evals.executors import visible_gpus
+
         return "cuda" if visible_gpus() else "cpu"
     return device
 
@@ -103,67 +94,64 @@ def eval_(
     trials: o.Trials = o.TRIALS,
     isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
+    shrink: o.Shrink = False,
 ) -> None:
     """Run kiln over many problems; resumable (rerun the same command to continue)."""
+    from pydantic import ValidationError
+
+    from kiln.evals.jobs import BatchConfig
+
+    if executor not in ("local", "ray"):
+        raise KilnInputError(f"unknown --executor {executor!r}: use local or ray")
+    run_dir = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
+    writable(run_dir, "--out", folder=True)
     refs = _problems(target, root, level, problems)
-    device = _resolve_device(device)
-    loop = o.loop_options(device=device, lang=lang, llm=llm, coder_llm=coder_llm, judge_llm=judge_llm,
-                          proposer_llm=proposer_llm, base_url=base_url, max_iters=max_iters,
+    loop = o.loop_options(device=o.check_device(device), lang=lang, llm=llm, coder_llm=coder_llm,
+                          judge_llm=judge_llm, proposer_llm=proposer_llm, base_url=base_url, max_iters=max_iters,
                           target_speedup=target_speedup, strategy=strategy, budget_usd=budget_usd,
                           budget_tokens=budget_tokens, budget_minutes=budget_minutes, trials=trials, dtype=dtype,
-                          check_timeout=check_timeout, isolation=isolation, bwrap=bwrap)
+                          check_timeout=check_timeout, isolation=isolation, bwrap=bwrap, shrink=shrink)
     try:
         cfg = BatchConfig(mode=mode, samples=samples, loop=loop)
     except ValidationError as err:
         raise KilnInputError(flag_error(err)) from None
+    device = _resolve_device(device)
+    cfg = cfg.model_copy(update={"loop": o.with_device(cfg.loop, device)})
     _validate_roles(cfg)
-    run_dir = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
-    evaluator = _evaluator(executor, ray_address, device, cpu_slots)
-    budget = BatchBudget(usd=batch_budget_usd, tokens=batch_budget_tokens, minutes=batch_budget_minutes)
-    batch = Batch(run_dir, refs, cfg, evaluator, concurrency=concurrency, budget=budget)
+    _run_batch(run_dir, refs, cfg, _evaluator(executor, ray_address, device, cpu_slots),
+               concurrency=concurrency, executor=executor,
+               budget=(batch_budget_usd, batch_budget_tokens, batch_budget_minutes))
+
+
+def _run_batch(run_dir: Path, refs: list[ProblemRef], cfg: BatchConfig, evaluator, *, concurrency: int,  # noqa: ANN001
+               executor: str, budget: tuple[float | None, int | None, float | None]) -> None:
+    from kiln.evals.batch import Batch, BatchBudget, write_metrics
+    from kiln.evals.executors import RayEvaluator
+    from kiln.evals.progress import run_with_progress
+
+    usd, tokens, minutes = budget
+    batch = Batch(run_dir, refs, cfg, evaluator, concurrency=concurrency,
+                  budget=BatchBudget(usd=usd, tokens=tokens, minutes=minutes))
     timed = bool(getattr(evaluator, "on_gpu", False))
-    _run_with_progress(batch, timed)
-    metrics = write_metrics(run_dir, batch.store, cfg, timed=timed, stopped=batch.stopped,
-                            elapsed_s=batch.elapsed_s, done_now=batch.done_now)
+    run_with_progress(batch, timed)
     if executor == "ray":
         RayEvaluator.shutdown()
+    try:
+        metrics = write_metrics(run_dir, batch.store, cfg, timed=timed, stopped=batch.stopped,
+                                elapsed_s=batch.elapsed_s, done_now=batch.done_now)
+    except OSError as err:  # the figures are shown anyway; the samples are in results.sqlite
+        from kiln.evals.batch import group
+        from kiln.evals.metrics import summarize
+
+        _print_summary(run_dir, summarize(group(batch.store.outcomes()), timed=timed))
+        raise KilnInputError(f"could not write {run_dir / 'metrics.json'}: {err.strerror or err} (the figures "
+                             "above; every sample is kept in results.sqlite)") from None
     _print_summary(run_dir, metrics)
 
 
-def _run_with_progress(batch: Batch, timed: bool) -> None:
-    done_before = batch.store.outcomes()
-    total = len(batch.problems) * batch.cfg.samples
-    seen: list[SampleOutcome] = list(done_before)
-    columns = [TextColumn("[bold]kiln eval"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("correct {task.fields[correct]}  fast_1 {task.fields[fast1]}  "
-                          "tokens {task.fields[tokens]}  ${task.fields[cost]}"),
-               TimeElapsedColumn(), TimeRemainingColumn()]
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("eval", total=total, completed=len(seen), **_fields(seen, timed))
-
-        def on_progress(outcome: SampleOutcome | None, error: str | None) -> None:
-            if outcome is not None:
-                seen.append(outcome)
-            if error:
-                progress.console.print(f"[yellow]job failed[/] {error}")
-            progress.update(task, completed=len(seen), **_fields(seen, timed))
-
-        started = time.monotonic()
-        batch.run(on_progress)
-        if batch.stopped:
-            progress.console.print(f"[yellow]stopped:[/] {batch.stopped} after {time.monotonic() - started:.0f} s")
-
-
-def _fields(outcomes: list[SampleOutcome], timed: bool) -> dict[str, str]:
-    problems = group(outcomes)
-    correct = sum(1 for p in problems if p.n_correct)
-    f1 = f"{fast_p(problems, 'eager', 1.0):.2f}" if problems and timed else "—"
-    cost = sum(o.cost_usd or 0.0 for o in outcomes)
-    return {"correct": f"{correct}/{len(problems)}", "fast1": f1,
-            "tokens": str(sum(o.tokens for o in outcomes)), "cost": f"{cost:.2f}"}
-
-
 def _print_summary(run_dir: Path, metrics: dict) -> None:
+    from rich.console import Console
+
     from kiln.evals.report import metrics_table
 
     Console().print(metrics_table(metrics))

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from kiln.evals.compare import compare, render_markdown
-from kiln.evals.report import load_run, metrics_table, write_report
+from kiln.tools.errors import KilnInputError
+from kiln.tools.flags import writable
 
 
 def report(
@@ -19,15 +18,25 @@ def report(
     out: Annotated[Path | None, typer.Option(help="comparison output folder (default: RUN_B/compare)")] = None,
 ) -> None:
     """Write the report of a batch run (RUN_DIR/report/), or compare two runs."""
+    for run in (run_dir, other):
+        if run is not None and not (run / "results.sqlite").is_file():
+            raise KilnInputError(f"{run} is not a kiln eval run (no results.sqlite)")
+    folder = run_dir / "report" if other is None else out or other / "compare"
+    writable(folder, "--out" if out and other is not None else "report folder", folder=True)
+    from rich.console import Console
+
+    from kiln.evals.compare import compare, nothing_in_common, render_markdown
+    from kiln.evals.report import load_run, metrics_table, write_report
+
     console = Console()
     if other is None:
-        index = write_report(run_dir)
-        console.print(metrics_table(load_run(run_dir).metrics))
-        console.print(f"report: {index}")
+        console.print(metrics_table(load_run(run_dir).metrics))  # shown even if writing then fails
+        console.print(f"report: {write_report(run_dir)}")
         return
     a, b = load_run(run_dir), load_run(other)
     rows, summary = compare(a, b)
-    folder = out or other / "compare"
+    if not summary["common_problems"]:
+        raise KilnInputError(nothing_in_common(a, b, summary))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "compare.md").write_text(render_markdown(a, b, rows, summary))
     (folder / "compare.json").write_text(json.dumps({"summary": summary, "rows": [r.model_dump() for r in rows]},

@@ -45,18 +45,27 @@ def compare(a: RunData, b: RunData) -> tuple[list[CompareRow], dict]:
                        change=_change(rows_a[p].correct, rows_b[p].correct, rows_a[p].speedup_eager,
                                       rows_b[p].speedup_eager))
             for p in common]
-    n = len(common) or 1
+    n = len(common)
     summary = {
-        "common_problems": len(common),
+        "common_problems": n,
         "only_a": sorted(set(rows_a) - set(rows_b)),
         "only_b": sorted(set(rows_b) - set(rows_a)),
-        "correct_a": sum(rows_a[p].correct for p in common) / n,
-        "correct_b": sum(rows_b[p].correct for p in common) / n,
+        "correct_a": sum(rows_a[p].correct for p in common) / n if n else None,  # None: nothing to compare
+        "correct_b": sum(rows_b[p].correct for p in common) / n if n else None,
         "fast_1_a": _fast_1(rows_a, common),
         "fast_1_b": _fast_1(rows_b, common),
         "changes": {c: sum(1 for r in rows if r.change == c) for c in ("fixed", "broke", "faster", "slower", "same")},
     }
     return rows, summary
+
+
+def nothing_in_common(a: RunData, b: RunData, summary: dict) -> str:
+    """The one line a comparison with no common problem gets instead of figures."""
+    def some(names: list[str]) -> str:
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "") or "none"
+
+    return (f"nothing to compare: {a.run_dir} and {b.run_dir} have no problem in common "
+            f"(A: {some(summary['only_a'])}; B: {some(summary['only_b'])})")
 
 
 def render_markdown(a: RunData, b: RunData, rows: list[CompareRow], summary: dict) -> str:
@@ -67,6 +76,8 @@ def render_markdown(a: RunData, b: RunData, rows: list[CompareRow], summary: dic
         return "not measured" if v is None else f"{v:.2f}"
 
     changes = ", ".join(f"{n} {kind}" for kind, n in summary["changes"].items())
+    if not summary["common_problems"]:
+        return f"# kiln compare: {a.run_dir.name} (A) vs {b.run_dir.name} (B)\n\n{nothing_in_common(a, b, summary)}\n"
 
     lines = [f"# kiln compare: {a.run_dir.name} (A) vs {b.run_dir.name} (B)", "",
              f"- common problems: {summary['common_problems']}",

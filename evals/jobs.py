@@ -62,11 +62,11 @@ class JobResult(BaseModel):
 
 def outcome_from_record(problem: str, sample: int, rec: CheckRecord | None, *, tokens: int = 0,
                         cost_usd: float | None = None, wall_s: float = 0.0,
-                        status: str | None = None) -> SampleOutcome:
-    """Reduce a sample's best check record to what the metrics need."""
+                        status: str | None = None, reason: str | None = None) -> SampleOutcome:
+    """Reduce a sample's best check record to what the metrics need (`reason`: why there is none)."""
     if rec is None:
         return SampleOutcome(problem=problem, sample=sample, status=status or "error", tokens=tokens,
-                             cost_usd=cost_usd, wall_s=wall_s)
+                             cost_usd=cost_usd, wall_s=wall_s, reason=reason)
     integ = rec.integrity
     timing = rec.timing if rec.timing and rec.timing.measured else None
     return SampleOutcome(
@@ -102,6 +102,19 @@ def check_options(cfg: BatchConfig) -> CheckOptions:
 
 def job_dir_of(run_dir: Path, problem: ProblemRef, sample: int) -> Path:
     return run_dir / "problems" / problem.key.replace("/", "__") / f"sample{sample}"
+
+
+def why_no_kernel(run_dir: Path, outcome: SampleOutcome) -> str:
+    """Why a sample has no check record, for every batch output: the outcome's own words, else (a batch
+    stored before outcomes kept them) its run's summary.json stop reason or its one-shot error.txt."""
+    if outcome.why():
+        return outcome.why()
+    job = run_dir / "problems" / outcome.problem.replace("/", "__") / f"sample{outcome.sample}"
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return str(json.loads((job / "run" / "summary.json").read_text()).get("stop_reason") or "")
+    with contextlib.suppress(OSError):
+        return (job / "error.txt").read_text().strip()
+    return ""
 
 
 def spent_in(job_dir: Path) -> tuple[int, float | None]:
@@ -146,7 +159,7 @@ def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Eval
         status = "unsupported" if reply.error and "unsupported" in reply.error else "no_code"
         return JobResult(outcome=outcome_from_record(problem.key, sample, None, tokens=tokens,
                                                      cost_usd=reply.usage.cost_usd, status=status,
-                                                     wall_s=time.monotonic() - start))
+                                                     wall_s=time.monotonic() - start, reason=reply.error or "no code"))
     cand = job_dir / "candidate.py"
     cand.write_text(reply.source)
     record = evaluator.check(Path(problem.path), cand, check_options(cfg))
@@ -189,6 +202,6 @@ def _agent(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evalua
     best = CheckRecord.model_validate_json(Path(best_check).read_text()) if best_check else None
     status = None if best else ("unsupported" if "unsupported" in (summary.stop_reason or "") else summary.status)
     outcome = outcome_from_record(problem.key, sample, best, tokens=summary.tokens, cost_usd=summary.cost_usd,
-                                  wall_s=time.monotonic() - start, status=status)
+                                  wall_s=time.monotonic() - start, status=status, reason=summary.stop_reason)
     return JobResult(outcome=outcome, candidates=_candidate_rows(run),
                      best_path=summary.best.path if summary.best.correct else None)

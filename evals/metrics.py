@@ -40,6 +40,12 @@ class SampleOutcome(BaseModel):
     wall_s: float = 0.0
     gpu_s: float = 0.0
     error: str | None = Field(None, description="why the sample failed, when it raised (status 'error')")
+    reason: str | None = Field(None, description="why a sample ended with no checked kernel (unsupported, no_code, "
+                                                 "llm_error, ...): the run's stop reason, or the Coder's error")
+
+    def why(self) -> str:
+        """The sample's own explanation, when it has no check record to give one: '' when none."""
+        return self.error or self.reason or ""
 
 
 class ProblemOutcome(BaseModel):

@@ -79,13 +79,16 @@ def bar_chart(counts: dict[str, int], label: str) -> str:
     top = max(counts.values()) or 1
     row_h = 22
     height = 20 + row_h * len(counts)
+    label_w = int(12 + 6.8 * max(len(name) for name in counts))  # the longest label fits, whole
+    width = max(W, label_w + 330)
     parts = []
     for i, (name, n) in enumerate(counts.items()):
         y = 10 + i * row_h
-        w = (W - 220) * n / top
-        parts.append(f'<text x="150" y="{y + 14}" font-size="12" text-anchor="end">{escape(name)}</text>')
-        parts.append(f'<rect class="bar" x="156" y="{y + 2}" width="{w:.1f}" height="{row_h - 6}" fill="{COLORS[1]}"/>')
-        parts.append(f'<text x="{160 + w:.1f}" y="{y + 14}" font-size="12">{n}</text>')
+        w = (width - label_w - 70) * n / top
+        parts.append(f'<text x="{label_w}" y="{y + 14}" font-size="12" text-anchor="end">{escape(name)}</text>')
+        parts.append(f'<rect class="bar" x="{label_w + 6}" y="{y + 2}" width="{w:.1f}" height="{row_h - 6}" '
+                     f'fill="{COLORS[1]}"/>')
+        parts.append(f'<text x="{label_w + 10 + w:.1f}" y="{y + 14}" font-size="12">{n}</text>')
     body = "".join(parts)
-    return (f'<svg class="plot" data-plot="{escape(label)}" viewBox="0 0 {W} {height}" width="{W}" '
+    return (f'<svg class="plot" data-plot="{escape(label)}" viewBox="0 0 {width} {height}" width="{width}" '
             f'height="{height}" role="img">{body}</svg>')

@@ -13,11 +13,13 @@ import os
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
 from kiln.evals import plots
 from kiln.evals.batch import group
+from kiln.evals.jobs import why_no_kernel
 from kiln.evals.metrics import BASELINES, FAST_P, summarize
 from kiln.evals.store import ResultStore
 from kiln.tools.errors import KilnInputError
@@ -63,13 +65,13 @@ def _best_record(records: list[CheckRecord]) -> CheckRecord | None:
 
 
 def _row(problem: str, status: str, samples: int, rec: CheckRecord | None, best_path: str | None,
-         record_path: str | None) -> ProblemRow:
+         record_path: str | None, why: str = "") -> ProblemRow:
     sp = rec.timing.speedups.get("eager") if rec and rec.timing and rec.timing.measured else None
     return ProblemRow(problem=problem, status=rec.status if rec else status, correct=bool(rec and rec.correct),
                       samples=samples, speedup_eager=sp.value if sp else None,
                       ci_eager=(sp.ci_low, sp.ci_high) if sp else None,
                       speedup_compile=rec.speedup_vs_compile if rec else None,
-                      verdict=sp.verdict if sp else None, reasons="; ".join(rec.reasons[:2]) if rec else "",
+                      verdict=sp.verdict if sp else None, reasons="; ".join(rec.reasons[:2]) if rec else why,
                       best_path=best_path, record_path=record_path)
 
 
@@ -87,6 +89,8 @@ def load_run(run_dir: Path) -> RunData:
             summarize(group(outcomes), timed=timed)
         metrics.setdefault("stopped", None)
         rows, env = _rows(run_dir, store, outcomes)
+        stored = store.get_meta("env")
+        env = env or (EnvRecord.model_validate(stored) if isinstance(stored, dict) else None)
     finally:
         store.close()
     return RunData(run_dir=run_dir, config=cfg if isinstance(cfg, dict) else {}, metrics=metrics, rows=rows, env=env)
@@ -111,7 +115,8 @@ def _rows(run_dir: Path, store: ResultStore, outcomes: list) -> tuple[list[Probl
             rec_path = str(rec_file)
         path = next((best_paths.get((p.problem, s.sample)) for s in p.samples
                      if best_paths.get((p.problem, s.sample))), None)
-        rows.append(_row(p.problem, p.samples[0].status, p.n, best, path, rec_path))
+        why = "; ".join(dict.fromkeys(w for s in p.samples if (w := why_no_kernel(run_dir, s))))
+        rows.append(_row(p.problem, p.samples[0].status, p.n, best, path, rec_path, why))
     return rows, env
 
 
@@ -138,6 +143,11 @@ def metrics_table(metrics: dict) -> Table:
     return table
 
 
+def breakable(name: str) -> Markup:
+    """A problem name that may wrap after its underscores (`50_conv_standard_2D__square_input...`)."""
+    return Markup(str(escape(name)).replace("_", "_<wbr>"))
+
+
 def _rel(path: str | None, base: Path) -> str | None:
     return None if path is None else os.path.relpath(path, base)
 
@@ -154,9 +164,17 @@ def render_html(run: RunData) -> str:
     rows = [r.model_copy(update={"best_path": _rel(r.best_path, base), "record_path": _rel(r.record_path, base)})
             for r in run.rows]
     return env.get_template("report.html.j2").render(
-        run=run, m=m, rows=rows, env=run.env, fmt=_fmt, baselines=BASELINES,
+        run=run, m=m, rows=rows, env=run.env, env_note=env_note(run), fmt=_fmt, breakable=breakable, baselines=BASELINES,
         hist=plots.speedup_histogram(speeds, "speedup vs eager"), curves=plots.fast_p_curves(curves),
         failures=plots.bar_chart(failures, "failures"))
+
+
+def env_note(run: RunData) -> str:
+    """What the Environment section says when no record holds one."""
+    if not any(r.record_path for r in run.rows):
+        return "No environment recorded (no candidate was checked)."
+    return ("No environment recorded: these checks ran on a CPU, whose check records hold none, and this batch "
+            "predates batches recording it at start.")
 
 
 def render_markdown(run: RunData) -> str:
@@ -167,10 +185,12 @@ def render_markdown(run: RunData) -> str:
         fp = m["fast_p"][b]
         lines.append(f"- vs {b}: fast_0 {_fmt(fp['0.0'])}, fast_1 {_fmt(fp['1.0'])}, "
                      f"geomean {_fmt(m['geomean_speedup'][b], '.3f', 'x')}")
-    lines += ["", "| problem | status | speedup vs eager | 95% CI | verdict |", "|---|---|---|---|---|"]
+    lines += ["", "| problem | status | speedup vs eager | 95% CI | verdict | reasons |", "|---|---|---|---|---|---|"]
     for r in run.rows:
         ci = f"{r.ci_eager[0]:.2f}–{r.ci_eager[1]:.2f}" if r.ci_eager else "—"
-        lines.append(f"| {r.problem} | {r.status} | {_fmt(r.speedup_eager, '.2f', 'x')} | {ci} | {r.verdict or '—'} |")
+        why = " ".join(r.reasons.split()).replace("|", "\\|") or "—"
+        lines.append(f"| {r.problem} | {r.status} | {_fmt(r.speedup_eager, '.2f', 'x')} | {ci} | {r.verdict or '—'} "
+                     f"| {why} |")
     return "\n".join(lines) + "\n"
 
 

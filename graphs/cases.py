@@ -10,7 +10,7 @@ from pathlib import Path
 from kiln.agents.base import StressCase as ProposedCase
 from kiln.agents.casecheck import CaseRun, run_case, static_problem_error
 from kiln.agents.casecheck import safe_name as stem_safe
-from kiln.graphs import rundir
+from kiln.graphs import rundir, stop
 from kiln.graphs.context import RunContext
 from kiln.graphs.state import StressCase
 
@@ -47,6 +47,7 @@ def validate(ctx: RunContext, case: ProposedCase, taken: set[str], round_: int) 
     path = rundir.write(ctx.run_dir, rel, case.source)
     why = static_problem(case.source, ctx.problem.read_text())
     ran = CaseRun(error=why) if why else _run(ctx, path)
+    stop.guard_result()  # a reference run ended by Ctrl-C says nothing about the case
     rundir.event(ctx.run_dir, "case", name=name, valid=ran.error is None, reason=ran.error or "ok",
                  reference_s=ran.forward_s, input_numel=ran.input_numel)
     return StressCase(name=name, path=rel, valid=ran.error is None, reason=ran.error or "ok", rationale=case.rationale,

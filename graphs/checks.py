@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kiln.graphs import rundir
+from kiln.graphs import rundir, stop
 from kiln.graphs.common import emit
 from kiln.graphs.context import RunContext
 from kiln.graphs.reward import reward_of
@@ -36,6 +36,7 @@ def run_check(ctx: RunContext, cand: Candidate, cases: list[Path]) -> CheckRecor
         return record
     emit(stage="evaluate", candidate=cand.id)
     record = ctx.evaluator.check(ctx.problem, path, options)
+    stop.guard_result()  # a check ended by Ctrl-C is no verdict: never cached
     rundir.store_check(ctx.run_dir, key, record)
     rundir.event(ctx.run_dir, "check", id=cand.id, key=key, status=record.status, cases=[p.stem for p in cases])
     return record

@@ -9,6 +9,7 @@ import typer
 
 from kiln.graphs import cli_options as o
 from kiln.tools.errors import KilnInputError
+from kiln.tools.flags import writable
 
 
 def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazily
@@ -19,6 +20,8 @@ def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazi
     typer.echo(f"best: {best.path or '-'} ({'correct' if best.correct else 'NOT correct'}; {speed}{compile_})")
     if getattr(summary, "suite_note", None):
         typer.echo(f"note: {summary.suite_note}")
+    if getattr(summary, "shrunk", None):
+        typer.echo(f"note: checked at smaller sizes than the problem's: {summary.shrunk.line()}")
     if summary.cost_usd is not None:
         cost = f"${summary.cost_usd:.4f}"
     else:  # no tokens at all: the built-in policies (or a replay) ran, nothing was billed
@@ -53,30 +56,47 @@ def run(
                                              "with --llm-cache, a rerun then replays the run exactly")] = None,
     isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
+    shrink: o.Shrink = False,
     quiet: Annotated[bool, typer.Option(help="no live display")] = False,
 ) -> None:
     """Run the Coder / Judge / Proposer loop on PROBLEM until the kernel is verified and fast enough."""
+    run_dir = _checked_paths(problem, out, resume)  # bad input fails here, before torch or LangGraph load
+    loop = None if resume is not None else o.loop_options(
+        device=o.check_device(device), lang=lang, llm=llm, coder_llm=coder_llm, judge_llm=judge_llm,
+        proposer_llm=proposer_llm, base_url=base_url, target_speedup=target_speedup,
+        target_baseline=target_baseline, strategy=strategy, max_iters=max_iters, budget_usd=budget_usd,
+        budget_tokens=budget_tokens, budget_minutes=budget_minutes, no_progress=no_progress, trials=trials,
+        dtype=dtype, check_timeout=check_timeout, seed=seed, llm_cache=llm_cache, isolation=isolation, bwrap=bwrap,
+        shrink=shrink)
     from kiln.graphs.progress import Progress
-    from kiln.graphs.runner import default_run_dir, resolve_device, resume_run, run_problem
+    from kiln.graphs.runner import resolve_device, resume_run, run_problem
 
     progress = Progress(live=not quiet)
-    if resume is None and problem is None:
-        raise KilnInputError("give a PROBLEM file, or --resume RUN_DIR")
-    run_dir = resume or out or default_run_dir(problem)
     try:
-        if resume is not None:
-            summary = resume_run(resume, progress=progress)
+        if loop is None:
+            summary = resume_run(run_dir, progress=progress)
         else:
-            loop = o.loop_options(
-                device=resolve_device(device), lang=lang, llm=llm, coder_llm=coder_llm, judge_llm=judge_llm,
-                proposer_llm=proposer_llm, base_url=base_url, target_speedup=target_speedup,
-                target_baseline=target_baseline, strategy=strategy, max_iters=max_iters, budget_usd=budget_usd,
-                budget_tokens=budget_tokens, budget_minutes=budget_minutes, no_progress=no_progress,
-                trials=trials, dtype=dtype, check_timeout=check_timeout, seed=seed, llm_cache=llm_cache,
-                isolation=isolation, bwrap=bwrap)
-            summary = run_problem(problem, out=run_dir, progress=progress, loop=loop)
+            summary = run_problem(problem, out=run_dir, progress=progress,
+                                  loop=o.with_device(loop, resolve_device(device)))
     except KeyboardInterrupt:
         typer.echo(f"kiln: stopped; continue with: kiln run --resume {run_dir}", err=True)
         raise
     _print_summary(summary)
     raise typer.Exit(0 if summary.status == "solved" else 1)
+
+
+def _checked_paths(problem: Path | None, out: Path | None, resume: Path | None) -> Path:
+    """The run directory, once the files named exist and the output can be written: one line otherwise."""
+    if resume is not None:
+        if not (resume / "run.json").is_file():
+            raise KilnInputError(f"not a kiln run directory (no run.json): {resume}")
+        return resume
+    if problem is None:
+        raise KilnInputError("give a PROBLEM file, or --resume RUN_DIR")
+    if not problem.is_file():
+        raise KilnInputError(f"problem file not found: {problem.resolve()}")
+    run_dir = out or o.default_run_dir(problem)
+    if (run_dir / "run.json").exists():
+        raise KilnInputError(f"{run_dir.resolve()} already holds a run; use --resume {run_dir} or another --out")
+    writable(run_dir, "--out", folder=True)
+    return run_dir

@@ -1,38 +1,43 @@
 """The command-line options of the loop, declared once for `kiln run` and `kiln eval`.
 
-Each flag's type, help text and default live here; defaults come from the models they fill
-(`LoopOptions`, `Budgets`, `CheckOptions`), so a default cannot drift between commands.
-`loop_options(...)` turns the flags into the one `LoopOptions` model; a bad value becomes
-`--flag must be ...`, the way `kiln check` words it.
+Each flag's type, help text and default live here, once for both commands. The defaults are the
+models' own (`LoopOptions`, `Budgets`, `CheckOptions`), written out so that `--help` imports no model
+(pydantic and the records are half a second of start-up); tests/evals/test_startup.py checks that
+each one equals its model's. `loop_options(...)` turns the flags into the one `LoopOptions` model; a
+bad value becomes `--flag must be ...`, the way `kiln check` words it.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
-from kiln.agents.llm.usage import Budgets
-from kiln.graphs.context import LoopOptions
 from kiln.tools.errors import KilnConfigError
-from kiln.tools.flags import flag_error
-from kiln.tools.records import CheckOptions
 
-
-def _default(model: type, name: str) -> Any:
-    return model.model_fields[name].default
-
+if TYPE_CHECKING:
+    from kiln.graphs.context import LoopOptions
 
 LANG = "triton"
-TARGET_SPEEDUP = _default(LoopOptions, "target_speedup")
-MAX_ITERS = _default(Budgets, "max_iters")
-NO_PROGRESS = _default(Budgets, "no_progress_iters")
-TRIALS = _default(CheckOptions, "trials")
-CHECK_TIMEOUT = _default(CheckOptions, "timeout_s")
-DTYPE = _default(CheckOptions, "dtype")
-ISOLATION = _default(CheckOptions, "isolation")
+# (model, field) each default is, for the test that keeps them equal
+DEFAULTS: dict[str, tuple[str, str]] = {
+    "TARGET_SPEEDUP": ("kiln.graphs.context:LoopOptions", "target_speedup"),
+    "MAX_ITERS": ("kiln.agents.llm.usage:Budgets", "max_iters"),
+    "NO_PROGRESS": ("kiln.agents.llm.usage:Budgets", "no_progress_iters"),
+    "TRIALS": ("kiln.tools.records:CheckOptions", "trials"),
+    "CHECK_TIMEOUT": ("kiln.tools.records:CheckOptions", "timeout_s"),
+    "DTYPE": ("kiln.tools.records:CheckOptions", "dtype"),
+    "ISOLATION": ("kiln.tools.records:CheckOptions", "isolation"),
+}
+TARGET_SPEEDUP = 1.0
+MAX_ITERS = 8
+NO_PROGRESS = 4
+TRIALS = 5
+CHECK_TIMEOUT = 300.0
+DTYPE = "fp32"
+ISOLATION = "best-effort"
 
 Lang = Annotated[str, typer.Option(help="triton | cuda: the kernel language")]
 Llm = Annotated[str | None, typer.Option(help="PROVIDER:MODEL for every role (openai:..., anthropic:..., "
@@ -58,7 +63,26 @@ CheckTimeout = Annotated[float, typer.Option("--check-timeout", "--timeout",
 Seed = Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check)")]
 Isolation = Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks")]
 Bwrap = Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")]
+Shrink = Annotated[bool, typer.Option(help="on a CPU, when the problem is too large for Triton's interpreter, "
+                                           "check it at smaller sizes (its size constants halved; said and "
+                                           "recorded in run.json and summary.json)")]
 LlmCache = Annotated[Path | None, typer.Option(help="LLM-response cache (SQLite) to reuse across runs")]
+
+
+def default_run_dir(problem: Path) -> Path:
+    return Path("runs") / f"{problem.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_device(device: str) -> str:
+    """The --device flag checked without importing torch; "auto" is validated as "cpu" until the
+    device is resolved (`with_device`), after every other flag has been checked."""
+    if device not in ("auto", "cuda", "cpu"):
+        raise KilnConfigError(f"--device must be one of auto, cuda, cpu (got {device!r})")
+    return "cpu" if device == "auto" else device
+
+
+def with_device(loop: LoopOptions, device: str) -> LoopOptions:
+    return type(loop).model_validate({**loop.model_dump(), "device": device})
 
 
 def _abs_replay(spec: str | None) -> str | None:
@@ -79,18 +103,29 @@ def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None =
                  llm_cache: Path | None = None, isolation: str = ISOLATION, bwrap: str | None = None,
                  **rest: Any) -> LoopOptions:
     """The flags as one LoopOptions (device already resolved); KilnConfigError names the bad flag.
-    `--isolation strict` without the full sandbox is refused here, before any LLM call."""
+    `--isolation strict` without the full sandbox, and a `--base-url` nothing answers at, are
+    refused here, before any LLM call."""
     roles = {"llm": _abs_replay(llm), "coder_llm": _abs_replay(coder_llm), "judge_llm": _abs_replay(judge_llm),
              "proposer_llm": _abs_replay(proposer_llm), "base_url": base_url}
     budgets = {"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens, "minutes": budget_minutes,
                "no_progress_iters": no_progress}
     check = {"trials": trials, "dtype": dtype, "timeout_s": check_timeout, "seed": seed, "isolation": isolation,
              "bwrap": bwrap}
+    from pydantic import ValidationError
+
+    from kiln.graphs.context import LoopOptions
+    from kiln.tools.flags import flag_error
+
     try:
         loop = LoopOptions(device=device, roles=roles, budgets=budgets, check=check,
                            llm_cache=str(llm_cache.resolve()) if llm_cache else None, **rest)
     except ValidationError as err:
         raise KilnConfigError(flag_error(err)) from None
+    specs = [loop.roles.spec(role) for role in ("coder", "judge", "proposer")]
+    if loop.roles.base_url and any(s.strip().lower().startswith("openai") for s in specs):
+        from kiln.agents.llm.reach import check_reachable  # before any run directory or LLM call: one try
+
+        check_reachable(loop.roles.base_url)
     from kiln.tools.sandbox.box import sandbox_for
 
     sandbox_for(loop.check.isolation, loop.check.bwrap)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 from kiln.agents.base import Coder, GpuFacts, Judge, KernelLang, Proposer
 from kiln.agents.llm.usage import Budgets
 from kiln.agents.registry import RoleSpecs
+from kiln.graphs.shrink import ShrinkRecord
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import JSON_SAFE, CheckOptions
 
@@ -69,6 +70,8 @@ class LoopOptions(BaseModel):
     max_cases: int = Field(4, ge=1, description="cases asked of the Proposer per round")
     roofline_stop_pct: float = Field(90.0, description="stop once the best is this close to its floor")
     recursion_limit: int = Field(0, ge=0, description="0: derived from the budgets")
+    shrink: bool = Field(False, description="--shrink: on a CPU, check a copy of the problem at sizes Triton's "
+                                            "interpreter can check in the budget (said and recorded)")
 
     @model_validator(mode="before")
     @classmethod
@@ -93,6 +96,7 @@ class RunOptions(LoopOptions):
     """Everything `kiln run` was asked, minus secrets. Saved as run.json for --resume."""
 
     problem: str = Field(description="absolute path of the problem file")
+    shrunk: ShrinkRecord | None = Field(None, description="--shrink's changes: `problem` is then the run's copy")
 
 
 ProfileFn = Callable[[Path, Path], tuple[str | None, str | None]]

@@ -1,13 +1,15 @@
 """A live view of a run: iteration, stage, best speedup so far, tokens and cost, fed by the
-graph's `updates` and `custom` stream parts."""
+graph's `updates` and `custom` stream parts. On a terminal: two lines redrawn in place (where the
+run is; what it has), neither wrapping inside a field at 80 columns; anywhere else, one plain line
+per finished node, every figure labelled."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
+from rich.text import Text
 
 
 class Progress:
@@ -36,13 +38,17 @@ class Progress:
 
     def feed(self, part: dict) -> None:
         if part["type"] == "custom":
+            before = (self.stage, self.detail)
             self._custom(part["data"])
+            if self._plain and (self.stage, self.detail) != before and self.detail:  # a check starts: say so
+                self.console.print(f"kiln run · iteration {self.iteration} · {self.stage} {self.detail} ...",
+                                   highlight=False, markup=False, soft_wrap=True)
         elif part["type"] == "updates":
             for node, update in (part["data"] or {}).items():
                 if isinstance(update, dict) and not node.startswith("__"):  # LangGraph's own keys
                     self._update(node, update)
                     if self._plain:
-                        self.console.print(self.line(), highlight=False, markup=False)
+                        self.console.print(self.line(), highlight=False, markup=False, soft_wrap=True)
         if self._live:
             self._live.update(self.render(), refresh=True)
 
@@ -65,17 +71,17 @@ class Progress:
             cand = self.candidates[self.best]
             self.best_speedup, self.best_correct = cand.speedup_vs_eager, cand.correct
 
-    def line(self) -> str:
-        speed = f"{self.best_speedup:.2f}x" if self.best_speedup is not None else "speed not measured"
-        best = f"{self.best} ({'correct' if self.best_correct else 'failing'}, {speed})" if self.best else "none yet"
-        return f"[iteration {self.iteration}] {self.stage}: best {best}; {self.tokens} tokens, ${self.cost:.4f}"
+    def _best_text(self) -> str:
+        if not self.best:
+            return "best: none yet"
+        speed = f"{self.best_speedup:.2f}x vs eager" if self.best_speedup is not None else "speed not measured"
+        return f"best {self.best} ({'correct' if self.best_correct else 'failing'}, {speed})"
 
-    def render(self) -> Table:
-        t = Table(title="kiln run", expand=False)
-        for col in ("iteration", "stage", "best", "speedup vs eager", "tokens", "cost"):
-            t.add_column(col)
-        speed = f"{self.best_speedup:.2f}x" if self.best_speedup is not None else "not measured"
-        best = f"{self.best} ({'correct' if self.best_correct else 'failing'})" if self.best else "-"
-        t.add_row(str(self.iteration), f"{self.stage} {self.detail}".strip(), best, speed, str(self.tokens),
-                  f"${self.cost:.4f}")
-        return t
+    def line(self) -> str:
+        return (f"kiln run · iteration {self.iteration} · {self.stage} · {self._best_text()} · "
+                f"tokens {self.tokens} · cost ${self.cost:.4f}")
+
+    def render(self) -> Group:
+        where = f"kiln run · iteration {self.iteration} · {self.stage} {self.detail}".strip()
+        what = f"{self._best_text()} · tokens {self.tokens} · cost ${self.cost:.4f}"
+        return Group(*(Text(t, no_wrap=True, overflow="ellipsis") for t in (where, what)))

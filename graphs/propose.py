@@ -5,14 +5,15 @@ for the Coder."""
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from kiln.agents.base import ProposerInput, ProposerReply
-from kiln.graphs import rundir
+from kiln.agents.base import ProposerInput, ProposerReply, Usage
+from kiln.graphs import rundir, stop
 from kiln.graphs.cases import problem_numel, safe_name, validate
 from kiln.graphs.checks import best_after, check_candidate, settle
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
@@ -63,10 +64,33 @@ def _validate_all(ctx: RunContext, proposed: list, taken: set[str], round_: int)
 
 
 def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[StressCase], dict]:
+    """The Proposer's round, once: a node cut short later (Ctrl-C during the re-check) finds the
+    round it already paid for in proposals/ and does not ask, or run the cases, again."""
     inp = ProposerInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
                         candidate_src=source_of(ctx, cand) or "",
                         existing_cases=[c.name for c in state.get("cases", [])], max_cases=ctx.options.max_cases,
                         **cost_facts(ctx, cand))
+    rel = f"proposals/{rundir.sha(inp.model_dump_json() + str(state.get('stress_rounds', 0)))[:24]}.json"
+    if (ctx.run_dir / rel).is_file():
+        rundir.event(ctx.run_dir, "proposal_cached", candidate=cand.id, file=rel)
+        return _load_round(json.loads((ctx.run_dir / rel).read_text()))
+    new, update = _ask_now(ctx, state, inp)
+    stop.guard_result()
+    rundir.write_json(ctx.run_dir, rel, {"cases": [c.model_dump() for c in new], **_dump_round(update)})
+    return new, update
+
+
+def _dump_round(update: dict) -> dict:
+    return {**update, "usage": [u.model_dump() for u in update["usage"]], "times": [t.model_dump() for t in update["times"]]}
+
+
+def _load_round(data: dict) -> tuple[list[StressCase], dict]:
+    cases = [StressCase.model_validate(c) for c in data.pop("cases")]
+    return cases, {**data, "usage": [Usage.model_validate(u) for u in data["usage"]],
+                   "times": [TimeEntry.model_validate(t) for t in data["times"]]}
+
+
+def _ask_now(ctx: RunContext, state: RunState, inp: ProposerInput) -> tuple[list[StressCase], dict]:
     t0 = time.monotonic()
     reply = ctx.proposer.propose(inp)
     secs = time.monotonic() - t0

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from kiln.graphs.context import RunOptions
 from kiln.graphs.rules import best, cost_usd
+from kiln.graphs.shrink import ShrinkRecord
 from kiln.graphs.state import RunState
 from kiln.graphs.suite import active_names, is_current
 from kiln.tools.records import JSON_SAFE
@@ -75,6 +76,7 @@ class RunSummary(Summary):
     per_iteration: list[IterationTimes] = Field(default_factory=list)
     wall_s: float = Field(description="seconds spent inside graph nodes")
     profile_skipped: list[str] = Field(default_factory=list, description="why candidates were not profiled")
+    shrunk: ShrinkRecord | None = Field(None, description="--shrink: the sizes checked, and the problem's own")
 
 
 def _per_iteration(state: RunState) -> list[IterationTimes]:
@@ -141,7 +143,8 @@ def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummar
         input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
         cost_usd=cost_usd(state), usage_by_role=_by_role(state), per_iteration=_per_iteration(state),
         wall_s=round(state.get("elapsed_s", 0.0), 3),
-        profile_skipped=sorted({n.skipped for n in state.get("profiles", {}).values() if n.skipped}))
+        profile_skipped=sorted({n.skipped for n in state.get("profiles", {}).values() if n.skipped}),
+        shrunk=opts.shrunk)
 
 
 def rewards_lines(state: RunState) -> str:

@@ -13,7 +13,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -39,27 +41,65 @@ def _run(argv: list[str], timeout_s: float = 60.0, env: dict[str, str] | None = 
         return 127, str(exc)
 
 
-def check_python() -> DoctorItem:
+_PROBE = """
+import json, sys
+out = {"python": sys.version.split()[0]}
+try:
     import torch
+    out.update(torch=torch.__version__, torch_cuda=torch.version.cuda, cuda_available=torch.cuda.is_available())
+    import triton, triton.language as tl
+    out["triton"] = triton.__version__
 
-    try:
-        import triton
+    @triton.jit
+    def axpb(x, y, n, B: tl.constexpr):
+        o = tl.program_id(0) * B + tl.arange(0, B)
+        m = o < n
+        tl.store(y + o, tl.load(x + o, mask=m) * 2 + 1, mask=m)
 
-        tv = triton.__version__
-    except ImportError:
-        return DoctorItem(name="torch / Triton", status="FAIL", detail=f"torch {torch.__version__}, no Triton",
+    x = torch.arange(37, dtype=torch.float32)
+    y = torch.zeros_like(x)
+    axpb[(3,)](x, y, 37, B=16)
+    out["interpreter"] = "ok" if torch.equal(y, x * 2 + 1) else f"wrong result {y.tolist()}"
+except Exception as exc:  # reported as the item that failed
+    out["error"] = f"{type(exc).__name__}: {exc}"[:300]
+print(json.dumps(out))
+"""
+_PROBE_LOCK = threading.Lock()
+_PROBED: list[dict] = []
+
+
+def probe() -> dict:
+    """torch, Triton and the interpreter, asked once in one subprocess (TRITON_INTERPRET=1): kiln's own
+    process never imports torch for the doctor, so the slow import happens once, beside the others."""
+    with _PROBE_LOCK:
+        if not _PROBED:
+            with tempfile.TemporaryDirectory(prefix="kiln-doctor-") as tmp:
+                env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": tmp}
+                rc, out = _run([sys.executable, "-c", _PROBE], timeout_s=180, env=env)
+            try:
+                _PROBED.append(json.loads(out.strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                _PROBED.append({"error": (out.splitlines() or [f"exit {rc}"])[-1][:300]})
+        return _PROBED[0]
+
+
+def check_python() -> DoctorItem:
+    facts = probe()
+    if "torch" not in facts:
+        return DoctorItem(name="torch / Triton", status="FAIL", detail=facts.get("error", "no torch"),
+                          fix="pip install torch triton")
+    if "triton" not in facts:
+        return DoctorItem(name="torch / Triton", status="FAIL", detail=f"torch {facts['torch']}, no Triton",
                           fix="pip install triton")
     return DoctorItem(name="torch / Triton", status="OK",
-                      detail=f"python {sys.version.split()[0]}, torch {torch.__version__}, triton {tv}")
+                      detail=f"python {facts['python']}, torch {facts['torch']}, triton {facts['triton']}")
 
 
 def check_gpu() -> DoctorItem:
-    import torch
-
     from kiln.tools.gpuenv import _nvml
 
     nv = _nvml()
-    if nv is None or not torch.cuda.is_available():
+    if nv is None or not probe().get("cuda_available"):
         return DoctorItem(name="GPU / driver", status="WARN", detail="no CUDA GPU visible (NVML or torch)",
                           fix="CPU mode: Triton candidates run under the interpreter, CUDA ones are 'unsupported'; "
                               "for timing use a machine with an NVIDIA GPU, its driver and a CUDA build of torch")
@@ -70,13 +110,11 @@ def check_gpu() -> DoctorItem:
 
 
 def check_cuda() -> DoctorItem:
-    import torch
-
     nvcc = shutil.which("nvcc")
     rc, out = _run([nvcc, "--version"]) if nvcc else (1, "")
     release = [ln.split("release", 1)[1].strip(" ,") for ln in out.splitlines() if "release" in ln]
     nvcc_v = (release[0] if release else out.splitlines()[-1].strip()) if rc == 0 and out else None
-    torch_cuda = torch.version.cuda
+    torch_cuda = probe().get("torch_cuda")
     built = f"torch built for CUDA {torch_cuda}" if torch_cuda else "torch is a CPU build (no CUDA)"
     detail = f"{built}; nvcc: {nvcc_v or 'not found'}"
     if nvcc_v is None:
@@ -127,30 +165,12 @@ def check_ncu() -> DoctorItem:
                       detail=(out.splitlines() or ["?"])[-1] + " (counter access not tested)")
 
 
-_INTERP_KERNEL = '''
-import torch, triton, triton.language as tl
-@triton.jit
-def axpb(x, y, n, B: tl.constexpr):
-    o = tl.program_id(0) * B + tl.arange(0, B)
-    m = o < n
-    tl.store(y + o, tl.load(x + o, mask=m) * 2 + 1, mask=m)
-x = torch.arange(37, dtype=torch.float32)
-y = torch.zeros_like(x)
-axpb[(3,)](x, y, 37, B=16)
-assert torch.equal(y, x * 2 + 1), y
-print("interpreter ok")
-'''
-
-
 def check_interpreter() -> DoctorItem:
-    with tempfile.TemporaryDirectory(prefix="kiln-doctor-") as tmp:
-        script = Path(tmp) / "interp_probe.py"
-        script.write_text(_INTERP_KERNEL)
-        env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": tmp}
-        rc, out = _run([sys.executable, str(script)], timeout_s=120, env=env)
-    if rc == 0 and "interpreter ok" in out:
+    facts = probe()
+    if facts.get("interpreter") == "ok":
         return DoctorItem(name="Triton interpreter", status="OK", detail="ran a kernel on CPU (TRITON_INTERPRET=1); no bf16 there")
-    return DoctorItem(name="Triton interpreter", status="FAIL", detail=(out.splitlines() or ["no output"])[-1][:200],
+    return DoctorItem(name="Triton interpreter", status="FAIL",
+                      detail=str(facts.get("interpreter") or facts.get("error") or "no output")[:200],
                       fix="reinstall triton matching torch (pip install -U torch triton)")
 
 
@@ -189,14 +209,18 @@ def collect(cache_dir: Path, bwrap: str | None = None) -> list[DoctorItem]:
     checks: list[Callable[[], DoctorItem]] = [check_python, check_gpu, check_cuda, check_fast_path, check_ninja,
                                               check_ncu, check_interpreter, lambda: check_cache(cache_dir),
                                               lambda: check_sandbox(bwrap)]
-    items = []
-    for fn in checks:
-        try:
-            items.append(fn())
-        except Exception as exc:  # noqa: BLE001 - one broken probe must not hide the others
-            name = getattr(fn, "__name__", "check").removeprefix("check_")
-            items.append(DoctorItem(name=name, status="FAIL", detail=f"{type(exc).__name__}: {exc}"[:200]))
-    return items
+    # side by side: the slow ones (torch's import here, the interpreter's subprocess, the sandbox probe)
+    # overlap instead of adding up; the table keeps this order
+    with ThreadPoolExecutor(max_workers=len(checks)) as pool:
+        return list(pool.map(_safe, checks))
+
+
+def _safe(fn: Callable[[], DoctorItem]) -> DoctorItem:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - one broken probe must not hide the others
+        name = getattr(fn, "__name__", "check").removeprefix("check_")
+        return DoctorItem(name=name, status="FAIL", detail=f"{type(exc).__name__}: {exc}"[:200])
 
 
 def render(items: list[DoctorItem]) -> None:

@@ -3,14 +3,22 @@
 
 `kiln run` and `kiln eval` build their options through the same models (`LoopOptions`, and the
 batch config holding one); `kiln check`'s are `CheckOptions`. One table maps model fields to flags
-for all of them. No LLM or graph imports: any layer may use it.
+for all of them. `writable(...)`: an output path that cannot be written is refused in one line before
+any work. No LLM, graph or pydantic imports at start-up: any layer may use it, at any point.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from kiln.tools.errors import KilnInputError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 # a model field path (dots) -> the flag a user types; fields not listed map by name (x_y -> --x-y)
 FLAGS: dict[str, str] = {
@@ -69,3 +77,49 @@ def flag_error(err: ValidationError) -> str:
     shown = "" if isinstance(got, dict) or first["type"] == "missing" else f" (got {got!r})"
     more = f"; and {len(err.errors()) - 1} more" if len(err.errors()) > 1 else ""
     return f"{flag_for(tuple(first['loc']))} {_rule(dict(first))}{shown}{more}"
+
+
+def _existing_parent(path: Path) -> Path:
+    """The nearest ancestor of `path` that exists (the current folder for a relative name)."""
+    for parent in path.absolute().parents:
+        if parent.exists():
+            return parent
+    return Path("/")
+
+
+def _probe(folder: Path) -> str | None:
+    """Why a new file cannot be made in `folder`, or None. Tried for real (root passes os.access
+    everywhere, /proc refuses anyway): a hidden empty file made and removed at once."""
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".kiln-write-probe-", dir=folder)
+    except OSError as err:
+        return f"cannot create files in {folder}: {err.strerror or err}"
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+    return None
+
+
+def writable(path: Path | str | None, flag: str, *, folder: bool = False) -> None:
+    """Refuse, as `FLAG PATH: cannot write there (why)`, an output kiln could not write at the end
+    (`--out /proc/1/x`, `--out` under a regular file, a read-only disk). `folder`: PATH is a directory
+    kiln will create or fill; else a file. Creates nothing it leaves behind. Call it before any work."""
+    if path is None:
+        return
+    path = Path(path)
+    why = None
+    if path.exists():
+        if folder and not path.is_dir():
+            why = "it is a file, not a folder"
+        elif not folder and path.is_dir():
+            why = "it is a folder, not a file"
+        elif folder:
+            why = _probe(path)
+        elif not os.access(path, os.W_OK):
+            why = "the file is read-only"
+    else:
+        why = _probe(_existing_parent(path))
+    if why:
+        raise KilnInputError(f"{flag} {path}: cannot write there ({why})")

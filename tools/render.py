@@ -52,6 +52,8 @@ def _compile(r: CheckRecord) -> list[str]:
     took = f", import {c.compile_s:.2f} s" if c.compile_s is not None else ""
     took += f", first call {c.first_call_s:.2f} s" if c.first_call_s is not None else ""
     state = "ok" if c.ok else "FAILED"
+    if c.lang == "unknown" and not c.backend:  # nothing loaded (no ModelNew, an import error): no kernel to name
+        return [f"{state}: the candidate did not load{took}", *c.errors[:5]]
     return [f"{state} ({c.lang}, {c.backend or '?'}{', cached' if c.cached else ''}{took})", *c.errors[:5]]
 
 

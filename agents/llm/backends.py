@@ -11,15 +11,17 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from kiln.agents.llm.cache import SqliteLLMCache
 from kiln.agents.llm.transport import TransportSettings
 from kiln.tools.errors import KilnConfigError
 from kiln.tools.records import JSON_SAFE
+
+if TYPE_CHECKING:
+    from kiln.agents.llm.cache import SqliteLLMCache
 
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
 

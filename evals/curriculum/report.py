@@ -34,11 +34,13 @@ def rate_plot(rates: dict[str, dict[int, tuple[int, int]]]) -> str:
 
 
 def frontier_rows(snaps: list[Snapshot], modules: list[ModuleRow]) -> list[list[str]]:
-    """family, then per round: weight at the round's start and accepted modules that used it."""
+    """family, then per round: its share of the round's frontier weight (each family's E[p(1-p)]
+    over their sum: a round's shares sum to 1) and the accepted modules that used it."""
     used = Counter((m.round, f) for m in modules if m.accepted for f in set(m.api_set.families))
     fams = sorted({f for s in snaps for f in s.families})
-    return [[fam, *(f"{s.families[fam].weight:.3f} ({used[(s.round, fam)]})" if fam in s.families else "—"
-                    for s in snaps)] for fam in fams]
+    totals = {s.round: sum(p.weight for p in s.families.values()) or 1.0 for s in snaps}
+    return [[fam, *(f"{s.families[fam].weight / totals[s.round]:.3f} ({used[(s.round, fam)]})"
+                    if fam in s.families else "—" for s in snaps)] for fam in fams]
 
 
 def reward_hist(samples: list[SampleRow]) -> dict[str, int]:
@@ -88,7 +90,7 @@ def write_report(store: CurriculumStore, run_dir: Path) -> Path:
                f"checked in {tp['wall_s']:.0f} s: {tp['modules_per_hour']:g} modules/h, {tp['samples_per_hour']:g} samples/h")
     per_round = {r: [s for s in samples if s.module.startswith(f"r{r:02d}_")] for r in rounds}
     md = ["# kiln curriculum report", "", tp_line, "", "## Pass rate per family (verified / samples, 95 % Wilson interval)", "",
-          _table(head, rate_rows, False), "", "## Frontier: family weight at round start (accepted modules using it)",
+          _table(head, rate_rows, False), "", "## Frontier: each family's share of the frontier weight at round start (a round sums to 1; accepted modules using it)",
           "", _table(head, frontier_rows(snaps, modules), False), "", "## Refused modules", "",
           *(f"- {k}: {v}" for k, v in refusals.items()), "", "## Rewards per round", "",
           *(f"- round {r}: {reward_hist(v)}" for r, v in per_round.items()), ""]
@@ -97,7 +99,7 @@ def write_report(store: CurriculumStore, run_dir: Path) -> Path:
             "<style>body{font:14px sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:2px 8px}"
             "table{border-collapse:collapse}</style><h1>kiln curriculum report</h1>",
             f"<p>{escape(tp_line)}</p><h2>Pass rate per family</h2>", rate_plot(rates), _table(head, rate_rows, True),
-            "<h2>Frontier: family weight at round start (accepted modules using it)</h2>",
+            "<h2>Frontier: each family's share of the frontier weight at round start (a round sums to 1; accepted modules using it)</h2>",
             _table(head, frontier_rows(snaps, modules), True), "<h2>Refused modules</h2>",
             bar_chart(dict(refusals), "refusals"), "<h2>Rewards per round</h2>",
             *(f"<h3>round {r}</h3>" + bar_chart(reward_hist(v), f"rewards_{r}") for r, v in per_round.items())]

@@ -10,6 +10,7 @@ import typer
 
 from kiln.graphs import cli_options as o
 from kiln.tools.errors import KilnConfigError, KilnInputError
+from kiln.tools.flags import writable
 
 
 def _device(device: str) -> str:
@@ -85,6 +86,7 @@ def model(
     resume: Annotated[Path | None, typer.Option(help="continue the model run in this directory")] = None,
 ) -> None:
     """Find a model's hot ops, make them faster in place, and prove it end to end."""
+    writable(out, "--out", folder=True)  # before anything is imported, built or profiled
     import time
 
     from pydantic import ValidationError

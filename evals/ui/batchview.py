@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.evals.batch import group
+from kiln.evals.jobs import why_no_kernel
 from kiln.evals.metrics import SampleOutcome, summarize
 from kiln.evals.ui import records, runview
 from kiln.evals.ui.discover import mtime
@@ -58,6 +59,19 @@ def _best_candidates(cands: list[tuple]) -> dict[str, dict]:
     return {p: v[1] for p, v in best.items()}
 
 
+def settings(cfg: dict) -> dict[str, Any]:
+    """What the batch was asked, flat, as its page shows it: from today's config (the loop's options
+    nested under `loop`) or an older store's flat one. A setting not stored is None, never guessed."""
+    loop = cfg.get("loop") if isinstance(cfg.get("loop"), dict) else cfg
+    roles, budgets, check = (loop.get(k) if isinstance(loop.get(k), dict) else {} for k in ("roles", "budgets", "check"))
+    per_role = {r: roles.get(f"{r}_llm") for r in ("coder", "judge", "proposer") if roles.get(f"{r}_llm")}
+    llm = roles.get("llm") or loop.get("llm") or loop.get("coder_llm") or ("builtin" if not per_role else None)
+    llms = ", ".join([*([llm] if llm else []), *(f"{r} {v}" for r, v in per_role.items())])
+    return {"mode": cfg.get("mode"), "samples": cfg.get("samples"), "llm": llms, "strategy": loop.get("strategy"),
+            "lang": loop.get("lang"), "device": loop.get("device"), "dtype": check.get("dtype") or loop.get("dtype"),
+            "max_iters": budgets.get("max_iters") or loop.get("max_iters")}
+
+
 def _job_dir(batch: Path, problem: str, sample: int) -> Path:
     return batch / "problems" / problem.replace("/", "__") / f"sample{sample}"
 
@@ -82,9 +96,10 @@ def _rows(roots: Roots, batch: Path, outcomes: list[SampleOutcome], cands: list[
     rows = []
     for p in group(outcomes):
         b = best.get(p.problem, {})
+        why = list(dict.fromkeys(w for s in p.samples if (w := why_no_kernel(batch, s))))
         rows.append({"problem": p.problem, "status": b.get("status") or p.samples[0].status,
                      "correct": p.n_correct > 0, "samples": p.n, "n_correct": p.n_correct,
-                     "eager": b.get("eager"), "compile": b.get("compile"), "reasons": b.get("reasons", []),
+                     "eager": b.get("eager"), "compile": b.get("compile"), "reasons": b.get("reasons") or why,
                      "tokens": sum(s.tokens for s in p.samples),
                      "cost_usd": sum(s.cost_usd for s in p.samples if s.cost_usd is not None)
                      if any(s.cost_usd is not None for s in p.samples) else None,
@@ -154,7 +169,8 @@ def load(roots: Roots, batch: Path) -> dict[str, Any]:
         metrics = summarize(group(outcomes), timed=any(o.speedups for o in outcomes))
     running = _running(roots, batch, meta, {(s[0], s[1]) for s in samples})
     rows = _rows(roots, batch, outcomes, cands)
-    return {"kind": "batch", "name": batch.name, "config": meta.get("config") or {}, "metrics": metrics,
+    return {"kind": "batch", "name": batch.name, "config": meta.get("config") or {},
+            "settings": settings(meta.get("config") or {}), "metrics": metrics,
             "progress": _progress(meta, samples, running, batch), "running": running, "rows": rows}
 
 
@@ -164,9 +180,9 @@ def brief(roots: Roots, batch: Path) -> dict[str, Any]:
     running = _running(roots, batch, meta, {(s[0], s[1]) for s in samples})
     prog = _progress(meta, samples, running, batch)
     problems = group(outcomes)
-    cfg = meta.get("config") or {}
+    cfg = settings(meta.get("config") or {})
     return {"kind": "batch", "name": batch.name, "status": prog["status"], "problem": f"{prog['done']}/{prog['n_expected']} samples",
-            "strategy": f"{cfg.get('mode')} {cfg.get('strategy') or ''}".strip(), "device": cfg.get("device"),
+            "strategy": " ".join(str(v) for v in (cfg["mode"], cfg["strategy"]) if v), "device": cfg["device"],
             "candidates": len(problems), "correct": sum(p.n_correct > 0 for p in problems),
             "eager": _geo(problems, "eager"), "compile": _geo(problems, "compile"),
             "tokens": sum(o.tokens for o in outcomes),

@@ -1,8 +1,9 @@
 """The folders `kiln ui` serves, and the one resolver that turns a URL id into a path inside them.
 
 An id is `<root index>/<path relative to that root>` (`0/runs/softmax-1`). Anything that resolves
-outside its root (`..`, an absolute path, a symbolic link pointing out) is refused, as is any file
-read through `read_text` that is not inside a served run or too large to be a record."""
+outside its root (`..`, an absolute path, a symbolic link pointing out) is refused; `read_text`
+refuses files too large to be a record. Which files the viewer shows at all is `files.is_recorded`:
+only those a run's or a batch's records name."""
 
 from __future__ import annotations
 

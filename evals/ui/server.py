@@ -24,7 +24,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from kiln.agents.llm.redact import Redactor
-from kiln.evals.ui import batchview, discover, live, nodeview, records, runview
+from kiln.evals.ui import batchview, discover, files, live, nodeview, records, runview
 from kiln.evals.ui.control import Control, StartRequest
 from kiln.evals.ui.guard import Guard
 from kiln.evals.ui.roots import Refused, Roots, read_text
@@ -131,7 +131,7 @@ class Ui:
     def file_view(self, request: Request) -> dict:
         rid = request.path_params["rid"]
         path = self.roots.resolve(rid)
-        if not path.is_file():
+        if not files.is_recorded(self.roots, path):  # only what a run's or batch's records name
             raise Refused(rid)
         return {"id": rid, "name": path.name, "text": read_text(path)}
 

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +41,22 @@ def closed_port_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def hanging_up_url() -> str:
+    """A server that accepts each connection and closes it at once: reachable (kiln's start-up check
+    passes), yet every LLM call fails with a connection error."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+
+    def serve() -> None:
+        while True:
+            conn, _ = srv.accept()
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
 
 
 def run(url: str, tmp_path: Path, budgets: Budgets | None = None, transport: TransportSettings = QUICK, **opts):
@@ -100,7 +117,7 @@ def test_console_names_the_cause(tmp_path):
     """`kiln run` prints the status and the cause; summary.json agrees."""
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "kiln.evals.cli", "run", str(PROBLEM), "--llm", "openai:local-model",
-           "--base-url", closed_port_url(), "--device", "cpu", "--out", str(out), "--quiet", "--max-iters", "3"]
+           "--base-url", hanging_up_url(), "--device", "cpu", "--out", str(out), "--quiet", "--max-iters", "3"]
     proc = subprocess.run(cmd, env={**os.environ}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "status: llm_error (the Coder's LLM call failed: coder (openai:local-model" in proc.stdout

@@ -5,6 +5,7 @@ comparisons that say "not measured", a live display without LangGraph's own keys
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,6 @@ def test_one_default_for_trials_everywhere():
     def default(cmd: str, flag: str) -> str:
         lines = kiln(cmd, "--help").stdout.splitlines()
         i = next(i for i, ln in enumerate(lines) if f"{flag} " in ln)
-        return next(ln for ln in lines[i:i + 6] if "[default:" in ln).split("[default:")[1].split("]")[0].strip()
+        return re.search(r"default: ([^\];]+)", " ".join(lines[i:i + 6]))[1].strip()
 
     assert default("run", "--trials") == default("eval", "--trials") == default("check", "--trials") == "2"

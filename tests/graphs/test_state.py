@@ -82,8 +82,8 @@ def test_progress_folds_stream_parts_into_the_live_numbers():
                                                                           cost_usd=0.01)]}}})
     p.feed({"type": "updates", "ns": (), "data": {"evaluate": {"best_id": "c0001"}}})
     assert (p.tokens, p.cost, p.best, p.best_speedup, p.best_correct) == (15, 0.01, "c0001", 1.7, True)
-    assert p.render().row_count == 1
-    assert p.line() == "[iteration 1] evaluate: best c0001 (correct, 1.70x); 15 tokens, $0.0100"
+    assert len(p.render().renderables) == 2  # the live view: where the run is, what it has
+    assert p.line() == "kiln run · iteration 1 · evaluate · best c0001 (correct, 1.70x vs eager) · tokens 15 · cost $0.0100"
 
 
 def test_langgraph_json_points_at_a_compiled_graph():

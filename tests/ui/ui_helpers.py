@@ -103,3 +103,50 @@ def get(url: str, headers: dict | None = None) -> tuple[int, str, dict]:
             return res.status, res.read().decode(), dict(res.headers)
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode(), dict(err.headers)
+
+
+# Real KernelBench level-1 names (long, without spaces) and what each sample ended as.
+KERNELBENCH_ROWS = [
+    ("level1/19_ReLU", "c0004", None),
+    ("level1/23_Softmax", "c0001", None),
+    ("level1/40_LayerNorm", "timeout", None),
+    ("level1/50_conv_standard_2D__square_input__square_kernel", None, "unsupported by the built-in coder: module `Conv2d`"),
+    ("level1/51_Argmax_over_a_dimension", None, "unsupported by the built-in coder: op `argmax`"),
+    ("level1/62_conv_standard_2D__square_input__asymmetric_kernel", "c0002", None),
+    ("level1/76_conv_standard_1D_dilated_strided__", "c0006", None),
+    ("level1/95_CrossEntropyLoss", None, "unsupported by the built-in coder: tensor method `.unsqueeze`"),
+]
+TIMEOUT_REASON = ("timed out in stage compile (candidate import and first call): the stage exceeded its 150 s budget "
+                  "(a trial took 146.2 s under Triton's interpreter)")
+
+
+def kernelbench_batch(dest: Path, run: Path = FIXTURE_RUN) -> Path:
+    """A finished agent-mode CPU batch under real KernelBench names, set up by the real Batch (its
+    config, problem list and environment) and filled through its real store: the recorded run's check
+    records (ok, incorrect, compile error, rejected), one timeout, and three problems the built-in
+    Coder does not support (no check record: the reason is the outcome's)."""
+    from kiln.evals.batch import Batch
+    from kiln.evals.jobs import BatchConfig, outcome_from_record
+    from kiln.evals.problems import ProblemRef
+    from kiln.tools.records import CheckRecord
+
+    def record(cid: str) -> CheckRecord:
+        return CheckRecord.model_validate_json((run / "candidates" / cid / "check.json").read_text())
+
+    refs = [ProblemRef(key=k, path=f"/kb/KernelBench/{k}.py") for k, _, _ in KERNELBENCH_ROWS]
+    cfg = BatchConfig(mode="agent", strategy="linear", device="cpu", max_iters=3)
+    batch = Batch(dest, refs, cfg, evaluator=None, concurrency=1)  # type: ignore[arg-type] - never run
+    for key, cid, why in KERNELBENCH_ROWS:
+        rec = None
+        if cid == "timeout":
+            rec = record("c0001").model_copy(update={"status": "timeout", "correct": False, "reasons": [TIMEOUT_REASON]})
+        elif cid:
+            rec = record(cid)
+        if rec is not None:
+            rec = rec.model_copy(update={"problem": key})
+            batch.store.add_candidate(key, 0, 0, rec, None)
+        status = None if rec else "unsupported"
+        batch.store.finish_sample(outcome_from_record(key, 0, rec, status=status, reason=why, wall_s=12.5))
+    batch.store.close()
+    batch._lock.close()
+    return dest

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from kiln.tools.errors import KilnInputError
+from kiln.tools.flags import writable
 
 
 def profile(
@@ -34,6 +35,7 @@ def profile(
         raise KilnInputError(f"--isolation must be strict or best-effort, not '{isolation}'")
     if dtype not in {"fp32", "bf16", "fp16"}:
         raise KilnInputError(f"--dtype must be fp32, bf16 or fp16, not '{dtype}'")
+    writable(json_out, "--json")
     if import_ is not None:
         report = import_report(import_, dtype=dtype)
     elif problem is None or candidate is None:

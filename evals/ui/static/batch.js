@@ -10,10 +10,11 @@
   const BASELINES = ["eager", "eager_tf32", "compile"];
 
   function head() {
-    const c = b.config;
+    const c = b.settings, has = (v) => v !== null && v !== undefined && v !== "";
+    const parts = [has(c.mode) && `${c.mode} mode`, has(c.samples) && `${c.samples} sample(s) per problem`, c.llm,
+      c.strategy, c.lang, c.device, c.dtype, has(c.max_iters) && `up to ${c.max_iters} iterations`].filter(has);
     fill($("#head"), h("div", {class: "card-head"}, h("h1", {}, b.name), kiln.badge(b.progress.status)),
-      h("p", {class: "muted"}, `${c.mode} mode · ${c.samples} sample(s) per problem · ${c.llm || c.coder_llm || "builtin"} · ` +
-        `${c.strategy} · ${c.lang} · ${c.device} · ${c.dtype} · up to ${c.max_iters} iterations`),
+      h("p", {class: "muted", id: "settings"}, parts.join(" · ")),
       b.metrics.stopped ? h("p", {class: "note"}, "Stopped: " + b.metrics.stopped) : null);
   }
 
@@ -21,7 +22,7 @@
     const p = b.progress, total = p.n_expected || 1;
     const seg = (n, cls) => h("span", {class: "seg " + cls, "data-w": (100 * n / total).toFixed(2), title: `${n} ${cls}`});
     const bar = h("div", {class: "progress"}, seg(p.done, "done"), seg(p.running, "running"), seg(p.queued, "queued"));
-    const gpus = b.config.device === "cpu" ? "" : Object.entries(p.by_gpu).map(([g, n]) =>
+    const gpus = b.settings.device === "cpu" ? "" : Object.entries(p.by_gpu).map(([g, n]) =>
       `${g === "unknown" ? "GPU not recorded yet" : "GPU " + g}: ${n}`).join(", ");
     fill($("#progress"), h("h2", {}, "Progress"), bar,
       h("p", {}, `${p.done} done · ${p.running} running · ${p.queued} queued of ${p.n_expected}` +
@@ -78,12 +79,12 @@
     fill($("#failures"), modes.length ? modes.map(([k, rs]) => h("details", {class: "failure", open: rs.length <= 12},
       h("summary", {}, `${k} (${rs.length})`), h("ul", {class: "inline"}, rs.map((r) => h("li", {},
         problemHref(r) ? h("a", {href: problemHref(r)}, r.problem) : r.problem,
-        r.reasons.length ? h("span", {class: "muted"}, " — " + r.reasons[0].slice(0, 160)) : null)))))
+        r.reasons.length ? h("span", {class: "muted"}, " — " + r.reasons[0].slice(0, 300)) : null)))))
       : h("p", {class: "muted"}, "No failing problem."));
   }
 
   const COLUMNS = [
-    {key: "problem", label: "problem", cell: (r) => h("td", {}, problemHref(r) ? h("a", {href: problemHref(r)}, r.problem) : r.problem), sort: (r) => r.problem},
+    {key: "problem", label: "problem", cell: (r) => h("td", {class: "name"}, problemHref(r) ? h("a", {href: problemHref(r)}, kiln.breakable(r.problem)) : kiln.breakable(r.problem)), sort: (r) => r.problem},
     {key: "status", label: "status", cell: (r) => h("td", {}, kiln.badge(r.status)), sort: (r) => r.status},
     {key: "samples", label: "correct / samples", cell: (r) => h("td", {class: "num"}, `${r.n_correct} / ${r.samples}`), sort: (r) => r.n_correct / r.samples},
     {key: "eager", label: "vs eager [95% CI]", cell: (r) => kiln.speedCell(r.eager), sort: (r) => r.eager ? r.eager.value : -1},
@@ -91,15 +92,18 @@
     {key: "tokens", label: "tokens", cell: (r) => h("td", {class: "num"}, kiln.tokens(r.tokens)), sort: (r) => r.tokens},
     {key: "cost", label: "cost", cell: (r) => h("td", {class: "num"}, kiln.usd(r.cost_usd)), sort: (r) => r.cost_usd || 0},
     {key: "wall", label: "wall", cell: (r) => h("td", {class: "num"}, kiln.secs(r.wall_s)), sort: (r) => r.wall_s},
-    {key: "reasons", label: "reasons", cell: (r) => h("td", {class: "reasons"}, [r.reasons.join("; ").slice(0, 200),
-      r.files["candidate.py"] ? [" ", h("a", {href: kiln.fileHref(r.files["candidate.py"])}, "source")] : null]), sort: (r) => r.reasons.join()},
   ];
+
+  // the reasons, and a one-shot sample's source, on a line of their own under the problem's row
+  const reasons = (r) => r.reasons.length || r.files["candidate.py"] ? h("span", {class: "reasons"},
+    r.reasons.length ? "why: " + r.reasons.join("; ").slice(0, 400) : null,
+    r.files["candidate.py"] ? [" ", h("a", {href: kiln.fileHref(r.files["candidate.py"])}, "source")] : null) : null;
 
   function table() {
     const q = $("#filter").value.toLowerCase(), st = $("#status-filter").value;
     const rows = b.rows.filter((r) => (!q || r.problem.toLowerCase().includes(q) || r.reasons.join(" ").toLowerCase().includes(q))
       && (!st || r.status === st));
-    sortState = kiln.table($("#problems"), COLUMNS, rows, sortState);
+    sortState = kiln.table($("#problems"), COLUMNS, rows, sortState, reasons);
   }
 
   function statusOptions() {

@@ -25,6 +25,9 @@ kiln.s = (tag, attrs, ...children) => build(document.createElementNS(kiln.SVG_NS
 
 kiln.clear = (el) => { while (el.firstChild) el.removeChild(el.firstChild); return el; };
 kiln.fill = (el, ...children) => build(kiln.clear(el), {}, children);
+// A name that may wrap after its underscores (`level1/50_conv_standard_2D__square_input__square_kernel`).
+kiln.breakable = (name) => String(name).split("_").flatMap((part, i) => i ? [kiln.h("wbr", {}), "_" + part] : [part]);
+
 kiln.$ = (sel, root) => (root || document).querySelector(sel);
 
 kiln.data = () => JSON.parse(document.getElementById("kiln-data").textContent);
@@ -104,12 +107,14 @@ kiln.batchHref = (id) => "/batch/" + id.split("/").map(encodeURIComponent).join(
 kiln.fileHref = (id) => "/file/" + id.split("/").map(encodeURIComponent).join("/");
 
 // A sortable table: columns [{key, label, cell(row) -> td, sort(row) -> value}]
-kiln.table = (table, columns, rows, state) => {
+// A sortable table; `detail(row)` (optional) gives a full-width line drawn under a row (its reasons),
+// so long text never squeezes into a narrow column or pushes the table sideways.
+kiln.table = (table, columns, rows, state, detail) => {
   state = state || {key: null, dir: 1};
   const head = kiln.h("tr", {}, columns.map((c) => kiln.h("th", {
     class: state.key === c.key ? (state.dir > 0 ? "sorted asc" : "sorted desc") : "", "data-key": c.key,
     on: {click: () => { state.dir = state.key === c.key ? -state.dir : 1; state.key = c.key;
-      kiln.table(table, columns, rows, state); }}}, c.label)));
+      kiln.table(table, columns, rows, state, detail); }}}, c.label)));
   const col = columns.find((c) => c.key === state.key);
   const sorted = col ? [...rows].sort((a, b) => {
     const x = col.sort(a), y = col.sort(b);
@@ -118,7 +123,11 @@ kiln.table = (table, columns, rows, state) => {
   kiln.fill(table.tHead, head);
   const body = kiln.clear(table.tBodies[0]);
   const frag = document.createDocumentFragment();
-  for (const r of sorted) frag.appendChild(kiln.h("tr", {}, columns.map((c) => c.cell(r))));
+  for (const r of sorted) {
+    const more = detail ? detail(r) : null;
+    frag.appendChild(kiln.h("tr", {class: more ? "row has-detail" : "row"}, columns.map((c) => c.cell(r))));
+    if (more) frag.appendChild(kiln.h("tr", {class: "detail"}, kiln.h("td", {colspan: columns.length}, more)));
+  }
   body.appendChild(frag);
   table.setAttribute("data-rows", String(sorted.length));
   return state;

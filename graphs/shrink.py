@@ -1,0 +1,138 @@
+"""`--shrink`: run a problem sized for a GPU at sizes Triton's interpreter can check on a CPU.
+
+A KernelBench problem's sizes are module-level integer constants (`batch_size = 16`, `dim1 = 256`,
+`input_shape = (32768,)`) read by `get_inputs()` / `get_init_inputs()`. The largest of them is halved
+(never below MIN_SIZE; smaller ones, often a kernel size, stride or dim index, are left alone) until
+the inputs and outputs together hold at most the element count the check's budget allows. The
+problem file itself is never changed: the run checks a copy in its run directory, and records the
+original sizes, the shrunk ones and both element counts (`ShrinkRecord`, in run.json and summary.json).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from kiln.tools.errors import KilnInputError
+from kiln.tools.records import JSON_SAFE
+
+MIN_SIZE = 16
+SIZE_FUNCTIONS = ("get_inputs", "get_init_inputs")
+
+
+class ShrinkRecord(BaseModel):
+    """What `--shrink` changed, so a reader knows the kernel was checked at other sizes."""
+
+    model_config = JSON_SAFE
+
+    original_problem: str = Field(description="the problem file as given (never modified)")
+    constants: dict[str, list[Any]] = Field(description="NAME -> [original value, shrunk value]")
+    input_numel_before: int
+    input_numel_after: int
+    output_numel_before: int
+    output_numel_after: int
+    estimate_s_before: float = Field(description="interpreter estimate per check, original sizes")
+    estimate_s_after: float
+
+    def line(self) -> str:
+        changed = ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in self.constants.items())
+        return (f"--shrink: {changed} (input {self.input_numel_before:,} -> {self.input_numel_after:,} elements; "
+                f"about {self.estimate_s_before:,.0f} s -> {self.estimate_s_after:,.0f} s per check); "
+                f"speed and correctness are for these sizes")
+
+
+def _size_names(tree: ast.Module) -> set[str]:
+    """Names read inside get_inputs() and get_init_inputs()."""
+    names: set[str] = set()
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name in SIZE_FUNCTIONS:
+            names |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return names
+
+
+def size_constants(source: str) -> dict[str, list[ast.Constant]]:
+    """Module-level `NAME = int` or `NAME = (int, ...)` that the size functions read: their int literals."""
+    tree = ast.parse(source)
+    used, out = _size_names(tree), {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name, value = node.targets[0].id, node.value
+        items = value.elts if isinstance(value, ast.Tuple) else [value]
+        if name in used and items and all(isinstance(v, ast.Constant) and type(v.value) is int for v in items):
+            out[name] = items  # type: ignore[assignment] - all ast.Constant, checked above
+    return out
+
+
+def _rewrite(source: str, new: dict[tuple[int, int], int]) -> str:
+    """The source with the int literals at (line, column) replaced; everything else as written."""
+    lines = source.splitlines(keepends=True)
+    for (line, col), value in sorted(new.items(), reverse=True):
+        text = lines[line - 1]
+        end = col
+        while end < len(text) and (text[end].isdigit() or text[end] == "_"):
+            end += 1
+        lines[line - 1] = text[:col] + str(value) + text[end:]
+    return "".join(lines)
+
+
+def sizes_of(source: str, path: Path) -> tuple[int, int]:
+    """(input elements, output elements) of a problem source, run on PyTorch's meta device (shapes
+    only) when its ops allow, else for real on the CPU. The problem is the user's own file."""
+    import torch
+
+    def numel(x: Any) -> int:
+        if isinstance(x, torch.Tensor):
+            return x.numel()
+        return sum(numel(v) for v in x) if isinstance(x, list | tuple) else 0
+
+    def call(what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as err:  # noqa: BLE001 - the user's code may raise anything: one line
+            raise KilnInputError(f"{path}: {what} raised {type(err).__name__}: {err}") from None
+
+    def run() -> tuple[int, int]:
+        scope: dict[str, Any] = {"__name__": "kiln_problem_sizes", "__file__": str(path)}
+        call("the problem module", exec, compile(source, str(path), "exec"), scope)
+        inputs = call("get_inputs()", scope["get_inputs"])
+        with torch.no_grad():
+            model = call("Model(*get_init_inputs())", lambda: scope["Model"](*scope["get_init_inputs"]()))
+            out = call("Model.forward", model, *inputs)
+        return numel(inputs), numel(out)
+
+    try:
+        with torch.device("meta"):
+            return run()
+    except KilnInputError:  # an op with no meta kernel, or the problem's own error: the real thing says which
+        return run()
+
+
+def fit(source: str, path: Path, max_numel: int) -> tuple[str, dict[str, list[Any]], tuple[int, int]]:
+    """Halve the largest size constant until inputs + outputs hold at most `max_numel` elements, or
+    nothing is left to halve. Returns the new source, NAME -> [old, new], and the new sizes."""
+    consts = size_constants(source)
+    sizes = {(c.lineno, c.col_offset): int(c.value) for items in consts.values() for c in items}
+    current = sizes_of(source, path)
+    while sum(current) > max_numel:
+        big = [k for k, v in sizes.items() if v >= 2 * MIN_SIZE]
+        if not big:
+            break
+        largest = max(big, key=lambda k: sizes[k])
+        sizes[largest] //= 2
+        current = sizes_of(_rewrite(source, sizes), path)
+    changed = {name: [_literal(items), _shrunk(items, sizes)] for name, items in consts.items()
+               if _literal(items) != _shrunk(items, sizes)}
+    return _rewrite(source, sizes), changed, current
+
+
+def _literal(items: list[ast.Constant]) -> Any:
+    return items[0].value if len(items) == 1 else [c.value for c in items]
+
+
+def _shrunk(items: list[ast.Constant], sizes: dict[tuple[int, int], int]) -> Any:
+    vals = [sizes[(c.lineno, c.col_offset)] for c in items]
+    return vals[0] if len(items) == 1 else vals

@@ -1,0 +1,85 @@
+"""Issue 26, item 3: before any LLM call, a CPU run estimates what Triton's interpreter will cost and
+refuses, in one line, a problem that cannot fit; `--shrink` halves the problem's size constants until
+it fits, says what it changed, and records the original and the shrunk sizes (run.json, summary.json).
+The problem is sized like KernelBench's 40_LayerNorm; the real file is used when it is at
+third_party/KernelBench (a git-ignored checkout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kiln.graphs.shrink import fit, size_constants, sizes_of
+
+DATA = Path(__file__).parent / "data"
+BIG = DATA / "layernorm_gpu_sized.py"
+REAL = Path(__file__).parents[2] / "third_party" / "KernelBench" / "KernelBench" / "level1" / "40_LayerNorm.py"
+
+
+def kiln_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kiln.evals.cli", "run", *args, "--quiet"], capture_output=True,
+                          text=True, timeout=1200, env=os.environ.copy())
+
+
+def test_size_constants_are_the_ones_get_inputs_reads() -> None:
+    consts = size_constants(BIG.read_text())
+    assert {k: [c.value for c in v] for k, v in consts.items()} == \
+        {"batch_size": [16], "features": [64], "dim1": [256], "dim2": [256]}
+    tuple_src = "n = 4096\nshape = (32768, 7)\ndef get_inputs():\n    return [shape, n]\ndef get_init_inputs():\n    return []\n"
+    assert [c.value for c in size_constants(tuple_src)["shape"]] == [32768, 7]
+
+
+def test_fit_halves_the_largest_until_the_sizes_fit() -> None:
+    source = BIG.read_text()
+    assert sizes_of(source, BIG) == (67_108_864, 67_108_864)  # on the meta device: nothing allocated
+    new, changed, (n_in, n_out) = fit(source, BIG, 600_000)
+    assert n_in + n_out <= 600_000 and sizes_of(new, BIG) == (n_in, n_out)
+    assert changed == {"features": [64, 16], "dim1": [256, 32], "dim2": [256, 32]}
+    assert "kernel_hint = 3" in new and "batch_size = 16" in new and "dim1 = 32" in new
+    assert [ln for ln in new.splitlines() if "=" not in ln] == [ln for ln in source.splitlines() if "=" not in ln]
+
+
+def test_a_problem_too_large_for_the_interpreter_is_one_line(tmp_path: Path) -> None:
+    done = kiln_run(str(BIG), "--device", "cpu", "--out", str(tmp_path / "run"))
+    err = done.stderr.strip()
+    assert done.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "under Triton's interpreter: about" in err and "rerun with --shrink" in err
+    assert not (tmp_path / "run").exists()  # refused before the run directory, and before any LLM call
+
+
+@pytest.mark.slow
+def test_shrink_runs_it_says_so_and_records_both_sizes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = kiln_run(str(BIG), "--device", "cpu", "--shrink", "--max-iters", "1", "--out", str(run))
+    assert "kiln: --shrink: features 64 -> 16, dim1 256 -> 16, dim2 256 -> 16" in done.stderr, done.stderr[-2000:]
+    assert "note: checked at smaller sizes" in done.stdout, done.stdout[-1500:]
+    opts, summary = json.loads((run / "run.json").read_text()), json.loads((run / "summary.json").read_text())
+    for rec in (opts["shrunk"], summary["shrunk"]):
+        assert rec["original_problem"] == str(BIG) and rec["input_numel_before"] == 67_108_864
+        assert rec["input_numel_after"] == 65_536 and rec["estimate_s_after"] < rec["estimate_s_before"]
+    copy = Path(opts["problem"])
+    assert copy.parent == run / "problem_shrunk" and "dim1 = 16" in copy.read_text()
+    assert "features = 64" in BIG.read_text()  # the user's file is never changed
+    first = json.loads((run / "candidates" / "c0001" / "check.json").read_text())
+    assert first["status"] == "ok", first["reasons"]  # at the shrunk sizes the check fits its budget
+    # (whether the stress round's larger cases fit too is the Proposer's sizing, not --shrink's)
+
+
+def test_the_real_40_layernorm() -> None:
+    if not REAL.is_file():
+        pytest.skip(f"no KernelBench checkout at {REAL.parents[2]} (ln -s a KernelBench clone there)")
+    from kiln.graphs.interp import estimate
+    from kiln.tools.records import CheckOptions
+
+    source = REAL.read_text()
+    sizes = sizes_of(source, REAL)
+    assert sizes == (67_108_864, 67_108_864)
+    assert not estimate(source, sizes, CheckOptions().trials, 90.0).fits
+    new, changed, small = fit(source, REAL, 600_000)
+    assert set(changed) <= {"batch_size", "features", "dim1", "dim2"} and sum(small) <= 600_000
+    assert estimate(new, small, CheckOptions().trials, 90.0).fits
