@@ -24,8 +24,8 @@ def _report(folder: Path) -> dict:
 
 def _isolation() -> str:
     """strict where this machine has the full sandbox, else best-effort (the flag is tested either way)."""
-    from kiln.tools.sandbox.box import sandbox_for
     from kiln.tools.errors import KilnConfigError
+    from kiln.tools.sandbox.box import sandbox_for
 
     try:
         sandbox_for("strict", None)

@@ -53,6 +53,9 @@ def check(
 
     if trials < 1 or timeout <= 0:
         raise KilnInputError("--trials must be >= 1 and --timeout > 0")
+    from kiln.tools.flags import writable
+
+    writable(json_out, "--json")  # before the check: a verdict is never lost to an unwritable path
     options = CheckOptions(
         device=_choice(device, DEVICES, "--device"), dtype=_choice(dtype, DTYPES, "--dtype"),
         trials=trials, cases=[str(c) for c in case or []], timeout_s=timeout,
@@ -61,10 +64,10 @@ def check(
     )
     record = _within(lambda: run_check(problem, candidate, options), options.timeout_s + WATCHDOG_SLACK_S,
                      problem, candidate, options)
+    print_verdict(record)  # first: if writing the record still fails, the verdict was shown
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(record.model_dump_json(indent=2))
-    print_verdict(record)
     raise typer.Exit(0 if record.status == "ok" else 1)
 
 
