@@ -95,6 +95,42 @@ def test_minutes_budget_bounds_a_hanging_request(oai_server, tmp_path):
     assert summary.status == "budget" and "budget-minutes" in summary.stop_reason
 
 
+def test_minutes_budget_bounds_a_trickling_server(oai_server, tmp_path):
+    """Issue 25 item 12: a server sending 16 bytes a second never trips a per-read timeout; the whole
+    request is bounded by the minutes left, so a 3-second budget ends the run in seconds, with its
+    status and summary.json (before: 11 minutes past a 1-minute budget, no summary)."""
+    from .helpers import GOOD_KERNEL, fenced
+
+    big = completion(fenced(GOOD_KERNEL) + " " * 4000)  # ~6 KB at 16 B/s: over 6 minutes
+    oai_server.responder = None
+    for _ in range(4):
+        oai_server.push(body=big, trickle_bps=16)
+    slow = TransportSettings(timeout_s=60.0, max_attempts=4, backoff_base_s=0.01, backoff_max_s=0.02)
+    t0 = time.monotonic()
+    summary, data = run(oai_server.url, tmp_path, budgets=Budgets(minutes=0.05), transport=slow,
+                        budget_minutes=0.05)
+    took = time.monotonic() - t0
+    assert took < 15, f"the run took {took:.1f} s against a 3 s budget"
+    assert summary.status == "budget" and "budget-minutes" in summary.stop_reason, summary.stop_reason
+    assert data["status"] == "budget"
+
+
+def test_a_request_is_bounded_as_a_whole_not_per_read(oai_server):
+    """Without a minutes budget, the request timeout bounds the whole request (16 B/s for a ~6 KB
+    reply would take minutes; each read gets bytes well within the 2 s)."""
+    from .helpers import GOOD_KERNEL, coder_task, fenced, local_roles
+
+    oai_server.push(body=completion(fenced(GOOD_KERNEL) + " " * 4000), trickle_bps=16)
+    quick = TransportSettings(timeout_s=2.0, max_attempts=1)
+    t0 = time.monotonic()
+    reply = local_roles(oai_server.url, transport=quick).coder.write(coder_task())
+    took = time.monotonic() - t0
+    assert took < 6, f"one 2 s request took {took:.1f} s"
+    # the transport closes the reply at the deadline ("timed out"), or the wait gives up on it
+    assert not reply.ok and reply.failure == "call" and "after 1 attempt" in reply.error, reply.error
+    assert "timed out" in reply.error.lower() or "did not complete in 2 s" in reply.error, reply.error
+
+
 @pytest.mark.slow
 def test_console_names_the_cause(tmp_path):
     """`kiln run` prints the status and the cause; summary.json agrees."""
