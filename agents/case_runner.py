@@ -1,6 +1,7 @@
 """Run a stress case's reference once, in its own process: `python -m kiln.agents.case_runner CASE OUT DEVICE`.
 
-Writes {"ok": bool, "error": str | None, "forward_s": float, "input_numel": int} to OUT. The parent enforces the time
+Writes {"ok": bool, "error": str | None, "forward_s": float, "input_numel": int, "nonfinite": str | None} to
+OUT (`nonfinite`: set when a floating output has no finite element). The parent enforces the time
 limit and kills the whole process group when it is exceeded."""
 
 from __future__ import annotations
@@ -31,7 +32,20 @@ def _run(case: str, device: str) -> dict:
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         return {"ok": False, "error": f"forward returned {type(out).__name__}, not tensors"}
     numel = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
-    return {"ok": True, "error": None, "forward_s": time.monotonic() - t0, "input_numel": numel}
+    return {"ok": True, "error": None, "forward_s": time.monotonic() - t0, "input_numel": numel,
+            "nonfinite": _nonfinite(outs)}
+
+
+def _nonfinite(outs: list) -> str | None:
+    """When some floating output has no finite element at all: how many NaN / inf (nothing to verify)."""
+    import torch
+
+    for i, o in enumerate(outs):
+        if o.is_floating_point() and o.numel() and not bool(torch.isfinite(o).any()):
+            n_nan = int(torch.isnan(o).sum())
+            name = "the output" if len(outs) == 1 else f"output {i}"
+            return f"no element of {name} is finite ({n_nan} NaN and {o.numel() - n_nan} inf of {o.numel()})"
+    return None
 
 
 def main() -> None:

@@ -54,6 +54,8 @@ class CaseRun(BaseModel):
     error: str | None = Field(None, description="why it failed, or None")
     forward_s: float | None = Field(None, description="wall seconds of the reference's forward")
     input_numel: int | None = Field(None, description="elements in the tensors get_inputs() returned")
+    nonfinite: str | None = Field(None, description="set when a floating output has no finite element: "
+                                                    "how many NaN and inf (nothing a kernel could be checked on)")
 
 
 def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
@@ -82,7 +84,9 @@ def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, iso
         return CaseRun(error=f"the reference fails on it: {lines[-1] if lines else f'exit {res.returncode}'}"[:400])
     if not result["ok"]:
         return CaseRun(error=f"the reference fails on it: {result['error']}")
-    return CaseRun(forward_s=result.get("forward_s"), input_numel=result.get("input_numel"))
+    bad = result.get("nonfinite")
+    return CaseRun(error=f"the reference gives nothing to check on it: {bad}" if bad else None, nonfinite=bad,
+                   forward_s=result.get("forward_s"), input_numel=result.get("input_numel"))
 
 
 def runtime_error(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",

@@ -140,6 +140,9 @@ class LLMJudge:
             return _rule(inp, "stop", f"budget spent: {exc}", str(exc), failure="budget")
         except LLMCallError as exc:
             return failed_decision(inp, str(exc)).model_copy(update={"failure": "call"})
+        if reply.parsed is None and reply.budget_stop:
+            return _rule(inp, "stop", f"budget spent: {reply.budget_stop}", reply.budget_stop, failure="budget",
+                         usage=reply.usage)
         if reply.parsed is None:
             return failed_decision(inp, f"unusable judge reply: {reply.error}").model_copy(
                 update={"usage": reply.usage, "failure": "reply"})

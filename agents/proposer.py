@@ -67,6 +67,8 @@ class LLMProposer:
             return ProposerReply(error=f"no call made: {exc}", failure="budget")
         except LLMCallError as exc:
             return ProposerReply(error=str(exc), failure="call")
+        if reply.parsed is None and reply.budget_stop:
+            return ProposerReply(error=f"no retry made: {reply.budget_stop}", usage=reply.usage, failure="budget")
         if reply.parsed is None:
             return ProposerReply(error=f"unusable proposer reply: {reply.error}", usage=reply.usage, failure="reply")
         cases, rejected = self.screen(reply.parsed.cases, inp)

@@ -101,7 +101,7 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     cand = best(state)
     assert cand is not None and cand.source_path is not None, "the Judge stresses only a correct kernel"
     suite, it = Suite.of(state), state.get("iteration", 0)
-    if suite.problem_numel is None:
+    if suite.problem_numel is None:  # measured before the run (graphs.preflight) unless it did not finish
         suite.problem_numel = problem_numel(ctx)
     update: dict = {"times": []}
     new_cases: list[StressCase] = []
