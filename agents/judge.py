@@ -14,7 +14,8 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from kiln.agents import prompts
-from kiln.agents.base import JudgeDecision, JudgeInput, NextStep
+from kiln.agents.base import JudgeDecision, JudgeInput, JudgeMode, NextStep
+from kiln.agents.checkcost import CheckCost, check_cost
 from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 
@@ -26,7 +27,9 @@ MAX_SOURCE_CHARS = 24000
 class JudgeVerdict(BaseModel):
     """The Judge's decision about one kernel (the schema the model fills in)."""
 
-    mode: Literal["correction", "optimization"] = Field(description="correction if any check failed")
+    mode: Literal["correction", "too_slow", "optimization"] = Field(
+        description="correction if any check failed with a wrong result or an error; too_slow if every call that "
+                    "ran passed but the check's time ran out; optimization if it passed every check")
     diagnosis: str = Field(description="what is wrong or what limits speed, one or two sentences")
     bottleneck: str | None = Field(description="optimization mode: exactly one bottleneck; else null")
     evidence: list[str] = Field(description="numbers from the evaluation or profile that support it")
@@ -51,8 +54,14 @@ def roofline_pct(inp: JudgeInput) -> float | None:
     return physics.pct_of_floor if physics else None
 
 
-def _mode(inp: JudgeInput) -> Literal["correction", "optimization"]:
-    return "optimization" if inp.check.correct else "correction"
+def cost_of(inp: JudgeInput) -> CheckCost:
+    return inp.cost or check_cost(inp.check)
+
+
+def _mode(inp: JudgeInput) -> JudgeMode:
+    if inp.check.correct:
+        return "optimization"
+    return "too_slow" if cost_of(inp).too_slow else "correction"
 
 
 def _rule(inp: JudgeInput, next_: NextStep, diagnosis: str, stop_reason: str | None = None, **kw) -> JudgeDecision:
@@ -66,9 +75,10 @@ def rule_decision(inp: JudgeInput, no_progress_k: int) -> JudgeDecision | None:
         return _rule(inp, "stop", why, why)
     if not inp.check.correct or not inp.stress_passed:
         return None
+    retired = f" (retired unverified, too slow to check: {', '.join(inp.retired_cases)})" if inp.retired_cases else ""
     if target_met(inp):
-        why = "speed target met and stress tests pass" if speed_measured(inp) else \
-            "correct and stress tests pass; speed not measured without a GPU"
+        why = f"speed target met and stress tests pass{retired}" if speed_measured(inp) else \
+            f"correct and stress tests pass{retired}; speed not measured without a GPU"
         return _rule(inp, "stop", why, why)
     pct = roofline_pct(inp)
     if pct is not None and pct >= ROOFLINE_STOP_PCT:
@@ -120,12 +130,13 @@ class LLMJudge:
         user = prompts.render(
             "judge_user.j2",
             iteration=inp.iteration, problem_name=inp.problem_name, problem_src=inp.problem_src,
-            candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS), check_summary=prompts.render("check_summary.j2", check=inp.check),
+            candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS),
+            check_summary=prompts.render("check_summary.j2", check=inp.check, cost=cost_of(inp)),
             profile_digest=inp.profile_digest, best_speedup=inp.best_speedup,
             target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
             no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,
             stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda", failing_case=inp.failing_case,
-            last_override=inp.last_override,
+            last_override=inp.last_override, retired_cases=inp.retired_cases,
         )
         problem = prompts.problem_block(inp.problem_name, inp.problem_src)
         return [SystemMessage(system), user_message(problem, user)]

@@ -6,17 +6,49 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kiln.agents.checkcost import CheckBudget, CheckCost, check_cost, planned_calls_per_case
 from kiln.graphs import rundir
 from kiln.graphs.common import emit
 from kiln.graphs.context import RunContext
 from kiln.graphs.reward import reward_of
 from kiln.graphs.state import Candidate, TimeEntry
 from kiln.graphs.strategies import rank
-from kiln.graphs.suite import Suite, cost_lines, is_current, rank_current, slow_case, timed_out_case
+from kiln.graphs.suite import Suite, is_current, rank_current, slow_case, timed_out_case
 from kiln.tools.records import CheckOptions, CheckRecord
 
 SETTLE_LIMIT = 3
 """At most this many stale candidates are checked again per node before the best is chosen."""
+
+
+def correctness_budget_s(ctx: RunContext) -> float | None:
+    """The correctness stage's seconds in the run's checks (shared by every case of the suite)."""
+    from kiln.tools.check.api import stage_timeouts
+
+    return stage_timeouts(ctx.options.check).get("correctness")
+
+
+def record_of(ctx: RunContext, cand: Candidate | None) -> CheckRecord | None:
+    if cand is None or cand.check_path is None:
+        return None
+    return CheckRecord.model_validate_json((ctx.run_dir / cand.check_path).read_text())
+
+
+def cost_of(ctx: RunContext, cand: Candidate | None) -> CheckCost | None:
+    """What the candidate's latest check cost, per case (kiln.agents.checkcost: the one source)."""
+    record = record_of(ctx, cand)
+    if record is None or cand is None:
+        return None
+    return check_cost(record, budget_s=correctness_budget_s(ctx), cases=cand.cases_checked,
+                      running=timed_out_case(record))
+
+
+def budget_of(ctx: RunContext, n_cases: int, cost: CheckCost | None = None) -> CheckBudget:
+    """The check's time budget for a suite of `n_cases` cases (the problem included); its calls per
+    case from a check's own record when there is one, else from the trial plan."""
+    known = cost.case("problem") if cost else None
+    per_case = known.calls_planned if known and known.calls_planned else planned_calls_per_case(ctx.options.trials)
+    return CheckBudget(device=ctx.options.device, correctness_s=correctness_budget_s(ctx), calls_per_case=per_case,
+                       cases=n_cases)
 
 
 def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
@@ -42,19 +74,19 @@ def run_check(ctx: RunContext, cand: Candidate, cases: list[Path]) -> CheckRecor
 
 
 def failure_text(record: CheckRecord) -> str | None:
-    """What a repair needs, in the Coder's terms."""
+    """What a repair needs, in the Coder's terms (what the check cost, per case, reaches the Coder
+    through its task's `cost`, rendered by the one cost template)."""
     if record.correct and record.status == "ok":
         return None
     parts = [f"Status: {record.status}."]
     if record.compile and record.compile.errors:
         parts.append("Compile errors:\n" + "\n".join(record.compile.errors[:5]))
-    if record.correctness and record.correctness.first_failure:
-        parts.append("Mismatch: " + record.correctness.first_failure)
+    first = record.correctness.first_failure if record.correctness else None
+    if first and first.rstrip(".") not in record.reasons:
+        parts.append("Mismatch: " + first)
     parts += [f"Reason: {r}" for r in record.reasons[:5]]
     if record.integrity:
         parts += [f"Integrity {f.rule}: {f.evidence}" for f in record.integrity.findings if f.severity == "reject"]
-    if record.status == "timeout":
-        parts.append("Time per case (the check's time is shared by every case):\n" + "\n".join(cost_lines(record)))
     if len(parts) == 1 and record.stderr_tail:
         parts.append("stderr:\n" + record.stderr_tail[-1500:])
     return rundir.redact("\n".join(parts))

@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 
 from kiln.agents.base import CoderMode, CoderTask, JudgeDecision
 from kiln.graphs import rundir
+from kiln.graphs.checks import budget_of, cost_of
 from kiln.graphs.common import emit, problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best, budget_spent
@@ -56,6 +57,8 @@ def best_label(state: RunState, b: Candidate | None) -> tuple[bool, str]:
         return False, f"it fails the stress case(s) {', '.join(b.failed_cases)}"
     if b.correct:
         return False, "not yet checked with the newest stress cases"
+    if b.status == "timeout" and not b.failed_cases and b.frac_passed >= 1.0:
+        return False, "every call that ran passed, but its check ran out of time"
     return False, f"status {b.status}, {b.frac_passed:.0%} of the correctness checks passed"
 
 
@@ -63,11 +66,13 @@ def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration:
     mode, feedback = _mode_and_feedback(state, parent)
     last = parent if parent is None or parent.source_path else None
     best_correct, best_note = best_label(state, best(state))
+    cost = cost_of(ctx, last)
     return CoderTask(mode=mode, lang=ctx.options.lang, dtype=ctx.options.check.dtype, problem_name=problem_name(ctx),
                      problem_src=problem_src(ctx),
                      best_src=source_of(ctx, best(state)), best_correct=best_correct, best_note=best_note,
                      last_src=source_of(ctx, last), feedback=feedback,
-                     gpu=ctx.gpu, iteration=iteration, sibling=sibling)
+                     gpu=ctx.gpu, iteration=iteration, sibling=sibling, cost=cost,
+                     budget=budget_of(ctx, 1 + len(active_names(state)), cost))
 
 
 def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: CoderTask, reply) -> Candidate:

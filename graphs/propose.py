@@ -14,13 +14,12 @@ from langgraph.runtime import Runtime
 from kiln.agents.base import ProposerInput, ProposerReply
 from kiln.graphs import rundir
 from kiln.graphs.cases import problem_numel, safe_name, validate
-from kiln.graphs.checks import best_after, check_candidate, settle
+from kiln.graphs.checks import best_after, budget_of, check_candidate, cost_of, settle
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best
 from kiln.graphs.state import Candidate, RunState, StressCase, TimeEntry
-from kiln.graphs.suite import Suite, cost_lines, is_current
-from kiln.tools.records import CheckRecord
+from kiln.graphs.suite import Suite, is_current
 
 
 def _repro(ctx: RunContext, cand: Candidate, suite: list[Path]) -> str | None:
@@ -38,17 +37,11 @@ def _recheck(ctx: RunContext, cand: Candidate, suite: Suite, it: int) -> tuple[C
     return updated.model_copy(update={"feedback": _repro(ctx, updated, suite.paths(ctx))}), times
 
 
-def cost_facts(ctx: RunContext, cand: Candidate) -> dict:
-    """What a new case will cost: the device, the calls per case, the correctness stage's time (one
-    for all cases), and the candidate's own measured time per call on each case so far."""
-    from kiln.tools.check.api import stage_timeouts
-    from kiln.tools.inputs import DISTRIBUTIONS  # imports torch: only when a propose round runs
-
-    check = ctx.options.check
-    record = CheckRecord.model_validate_json((ctx.run_dir / cand.check_path).read_text()) if cand.check_path else None
-    return {"device": ctx.options.device, "calls_per_case": check.trials * len(DISTRIBUTIONS) * 2,
-            "correctness_s": stage_timeouts(check)["correctness"],
-            "case_costs": cost_lines(record) if record else []}
+def cost_facts(ctx: RunContext, cand: Candidate, n_cases: int) -> dict:
+    """What a new case will cost: the device, the check's budget (its calls per case and the one
+    correctness stage for all cases), and the candidate's measured cost per case so far."""
+    cost = cost_of(ctx, cand)
+    return {"device": ctx.options.device, "budget": budget_of(ctx, n_cases, cost), "cost": cost}
 
 
 def _validate_all(ctx: RunContext, proposed: list, taken: set[str], round_: int) -> list[StressCase]:
@@ -66,7 +59,7 @@ def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[Stress
     inp = ProposerInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
                         candidate_src=source_of(ctx, cand) or "",
                         existing_cases=[c.name for c in state.get("cases", [])], max_cases=ctx.options.max_cases,
-                        **cost_facts(ctx, cand))
+                        **cost_facts(ctx, cand, 1 + len(Suite.of(state).cases)))
     t0 = time.monotonic()
     reply = ctx.proposer.propose(inp)
     secs = time.monotonic() - t0

@@ -156,15 +156,29 @@ def test_a_runaway_reply_is_refused_and_kept_small(oai_server):
 
 
 def test_the_proposer_is_told_what_a_case_costs():
+    """Issue 25 items 4 and 5: the calls per case and the seconds per call come from the check's own
+    record (one source, per call not per trial), and the Proposer hears how its cases are run."""
+    from kiln.agents.checkcost import CheckBudget, check_cost
     from kiln.agents.proposer import LLMProposer
+    from kiln.tools.records import CaseSummary, CheckRecord, CorrectnessRecord, TrialRecord
 
     from .helpers import proposer_input
 
-    inp = proposer_input(device="cpu", calls_per_case=40, correctness_s=90.0,
-                         case_costs=["problem: 40 of 40 trials passed, 0.35 s per candidate call (reference 0.01 s)"])
-    user = LLMProposer(None).messages(inp)[1].content
+    rows = [TrialRecord(case="problem", distribution="x1", trial=i // 2, passed=True, candidate_s=0.25,
+                        phase="first_call" if i % 2 == 0 else "second_call") for i in range(52)]
+    summary = {"problem": CaseSummary(n_trials=26, n_passed=26, candidate_s=13.0, reference_s=3.38)}  # both calls
+    rec = CheckRecord(problem="p.py", candidate="c.py", status="ok", correct=True,
+                      correctness=CorrectnessRecord(atol=1e-4, rtol=1e-4, n_trials=52, n_passed=52, trials=rows,
+                                                    n_planned=52, cases=summary, passed=True))
+    inp = proposer_input(device="cpu", cost=check_cost(rec, budget_s=90.0),
+                         budget=CheckBudget(correctness_s=90.0, calls_per_case=52))
+    system, user = (m.content for m in LLMProposer(None).messages(inp))
     assert "runs under the Triton interpreter on the CPU" in user
-    assert "each case costs 40 candidate calls per check" in user and "correctness stage of 90 s" in user
-    assert "0.35 s per candidate call" in user
-    system = LLMProposer(None).messages(inp)[0].content
+    assert "a check plans 52 candidate calls per case" in user and "correctness stage of 90 s" in user
+    assert "problem: 52 of 52 calls done, 52 passed, 0.25 s per candidate call (reference 0.13 s per trial" in user
+    assert "0.50 s per candidate call" not in user  # a trial's two calls are not one call
+    assert "about 59 s are left for new cases; a case of the\n  problem's own sizes costs about 13 s" in user
+    assert "first timed with one trial" in user
     assert "under a few seconds on a CPU" not in system
+    for words in ("inputs scaled x3", "inputs negated", "heavy-tailed", "constructor arguments", "negative_slope"):
+        assert words in system, words

@@ -111,11 +111,24 @@ def test_the_retirement_rule_is_narrow():
 
 
 def test_timeout_feedback_gives_per_case_times():
+    """Per call, from the trial records (the per-case totals add a trial's two calls): the Coder's
+    repair prompt and the Judge's evaluation render the same figures from one source."""
+    from kiln.agents.checkcost import check_cost
     from kiln.graphs.checks import failure_text
     from kiln.tools.records import CaseSummary
 
-    own = {"problem": CaseSummary(n_trials=24, n_passed=24, candidate_s=8.4, reference_s=0.24),  # totals
+    own = {"problem": CaseSummary(n_trials=1, n_passed=1, candidate_s=0.7, reference_s=0.24),  # totals, 2 calls
            "big": CaseSummary(n_trials=1, n_passed=1, candidate_s=22.4, reference_s=0.2, timed_out=True)}
-    text = failure_text(_timeout_record([("problem", True), ("big", True)], cases=own))
-    assert "problem: 24 of 24 trials passed, 0.35 s per candidate call (reference 0.01 s)" in text
-    assert "big: 1 of 1 trials passed, 22.40 s per candidate call (reference 0.20 s); the time ran out here" in text
+    record = _timeout_record([("problem", True), ("problem", True), ("big", True)], cases=own)
+    for i, secs in enumerate((0.3, 0.4, 22.4)):
+        record.correctness.trials[i].candidate_s = secs
+    record.correctness.trials[1].phase = "second_call"  # one trial, two calls
+    text = failure_text(record)
+    assert text.startswith("Status: timeout.") and "Reason: timed out in stage correctness (big/x3" in text
+    cost = check_cost(record, cases=["big"])
+    from kiln.agents import prompts
+
+    lines = prompts.render("check_cost_lines.j2", cost=cost)
+    assert "- problem: 2 calls done, 2 passed, 0.35 s per candidate call (reference 0.24 s per trial" in lines
+    assert "- big: 1 call done, 1 passed, 22.40 s per candidate call (reference 0.20 s per trial of two calls); " \
+           "the time ran out here" in lines
