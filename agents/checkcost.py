@@ -73,6 +73,14 @@ class CheckCost(CostRecord):
         return next((c for c in self.cases if c.name == name), None)
 
 
+def rate_at_least(cost: CheckCost, case: CaseCost) -> float:
+    """Seconds per call at least, for the case a check ran out of time in: its call in flight took
+    the stage's time that the finished calls do not account for."""
+    stage = cost.correctness_s or (cost.budget_s if cost.ran_out else None) or 0.0  # a stage that ran out used it all
+    in_flight = stage - sum((c.s_per_call or 0.0) * c.calls for c in cost.cases)
+    return max(case.s_per_call or 0.0, in_flight)
+
+
 def planned_calls_per_case(trials: int) -> int:
     """Candidate calls a check plans per case before it has run: two per trial, `trials` per basic
     input distribution and fewer for the wide ones (`kiln.tools.inputs.trial_count`). A check's own

@@ -56,20 +56,24 @@ def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
     return ctx.options.check.model_copy(update={"cases": [str(p) for p in cases]})
 
 
-def run_check(ctx: RunContext, cand: Candidate, cases: list[Path]) -> CheckRecord:
-    """One check, from the cache when this exact (source, cases, options) was checked before."""
+def run_check(ctx: RunContext, cand: Candidate, cases: list[Path], *, probe: bool = False) -> CheckRecord:
+    """One check, from the cache when this exact (source, cases, options) was checked before.
+    `probe`: one trial per case and no timing, to measure what each case costs (graphs.admit)."""
     assert cand.source_path is not None
     path = ctx.run_dir / cand.source_path
     options = check_options(ctx, cases)
+    if probe:
+        options = options.model_copy(update={"trials": 1, "time": False})
     key = rundir.check_key(path.read_text(), cases, options)
     record = rundir.cached_check(ctx.run_dir, key)
+    kind = "probe" if probe else "check"
     if record is not None:
-        rundir.event(ctx.run_dir, "check_cached", id=cand.id, key=key)
+        rundir.event(ctx.run_dir, f"{kind}_cached", id=cand.id, key=key)
         return record
     emit(stage="evaluate", candidate=cand.id)
     record = ctx.evaluator.check(ctx.problem, path, options)
     rundir.store_check(ctx.run_dir, key, record)
-    rundir.event(ctx.run_dir, "check", id=cand.id, key=key, status=record.status, cases=[p.stem for p in cases])
+    rundir.event(ctx.run_dir, kind, id=cand.id, key=key, status=record.status, cases=[p.stem for p in cases])
     return record
 
 
@@ -121,15 +125,17 @@ def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: l
 
 
 def stage_times(record: CheckRecord, iteration: int) -> list[TimeEntry]:
-    """Compile and timing seconds as recorded; verification is the rest of the check's wall time
-    (stages that run side by side are not double-counted when the record has a total)."""
+    """Compile and timing seconds as recorded; verification is the rest of the workers' wall time
+    (stages that run side by side are not double-counted when the record has a total), and the
+    check's time outside its workers is its own figure (`check_setup`)."""
     st = record.stages_s
     compile_s, time_s = st.get("compile", 0.0), st.get("timing", 0.0)
+    setup_s = max(0.0, st["total"] - st["total_workers"]) if "total" in st and "total_workers" in st else 0.0
     if "total" in st:
-        verify_s = max(0.0, st["total"] - compile_s - time_s)
+        verify_s = max(0.0, st["total"] - setup_s - compile_s - time_s)
     else:
-        verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing"))
-    out = {"compile": compile_s, "verify": verify_s, "time": time_s}
+        verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing", "total_workers"))
+    out = {"compile": compile_s, "verify": verify_s, "time": time_s, "check_setup": setup_s}
     return [TimeEntry(iteration=iteration, kind=k, seconds=v) for k, v in out.items() if v]
 
 
@@ -144,7 +150,7 @@ def check_candidate(ctx: RunContext, cand: Candidate, suite: Suite, it: int) -> 
     the case is retired by rule (recorded, with why) and the candidate checked again without it."""
     record = run_check(ctx, cand, suite.paths(ctx))
     updated, times = apply_record(ctx, cand, record, suite.paths(ctx)), stage_times(record, it)
-    slow = slow_case(record, suite, cand.id, ctx.options.device)
+    slow = slow_case(record, suite, cand.id, ctx.options.device, correctness_budget_s(ctx))
     if slow is None:
         return updated, times
     suite.retire(*slow)

@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from kiln.agents.base import ProposerInput, ProposerReply
 from kiln.graphs import rundir
+from kiln.graphs.admit import admit
 from kiln.graphs.cases import problem_numel, safe_name, validate
 from kiln.graphs.checks import best_after, budget_of, check_candidate, cost_of, settle
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
@@ -70,7 +71,7 @@ def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[Stress
     usage = reply.usage.model_copy(update={"role": reply.usage.role or "proposer"})
     it = state.get("iteration", 0)
     times = [TimeEntry(iteration=it, kind="llm", seconds=secs),
-             TimeEntry(iteration=it, kind="verify", seconds=time.monotonic() - t0)]
+             TimeEntry(iteration=it, kind="cases", seconds=time.monotonic() - t0)]
     return new, {"usage": [usage], "times": times, "stress_rounds": 1, **proposer_failure(reply)}
 
 
@@ -104,8 +105,13 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     if cand.correct:
         new_cases, asked = _ask(ctx, state, cand)
         update = {**asked, "times": update["times"] + asked["times"]}
-        suite.add(new_cases)
-        if any(c.valid for c in new_cases):
+        adm = admit(ctx, cand, new_cases, budget_of(ctx, 1, cost_of(ctx, cand)).calls_per_case, it)
+        suite.add(adm.admitted)
+        for name, why in adm.retired.items():  # too slow to check: retired before any full check, with the cost
+            suite.retire(name, why)
+            rundir.event(ctx.run_dir, "case_retired", name=name, reason=why, candidate=cand.id)
+        update["times"] += adm.times
+        if adm.admitted:
             cand, times = _recheck(ctx, cand, suite, it)
             update["times"] += times
     cands = {**state.get("candidates", {}), cand.id: cand}

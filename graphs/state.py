@@ -97,10 +97,13 @@ class StressCase(StateRecord):
 
 
 class TimeEntry(StateRecord):
-    """Seconds spent in one kind of work during one iteration."""
+    """Seconds spent in one kind of work during one iteration. `llm`: waiting on LLM requests only;
+    `cases`: validating stress cases against the reference and timing them on the candidate (one-trial
+    probes); `check_setup`: a check's time outside its workers (loading the files, the static scan,
+    starting the fork server: the first check of a run pays most of it)."""
 
     iteration: int
-    kind: Literal["llm", "compile", "verify", "time", "profile", "other"]
+    kind: Literal["llm", "compile", "verify", "time", "profile", "cases", "check_setup", "other"]
     seconds: float
 
 

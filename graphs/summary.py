@@ -30,12 +30,17 @@ class BestKernel(Summary):
 
 
 class IterationTimes(Summary):
+    """Seconds per kind of work in one iteration (graphs.state.TimeEntry says what each kind holds)."""
+
     iteration: int
     llm_s: float = 0.0
     compile_s: float = 0.0
     verify_s: float = 0.0
     time_s: float = 0.0
     profile_s: float = 0.0
+    cases_s: float = Field(0.0, description="stress cases: validated against the reference, timed on the candidate")
+    check_setup_s: float = Field(0.0, description="checks' time outside their workers (the run's first check: "
+                                                  "starting the fork server)")
     other_s: float = 0.0
 
 
