@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
+from kiln.agents.devicepath import device_queries
 from kiln.tools import pyparse
 
 SIZE_WORDS = ("BLOCK", "TILE", "CHUNK", "MAX", "MIN", "SIZE", "THRESH", "LIMIT", "SPLIT", "WARP", "GROUP", "NUM")
@@ -152,6 +153,8 @@ def candidate_facts(src: str, limit: int = 12) -> list[str]:
         facts.append(f"{n_bare} of {total} tl.load/tl.store calls have no mask (line {where}): sizes off the "
                      "block grid may read or write past the end")
     facts += _cuda_facts(src)
+    facts += [f"it asks which device it runs on ({q}): a check runs only the branch of its own device, so aim "
+              "at that branch" for q in device_queries(src)[:2]]
     if not {"contiguous", "stride"} & calls:
         facts.append("no .contiguous() and no strides: transposed or sliced inputs may be read wrongly")
     facts += [f"asserts: {ast.unparse(n.test)}" for n in ast.walk(tree) if isinstance(n, ast.Assert)][:3]

@@ -19,6 +19,8 @@ def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazi
     typer.echo(f"best: {best.path or '-'} ({'correct' if best.correct else 'NOT correct'}; {speed}{compile_})")
     if getattr(summary, "suite_note", None):
         typer.echo(f"note: {summary.suite_note}")
+    if getattr(best, "verified", None):
+        typer.echo(f"verified: {best.verified}")
     if summary.cost_usd is not None:
         cost = f"${summary.cost_usd:.4f}"
     else:  # no tokens at all: the built-in policies (or a replay) ran, nothing was billed

@@ -9,6 +9,7 @@ import time
 from langgraph.runtime import Runtime
 
 from kiln.agents.base import CoderMode, CoderTask, JudgeDecision
+from kiln.agents.devicepath import device_queries
 from kiln.graphs import rundir
 from kiln.graphs.checks import budget_of, cost_of
 from kiln.graphs.common import emit, problem_name, problem_src, source_of, timed
@@ -83,7 +84,8 @@ def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: Code
                                        "coder_failure": reply.failure})
     rel = f"candidates/{cid}/kernel.py"
     rundir.write(ctx.run_dir, rel, reply.source)
-    return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16]})
+    return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16],
+                                   "device_queries": device_queries(reply.source)})
 
 
 @timed("code")

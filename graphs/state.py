@@ -19,10 +19,12 @@ from kiln.tools.records import JSON_SAFE
 T = TypeVar("T")
 
 Stage = Literal["start", "code", "evaluate", "profile", "judge", "propose", "finish"]
-RunStatus = Literal["running", "solved", "stopped", "budget", "no_progress", "unsupported", "failed", "llm_error",
-                    "no_code"]
+RunStatus = Literal["running", "solved", "solved_cpu_only", "stopped", "budget", "no_progress", "unsupported", "failed",
+                    "llm_error", "no_code"]
 """`llm_error`: a role's LLM call failed for good (server unreachable, HTTP errors after the retries, a
-malformed body); `no_code`: the Coder answered, but none of its replies held a usable kernel."""
+malformed body); `no_code`: the Coder answered, but none of its replies held a usable kernel;
+`solved_cpu_only`: solved on a CPU run by a kernel that branches on the device, so only its CPU
+branch was verified and its CUDA branch never ran (`kiln.agents.devicepath`)."""
 
 
 # ----------------------------------------------------------------------------- reducers
@@ -80,6 +82,8 @@ class Candidate(StateRecord):
     cases_checked: list[str] = Field(default_factory=list, description="stress cases in its last check")
     failed_cases: list[str] = Field(default_factory=list, description="stress cases it failed")
     timed_out_case: str | None = Field(None, description="the case its check's time ran out in, if it did")
+    device_queries: list[str] = Field(default_factory=list, description="where its source asks which device it "
+                                      "runs on ('line 80: `x.is_cuda`'): a check verifies one device's path only")
     feedback: str | None = Field(None, description="what a repair needs: error, mismatch, repro")
 
 
