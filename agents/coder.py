@@ -34,6 +34,7 @@ class LLMCoder:
         budget = task.budget.model_copy(update={"cases": 1}) if task.budget else None  # the system prompt is constant
         system = prompts.render(
             "coder_system.j2", lang=task.lang, gpu=task.gpu, examples=prompts.examples(task.lang), budget=budget,
+            dtype=task.dtype,
         )
         user = prompts.render(
             "coder_user.j2",

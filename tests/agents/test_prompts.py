@@ -69,7 +69,7 @@ def test_gpu_facts_come_from_the_record_never_hard_coded():
     for value in ("77", "233472", "12345678", "3210.5 GB/s", "654.3 TFLOP/s", "Some GPU"):
         assert value in system
     cpu = LLMCoder(client()).messages(coder_task())[0].content
-    assert "Triton interpreter" in cpu and "SMs" not in cpu
+    assert "Triton interpreter" in cpu and "- SMs:" not in cpu
     unmeasured = LLMCoder(client()).messages(coder_task(gpu=GpuFacts(device="cuda", name="g")))[0].content
     assert "measured copy bandwidth: not measured" in unmeasured
 
