@@ -18,6 +18,8 @@ from kiln.agents.base import JudgeDecision, JudgeInput, JudgeMode, NextStep
 from kiln.agents.checkcost import CheckCost, check_cost
 from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
+from kiln.tools.profile.floors import Floors, floor_lines, floors
+from kiln.tools.records import CheckRecord
 
 ROOFLINE_STOP_PCT = 90.0
 PLAN_MAX_CHARS = 1200
@@ -49,9 +51,25 @@ def target_met(inp: JudgeInput) -> bool:
     return inp.best_speedup is not None and inp.best_speedup >= inp.target_speedup
 
 
+def physics_floors(check: CheckRecord) -> Floors | None:
+    """The check's I/O floor and its algorithm floor (the reference's FLOPs), apart (issue 25 item 11)."""
+    p = check.integrity.physics if check.integrity else None
+    if p is None:
+        return None
+    return floors(p.bytes_moved, p.flops, gbps=p.peak_gbps, tflops=p.peak_tflops)
+
+
 def roofline_pct(inp: JudgeInput) -> float | None:
     physics = inp.check.integrity.physics if inp.check.integrity else None
     return physics.pct_of_floor if physics else None
+
+
+def rule_roofline_pct(inp: JudgeInput) -> float | None:
+    """% of the roofline for the rules' own stop: None when the reference's FLOPs set that floor far
+    above the I/O floor (a simplification doing less work may beat it), so the Judge, told both
+    floors, decides; a stop it then asks for at >= 90% is allowed."""
+    f = physics_floors(inp.check)
+    return None if f is not None and f.differ else roofline_pct(inp)
 
 
 def cost_of(inp: JudgeInput) -> CheckCost:
@@ -80,7 +98,7 @@ def rule_decision(inp: JudgeInput, no_progress_k: int) -> JudgeDecision | None:
         why = f"speed target met and stress tests pass{retired}" if speed_measured(inp) else \
             f"correct and stress tests pass{retired}; speed not measured without a GPU"
         return _rule(inp, "stop", why, why)
-    pct = roofline_pct(inp)
+    pct = rule_roofline_pct(inp)
     if pct is not None and pct >= ROOFLINE_STOP_PCT:
         why = f"at {pct:.0f}% of the roofline floor"
         return _rule(inp, "stop", why, why)
@@ -131,7 +149,8 @@ class LLMJudge:
             "judge_user.j2",
             iteration=inp.iteration, problem_name=inp.problem_name, problem_src=inp.problem_src,
             candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS),
-            check_summary=prompts.render("check_summary.j2", check=inp.check, cost=cost_of(inp)),
+            check_summary=prompts.render("check_summary.j2", check=inp.check, cost=cost_of(inp),
+                                         floor_lines=floor_lines(f) if (f := physics_floors(inp.check)) else []),
             profile_digest=inp.profile_digest, best_speedup=inp.best_speedup,
             target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
             no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,

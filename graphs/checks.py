@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kiln.agents.checkcost import CheckBudget, CheckCost, check_cost, planned_calls_per_case
+from kiln.agents.judge import physics_floors
 from kiln.graphs import rundir
 from kiln.graphs.common import emit
 from kiln.graphs.context import RunContext
@@ -116,6 +117,7 @@ def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: l
         "speedup_eager_ci_low": eager.ci_low if eager else None,
         "speedup_compile_ci_low": compiled.ci_low if compiled else None,
         "pct_of_roofline": physics.pct_of_floor if physics else None,
+        "floors_ratio": f.ratio if (f := physics_floors(record)) else None,
         "check_path": rel, "cases_checked": sorted(p.stem for p in cases),
         "failed_cases": failed_case_names(record), "feedback": failure_text(record),
         "timed_out_case": timed_out_case(record),

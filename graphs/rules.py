@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from kiln.graphs.context import RunOptions
 from kiln.graphs.state import Candidate, RunState
 from kiln.graphs.suite import active_names, is_current
+from kiln.tools.profile.floors import DIFFER_X
 from kiln.tools.records import JSON_SAFE
 
 
@@ -64,7 +65,11 @@ def target_met(cand: Candidate, opts: RunOptions) -> tuple[bool, str]:
 
 
 def at_roofline(cand: Candidate, opts: RunOptions) -> tuple[bool, str]:
+    """At the roofline's stop, unless the reference's FLOPs set that floor far above the I/O floor:
+    then a simplification that does less work may beat it, and the Judge (told both) decides."""
     pct = cand.pct_of_roofline
+    if (cand.floors_ratio or 0.0) >= DIFFER_X:
+        return False, ""
     if pct is not None and pct >= opts.roofline_stop_pct:
         return True, f"at {pct:.0f}% of its roofline"
     return False, ""

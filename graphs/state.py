@@ -77,6 +77,8 @@ class Candidate(StateRecord):
     speedup_eager_ci_low: float | None = Field(None, description="low end of the 95% CI vs eager")
     speedup_compile_ci_low: float | None = Field(None, description="low end of the 95% CI vs torch.compile")
     pct_of_roofline: float | None = Field(None, description="physics floor / measured time, in %")
+    floors_ratio: float | None = Field(None, description="the algorithm floor (the reference's FLOPs) over the I/O "
+                                                         "floor (moving the data once)")
     reward: float = Field(0.0, description="correctness-gated reward (graphs.reward)")
     check_path: str | None = Field(None, description="run-dir-relative CheckRecord JSON")
     cases_checked: list[str] = Field(default_factory=list, description="stress cases in its last check")
