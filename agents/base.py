@@ -12,6 +12,7 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from kiln.agents.checkcost import CheckBudget, CheckCost
+from kiln.agents.targetwork import TargetWork
 from kiln.tools.records import JSON_SAFE, CheckRecord, DType
 
 KernelLang = Literal["triton", "cuda"]
@@ -73,6 +74,8 @@ class CoderTask(AgentRecord):
                                                "siblings should each try something different")
     budget: CheckBudget | None = Field(None, description="the check's time budget and its planned calls")
     cost: CheckCost | None = Field(None, description="what the last kernel's check cost, per case (measured)")
+    target: TargetWork | None = Field(None, description="the real problem's sizes and the target GPU's floors, "
+                                                        "when the run checks shrunk sizes")
 
 
 class CoderReply(AgentRecord):

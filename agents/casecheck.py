@@ -14,6 +14,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -58,11 +59,11 @@ class CaseRun(BaseModel):
                                                     "how many NaN and inf (nothing a kernel could be checked on)")
 
 
-def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
-             bwrap: str | None = None) -> CaseRun:
-    """Run a problem-format module's reference once (`kiln.agents.case_runner`), confined like a
-    check's workers: a scrubbed environment, its own scratch dir the only place to write, killed
-    with all it started past `timeout_s`."""
+def run_runner(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+               bwrap: str | None = None, mode: str = "reference") -> tuple[Any, dict | None]:
+    """Run `kiln.agents.case_runner` on a problem-format module, confined like a check's workers: a
+    scrubbed environment, its own scratch dir the only place to write, killed with all it started
+    past `timeout_s`. (the process result, the runner's JSON or None)."""
     from kiln.tools.check import scratch
     from kiln.tools.check.confine import Confinement
     from kiln.tools.check.isolation import run_isolated, scrubbed_env
@@ -74,9 +75,17 @@ def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, iso
         path.write_text(case_src)
         env = scrubbed_env(device=device, gpu_index=0, cache_dir=Path(tmp) / "cache")
         env.pop("TRITON_INTERPRET", None)  # the reference is PyTorch: nothing to interpret
-        res = run_isolated([sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device], env=env,
-                           cwd=Path(tmp), timeout_s=timeout_s, confinement=Confinement(write=(tmp,)), sandbox=box)
+        cmd = [sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device, mode]
+        res = run_isolated(cmd, env=env, cwd=Path(tmp), timeout_s=timeout_s, confinement=Confinement(write=(tmp,)),
+                           sandbox=box)
         result = json.loads(out.read_text()) if out.exists() else None
+    return res, result
+
+
+def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+             bwrap: str | None = None) -> CaseRun:
+    """Run a problem-format module's reference once (`kiln.agents.case_runner`), sandboxed."""
+    res, result = run_runner(case_src, device=device, timeout_s=timeout_s, isolation=isolation, bwrap=bwrap)
     if res.timed_out:
         return CaseRun(error=f"too slow: the reference did not finish in {timeout_s:.0f} s")
     if result is None:

@@ -34,12 +34,12 @@ class LLMCoder:
         budget = task.budget.model_copy(update={"cases": 1}) if task.budget else None  # the system prompt is constant
         system = prompts.render(
             "coder_system.j2", lang=task.lang, gpu=task.gpu, examples=prompts.examples(task.lang), budget=budget,
-            dtype=task.dtype,
+            dtype=task.dtype, target=task.target,
         )
         user = prompts.render(
             "coder_user.j2",
             mode=task.mode,
-            dtype=task.dtype,
+            dtype=task.dtype, target=task.target,
             problem_name=task.problem_name,
             problem_src=task.problem_src,
             best_src=clip(task.best_src, self.max_source_chars),

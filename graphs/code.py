@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 from langgraph.runtime import Runtime
 
 from kiln.agents.base import CoderMode, CoderTask, JudgeDecision
 from kiln.agents.devicepath import device_queries
+from kiln.agents.targetwork import TargetWork, measure_target
 from kiln.graphs import rundir
 from kiln.graphs.checks import budget_of, cost_of
 from kiln.graphs.common import emit, problem_name, problem_src, source_of, timed
@@ -63,6 +65,23 @@ def best_label(state: RunState, b: Candidate | None) -> tuple[bool, str]:
     return False, f"status {b.status}, {b.frac_passed:.0%} of the correctness checks passed"
 
 
+TARGET_FILE = "target_work.json"
+
+
+def target_of(ctx: RunContext) -> TargetWork | None:
+    """The real problem's sizes and floors, for a run on shrunk sizes (measured once, kept in the run dir)."""
+    if not ctx.options.original_problem:
+        return None
+    path = ctx.run_dir / TARGET_FILE
+    if path.exists():
+        return TargetWork.model_validate_json(path.read_text())
+    gpu = ctx.gpu.name if ctx.options.device == "cuda" else None
+    work = measure_target(Path(ctx.options.original_problem).read_text(), gpu_name=gpu,
+                          isolation=ctx.options.check.isolation, bwrap=ctx.options.check.bwrap)
+    rundir.write_json(ctx.run_dir, TARGET_FILE, work)
+    return work
+
+
 def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration: int, sibling: int = 0) -> CoderTask:
     mode, feedback = _mode_and_feedback(state, parent)
     last = parent if parent is None or parent.source_path else None
@@ -73,7 +92,7 @@ def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration:
                      best_src=source_of(ctx, best(state)), best_correct=best_correct, best_note=best_note,
                      last_src=source_of(ctx, last), feedback=feedback,
                      gpu=ctx.gpu, iteration=iteration, sibling=sibling, cost=cost,
-                     budget=budget_of(ctx, 1 + len(active_names(state)), cost))
+                     budget=budget_of(ctx, 1 + len(active_names(state)), cost), target=target_of(ctx))
 
 
 def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: CoderTask, reply) -> Candidate:

@@ -93,6 +93,9 @@ class RunOptions(LoopOptions):
     """Everything `kiln run` was asked, minus secrets. Saved as run.json for --resume."""
 
     problem: str = Field(description="absolute path of the problem file")
+    original_problem: str | None = Field(None, description="absolute path of the problem before its sizes were "
+                                         "shrunk (`kiln run --shrink` sets it): the Coder is shown its sizes and the "
+                                         "target GPU's floors for them")
 
 
 ProfileFn = Callable[[Path, Path], tuple[str | None, str | None]]
