@@ -23,7 +23,7 @@ def test_the_real_sizes_work_is_counted_on_the_meta_device():
     work = measure_target(kernelbench_sizes(GEMM.read_text()), gpu_name=None)
     assert work.error is None, work.error
     assert work.flops == 2 * 1024 * 8192 * 8192  # 137 GFLOP: minutes on this CPU, nothing on meta
-    assert work.io_bytes == 4 * (1024 * 8192 + 8192 * 8192 + 8192 + 8192 + 1024 * 8192)  # x, W, 2 biases, out
+    assert work.io_bytes == 4 * (1024 * 8192 + 8192 * 8192 + 8192 + 1024 * 8192)  # x, W (no bias), the bias, out
     assert work.gpu == "NVIDIA H200" and work.peak_source == "recorded" and "in_features = 8192" in work.sizes
     lines = "\n".join(work.floor_lines())
     assert "moving the 335.6 MB of inputs, weights and outputs once: at least 65.0 us" in lines
