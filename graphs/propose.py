@@ -15,7 +15,7 @@ from kiln.agents.base import ProposerInput, ProposerReply
 from kiln.graphs import rundir
 from kiln.graphs.admit import admit
 from kiln.graphs.cases import problem_numel, safe_name, validate
-from kiln.graphs.checks import best_after, budget_of, check_candidate, cost_of, settle
+from kiln.graphs.checks import apply_record, best_after, budget_of, check_candidate, cost_of, settle
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best
@@ -105,13 +105,17 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     if cand.correct:
         new_cases, asked = _ask(ctx, state, cand)
         update = {**asked, "times": update["times"] + asked["times"]}
-        adm = admit(ctx, cand, new_cases, budget_of(ctx, 1, cost_of(ctx, cand)).calls_per_case, it)
+        adm = admit(ctx, cand, new_cases, it)
         suite.add(adm.admitted)
         for name, why in adm.retired.items():  # too slow to check: retired before any full check, with the cost
             suite.retire(name, why)
             rundir.event(ctx.run_dir, "case_retired", name=name, reason=why, candidate=cand.id)
         update["times"] += adm.times
-        if adm.admitted:
+        if adm.failed is not None:  # the probe's counterexample is the verdict on the cases it ran
+            paths = [ctx.run_dir / c.path for c in adm.failed_cases]
+            cand = apply_record(ctx, cand, adm.failed, paths)
+            cand = cand.model_copy(update={"feedback": _repro(ctx, cand, paths)})
+        elif adm.admitted:
             cand, times = _recheck(ctx, cand, suite, it)
             update["times"] += times
     cands = {**state.get("candidates", {}), cand.id: cand}
