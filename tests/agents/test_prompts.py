@@ -122,9 +122,10 @@ def test_check_summary_renders_every_part_of_a_record():
             "compile": Speedup(baseline="compile", value=0.91, ci_low=0.9, ci_high=0.92, verdict="slower")}),
         stderr_tail="Traceback: boom",
     )
-    text = prompts.render("check_summary.j2", check=rec, cost=None)
+    text = prompts.render("check_summary.j2", check=rec, cost=None, floor_lines=["I/O floor 1.00 us: 4096 bytes"])
     for part in ("status: rejected (static.stream)", "compile: FAILED via nvrtc, 0.3 s", "kernel.cu:4: error",
                  "6 of 6 candidate calls passed", "MUTATED an input", "[reject] static.stream: torch.cuda.Stream() (line 9)",
-                 "floor 3.10 us, measured 12.50 us, 25% of roofline", "candidate median 12.50 us",
+                 "floor 3.10 us, measured 12.50 us, 25% of roofline", "  I/O floor 1.00 us: 4096 bytes",
+                 "candidate median 12.50 us",
                  "vs compile: 0.910x (95% CI 0.900-0.920, slower)", "Traceback: boom"):
         assert part in text, part
