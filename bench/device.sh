@@ -9,6 +9,7 @@
 #   gpu_tests    the GPU suite (pytest -m gpu), one log per folder
 #   builtin      issue 23: the built-in Coder over KernelBench level 1 and 2 (bench/builtin_speed.py)
 #   model        issue 24: whole-model workloads (bench/model_bench.py)
+#   fast_paths   issue 25: fp32 GEMM speed and error vs kiln's rule per tl.dot input_precision (bench/fast_paths.py)
 # Every part keeps its log under $OUT/logs; the call ends with $OUT/logs.tgz and $OUT/summary.txt.
 set -u
 DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
@@ -58,6 +59,9 @@ for part in "$@"; do
         note "model-$p rc=$?"
       done
       python3 bench/model_bench.py --table "$OUT/logs/model_bench" > "$OUT/model.md" 2>&1 ;;
+    fast_paths)
+      b fast_paths 300 python3 bench/fast_paths.py
+      cp "$OUT/logs/fast_paths.log" "$OUT/fast_paths.md" 2>/dev/null ;;
     *) note "unknown part: $part" ;;
   esac
 done
