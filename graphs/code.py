@@ -55,7 +55,10 @@ def best_label(state: RunState, b: Candidate | None) -> tuple[bool, str]:
         return True, ""
     names = active_names(state)
     if b.correct and is_current(b, names):
-        return True, f"it passes every check and {len(names)} stress case(s)" if names else "it passes every check"
+        retired = sorted(state.get("retired", {}))
+        unchecked = f"; not checked on the retired (too slow to check) {', '.join(retired)}" if retired else ""
+        held = f"it passes every check and {len(names)} stress case(s)" if names else "it passes every check"
+        return True, held + unchecked
     if b.failed_cases:
         return False, f"it fails the stress case(s) {', '.join(b.failed_cases)}"
     if b.correct:
