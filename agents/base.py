@@ -11,6 +11,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from kiln.agents.checkcost import CheckBudget, CheckCost
+from kiln.agents.targetwork import TargetWork
 from kiln.tools.records import JSON_SAFE, CheckRecord, DType
 
 KernelLang = Literal["triton", "cuda"]
@@ -70,6 +72,10 @@ class CoderTask(AgentRecord):
     iteration: int = 0
     sibling: int = Field(0, ge=0, description="which of this round's children of the same parent (beam): "
                                                "siblings should each try something different")
+    budget: CheckBudget | None = Field(None, description="the check's time budget and its planned calls")
+    cost: CheckCost | None = Field(None, description="what the last kernel's check cost, per case (measured)")
+    target: TargetWork | None = Field(None, description="the real problem's sizes and the target GPU's floors, "
+                                                        "when the run checks shrunk sizes")
 
 
 class CoderReply(AgentRecord):
@@ -106,10 +112,18 @@ class JudgeInput(AgentRecord):
     stress_cases: int = 0
     failing_case: CaseView | None = Field(None, description="the smallest stress case the kernel fails")
     last_override: str | None = Field(None, description="the Judge's previous decision that a rule changed, and how")
+    cost: CheckCost | None = Field(None, description="what the check cost, per case, and its time budget")
+    retired_cases: list[str] = Field(default_factory=list, description="stress cases retired unverified (too slow "
+                                                                       "to check), named wherever stress is reported")
+
+
+JudgeMode = Literal["correction", "too_slow", "optimization"]
+"""`too_slow`: every call that ran passed, but the check's time ran out: no bug to fix, a kernel too
+slow to finish the check (under the CPU interpreter, typically)."""
 
 
 class JudgeDecision(AgentRecord):
-    mode: Literal["correction", "optimization"]
+    mode: JudgeMode
     diagnosis: str = Field(description="what is wrong / what limits speed, in one or two sentences")
     bottleneck: str | None = Field(None, description="exactly one bottleneck (optimization mode)")
     evidence: list[str] = Field(default_factory=list, description="numbers from the profile or check")
@@ -135,11 +149,8 @@ class ProposerInput(AgentRecord):
     existing_cases: list[str] = Field(default_factory=list, description="names of cases already held")
     max_cases: int = 4
     device: Literal["cuda", "cpu"] = Field("cpu", description="cpu: candidates run under the Triton interpreter")
-    calls_per_case: int = Field(40, description="candidate calls each case costs in one check (trials x input "
-                                                "distributions x before/after the reference)")
-    correctness_s: float | None = Field(None, description="the one correctness stage's time, shared by every case")
-    case_costs: list[str] = Field(default_factory=list, description="per case of the candidate's last check: "
-                                                                    "trials passed, seconds per candidate call")
+    budget: CheckBudget | None = Field(None, description="the check's time budget and its planned calls per case")
+    cost: CheckCost | None = Field(None, description="the candidate's last check, per case (measured)")
 
 
 class ProposerReply(AgentRecord):

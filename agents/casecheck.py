@@ -14,6 +14,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -54,13 +55,15 @@ class CaseRun(BaseModel):
     error: str | None = Field(None, description="why it failed, or None")
     forward_s: float | None = Field(None, description="wall seconds of the reference's forward")
     input_numel: int | None = Field(None, description="elements in the tensors get_inputs() returned")
+    nonfinite: str | None = Field(None, description="set when a floating output has no finite element: "
+                                                    "how many NaN and inf (nothing a kernel could be checked on)")
 
 
-def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
-             bwrap: str | None = None) -> CaseRun:
-    """Run a problem-format module's reference once (`kiln.agents.case_runner`), confined like a
-    check's workers: a scrubbed environment, its own scratch dir the only place to write, killed
-    with all it started past `timeout_s`."""
+def run_runner(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+               bwrap: str | None = None, mode: str = "reference") -> tuple[Any, dict | None]:
+    """Run `kiln.agents.case_runner` on a problem-format module, confined like a check's workers: a
+    scrubbed environment, its own scratch dir the only place to write, killed with all it started
+    past `timeout_s`. (the process result, the runner's JSON or None)."""
     from kiln.tools.sandbox import scratch
     from kiln.tools.sandbox.box import sandbox_for
     from kiln.tools.sandbox.confine import Confinement
@@ -72,9 +75,17 @@ def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, iso
         path.write_text(case_src)
         env = scrubbed_env(device=device, gpu_index=0, cache_dir=Path(tmp) / "cache")
         env.pop("TRITON_INTERPRET", None)  # the reference is PyTorch: nothing to interpret
-        res = run_isolated([sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device], env=env,
-                           cwd=Path(tmp), timeout_s=timeout_s, confinement=Confinement(write=(tmp,)), sandbox=box)
+        cmd = [sys.executable, "-m", "kiln.agents.case_runner", str(path), str(out), device, mode]
+        res = run_isolated(cmd, env=env, cwd=Path(tmp), timeout_s=timeout_s, confinement=Confinement(write=(tmp,)),
+                           sandbox=box)
         result = _result(out)
+    return res, result
+
+
+def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, isolation: str = "best-effort",
+             bwrap: str | None = None) -> CaseRun:
+    """Run a problem-format module's reference once (`kiln.agents.case_runner`), sandboxed."""
+    res, result = run_runner(case_src, device=device, timeout_s=timeout_s, isolation=isolation, bwrap=bwrap)
     if res.timed_out:
         return CaseRun(error=f"too slow: the reference did not finish in {timeout_s:.0f} s")
     if result is None:
@@ -82,7 +93,9 @@ def run_case(case_src: str, *, device: str = "cpu", timeout_s: float = 60.0, iso
         return CaseRun(error=f"the reference fails on it: {lines[-1] if lines else f'exit {res.returncode}'}"[:400])
     if not result["ok"]:
         return CaseRun(error=f"the reference fails on it: {result.get('error')}")
-    return CaseRun(forward_s=result.get("forward_s"), input_numel=result.get("input_numel"))
+    bad = result.get("nonfinite")
+    return CaseRun(error=f"the reference gives nothing to check on it: {bad}" if bad else None, nonfinite=bad,
+                   forward_s=result.get("forward_s"), input_numel=result.get("input_numel"))
 
 
 def _result(out: Path) -> dict | None:

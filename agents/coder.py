@@ -31,13 +31,15 @@ class LLMCoder:
         self.max_feedback_chars = max_feedback_chars
 
     def messages(self, task: CoderTask) -> list[BaseMessage]:
+        budget = task.budget.model_copy(update={"cases": 1}) if task.budget else None  # the system prompt is constant
         system = prompts.render(
-            "coder_system.j2", lang=task.lang, gpu=task.gpu, examples=prompts.examples(task.lang)
+            "coder_system.j2", lang=task.lang, gpu=task.gpu, examples=prompts.examples(task.lang), budget=budget,
+            dtype=task.dtype, target=task.target,
         )
         user = prompts.render(
             "coder_user.j2",
             mode=task.mode,
-            dtype=task.dtype,
+            dtype=task.dtype, target=task.target,
             problem_name=task.problem_name,
             problem_src=task.problem_src,
             best_src=clip(task.best_src, self.max_source_chars),
@@ -46,7 +48,7 @@ class LLMCoder:
             last_src=clip(task.last_src, self.max_source_chars),
             feedback=clip(task.feedback, self.max_feedback_chars),
             feedback_title=FEEDBACK_TITLES[task.mode],
-            sibling=task.sibling,
+            sibling=task.sibling, budget=task.budget, cost=task.cost,
         )
         note = f"the reference; do not change it; the verifier runs it in {task.dtype}, inputs and weights cast to it"
         return [SystemMessage(system), user_message(prompts.problem_block(task.problem_name, task.problem_src, note),

@@ -12,9 +12,26 @@ from __future__ import annotations
 import ast
 import re
 
+from kiln.agents.devicepath import device_queries
 from kiln.tools import pyparse
 
 SIZE_WORDS = ("BLOCK", "TILE", "CHUNK", "MAX", "MIN", "SIZE", "THRESH", "LIMIT", "SPLIT", "WARP", "GROUP", "NUM")
+
+
+NOT_SIZES = ("WARP", "STAGE")
+"""Launch parameters (num_warps, num_stages): no input size reaches their boundary."""
+
+
+def _constant_hint(name: str, v: int, names: dict[str, set[int]]) -> str | None:
+    """The sizes that reach a constant's boundaries, in the constant's own unit."""
+    if any(w in name for w in NOT_SIZES):
+        return None
+    if "GROUP" in name:  # a count of tiles (grouped tile order), not of rows: its boundary is v tiles
+        block = f"BLOCK{name.split('GROUP', 1)[1]}"
+        tiles = sorted(names.get(block, set()))
+        at = ", ".join(str(v * b + 1) for b in tiles) if tiles else f"{v} x {block} + 1"
+        return f"{name} = {v} groups {v} tiles of {block} rows: try {at} rows (one row past {v} tiles)"
+    return f"{name} = {v}: try sizes {v}, {v + 1}, {2 * v - 1}"
 
 
 def _int(node: ast.AST | None) -> int | None:
@@ -63,9 +80,40 @@ def constants(tree: ast.AST) -> dict[str, set[int]]:
     return found
 
 
+def _is_rank(node: ast.AST) -> bool:
+    """`x.dim()`, `x.ndim`, `x.ndimension()`, `len(x.shape)`: a number of dimensions, not a size."""
+    if isinstance(node, ast.Attribute) and node.attr == "ndim":
+        return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("dim", "ndimension"):
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and \
+        bool(node.args) and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "shape"
+
+
+def program_id_names(tree: ast.AST) -> set[str]:
+    """Names assigned from `tl.program_id(...)` (`pid = tl.program_id(0)`)."""
+    return {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+            and _is_tl(n.value, "program_id") for t in n.targets if isinstance(t, ast.Name)}
+
+
+def _branch_hint(node: ast.Compare, var: ast.AST, values: set[int], pids: set[str]) -> list[str]:
+    text = ast.unparse(node)
+    if _is_rank(var):
+        return [f"a branch on `{text}` (a rank, not a size): try inputs with {v} and with {v + 1} dimensions"
+                for v in sorted(values)]
+    if isinstance(var, ast.Name) and var.id in pids or isinstance(var, ast.Call) and _is_tl(var, "program_id"):
+        return [f"a path for some programs only (`{text}`): try sizes that launch one program and several"]
+    if values & {1} and isinstance(node.ops[0], ast.Eq | ast.NotEq | ast.LtE | ast.Gt):
+        return [f"a branch on `{text}`: try that dimension at 1 and at 2 (each side of the split)"]
+    return [f"a branch on `{text}`: try sizes {v} and {v + 1}" for v in sorted(values) if v > 1]
+
+
 def thresholds(tree: ast.AST, names: dict[str, set[int]]) -> list[str]:
-    """Comparisons of a size against a constant (`if n <= FUSED_MAX_N`, `if K > 4096`)."""
+    """Comparisons against a constant, each with the inputs that reach both sides: sizes (`if n <=
+    FUSED_MAX_N`, `if K > 4096`), a split on a dimension of 1 (`if inner == 1`), ranks (`if x.dim()
+    == 2`), and paths of some programs only (`if pid == 0` in a kernel)."""
     out = []
+    pids = program_id_names(tree)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Compare) or len(node.comparators) != 1:
             continue
@@ -73,8 +121,7 @@ def thresholds(tree: ast.AST, names: dict[str, set[int]]) -> list[str]:
         for var, bound in ((left, right), (right, left)):
             values = names.get(bound.id, set()) if isinstance(bound, ast.Name) else {_int(bound)} - {None}
             if values and isinstance(var, ast.Name | ast.Attribute | ast.Subscript | ast.Call):
-                text = ast.unparse(node)
-                out += [f"a branch on `{text}`: try sizes {v} and {v + 1}" for v in sorted(values) if v > 1]
+                out += _branch_hint(node, var, values, pids)
     return sorted(set(out))
 
 
@@ -140,8 +187,8 @@ def candidate_facts(src: str, limit: int = 12) -> list[str]:
     except SyntaxError as err:
         return [f"the source does not parse (line {err.lineno}); read it yourself"]
     names = constants(tree)
-    facts = [f"{name} = {v}: try sizes {v}, {v + 1}, {2 * v - 1}" for name in sorted(names)
-             for v in sorted(names[name]) if v > 1]
+    facts = [_constant_hint(name, v, names) for name in sorted(names) for v in sorted(names[name]) if v > 1]
+    facts = [f for f in facts if f]
     facts += thresholds(tree, names)
     calls = _attr_calls(tree)
     if "next_power_of_2" in calls:
@@ -152,6 +199,8 @@ def candidate_facts(src: str, limit: int = 12) -> list[str]:
         facts.append(f"{n_bare} of {total} tl.load/tl.store calls have no mask (line {where}): sizes off the "
                      "block grid may read or write past the end")
     facts += _cuda_facts(src)
+    facts += [f"it asks which device it runs on ({q}): a check runs only the branch of its own device, so aim "
+              "at that branch" for q in device_queries(src)[:2]]
     if not {"contiguous", "stride"} & calls:
         facts.append("no .contiguous() and no strides: transposed or sliced inputs may be read wrongly")
     facts += [f"asserts: {ast.unparse(n.test)}" for n in ast.walk(tree) if isinstance(n, ast.Assert)][:3]

@@ -14,9 +14,12 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from kiln.agents import prompts
-from kiln.agents.base import JudgeDecision, JudgeInput, NextStep
+from kiln.agents.base import JudgeDecision, JudgeInput, JudgeMode, NextStep
+from kiln.agents.checkcost import CheckCost, check_cost
 from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
+from kiln.tools.profile.floors import Floors, floor_lines, floors
+from kiln.tools.records import CheckRecord
 
 ROOFLINE_STOP_PCT = 90.0
 PLAN_MAX_CHARS = 1200
@@ -26,7 +29,9 @@ MAX_SOURCE_CHARS = 24000
 class JudgeVerdict(BaseModel):
     """The Judge's decision about one kernel (the schema the model fills in)."""
 
-    mode: Literal["correction", "optimization"] = Field(description="correction if any check failed")
+    mode: Literal["correction", "too_slow", "optimization"] = Field(
+        description="correction if any check failed with a wrong result or an error; too_slow if every call that "
+                    "ran passed but the check's time ran out; optimization if it passed every check")
     diagnosis: str = Field(description="what is wrong or what limits speed, one or two sentences")
     bottleneck: str | None = Field(description="optimization mode: exactly one bottleneck; else null")
     evidence: list[str] = Field(description="numbers from the evaluation or profile that support it")
@@ -46,13 +51,35 @@ def target_met(inp: JudgeInput) -> bool:
     return inp.best_speedup is not None and inp.best_speedup >= inp.target_speedup
 
 
+def physics_floors(check: CheckRecord) -> Floors | None:
+    """The check's I/O floor and its algorithm floor (the reference's FLOPs), apart (issue 25 item 11)."""
+    p = check.integrity.physics if check.integrity else None
+    if p is None:
+        return None
+    return floors(p.bytes_moved, p.flops, gbps=p.peak_gbps, tflops=p.peak_tflops)
+
+
 def roofline_pct(inp: JudgeInput) -> float | None:
     physics = inp.check.integrity.physics if inp.check.integrity else None
     return physics.pct_of_floor if physics else None
 
 
-def _mode(inp: JudgeInput) -> Literal["correction", "optimization"]:
-    return "optimization" if inp.check.correct else "correction"
+def rule_roofline_pct(inp: JudgeInput) -> float | None:
+    """% of the roofline for the rules' own stop: None when the reference's FLOPs set that floor far
+    above the I/O floor (a simplification doing less work may beat it), so the Judge, told both
+    floors, decides; a stop it then asks for at >= 90% is allowed."""
+    f = physics_floors(inp.check)
+    return None if f is not None and f.differ else roofline_pct(inp)
+
+
+def cost_of(inp: JudgeInput) -> CheckCost:
+    return inp.cost or check_cost(inp.check)
+
+
+def _mode(inp: JudgeInput) -> JudgeMode:
+    if inp.check.correct:
+        return "optimization"
+    return "too_slow" if cost_of(inp).too_slow else "correction"
 
 
 def _rule(inp: JudgeInput, next_: NextStep, diagnosis: str, stop_reason: str | None = None, **kw) -> JudgeDecision:
@@ -66,11 +93,12 @@ def rule_decision(inp: JudgeInput, no_progress_k: int) -> JudgeDecision | None:
         return _rule(inp, "stop", why, why)
     if not inp.check.correct or not inp.stress_passed:
         return None
+    retired = f" (retired unverified, too slow to check: {', '.join(inp.retired_cases)})" if inp.retired_cases else ""
     if target_met(inp):
-        why = "speed target met and stress tests pass" if speed_measured(inp) else \
-            "correct and stress tests pass; speed not measured without a GPU"
+        why = f"speed target met and stress tests pass{retired}" if speed_measured(inp) else \
+            f"correct and stress tests pass{retired}; speed not measured without a GPU"
         return _rule(inp, "stop", why, why)
-    pct = roofline_pct(inp)
+    pct = rule_roofline_pct(inp)
     if pct is not None and pct >= ROOFLINE_STOP_PCT:
         why = f"at {pct:.0f}% of the roofline floor"
         return _rule(inp, "stop", why, why)
@@ -120,12 +148,14 @@ class LLMJudge:
         user = prompts.render(
             "judge_user.j2",
             iteration=inp.iteration, problem_name=inp.problem_name, problem_src=inp.problem_src,
-            candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS), check_summary=prompts.render("check_summary.j2", check=inp.check),
+            candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS),
+            check_summary=prompts.render("check_summary.j2", check=inp.check, cost=cost_of(inp),
+                                         floor_lines=floor_lines(f) if (f := physics_floors(inp.check)) else []),
             profile_digest=inp.profile_digest, best_speedup=inp.best_speedup,
             target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
             no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,
             stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda", failing_case=inp.failing_case,
-            last_override=inp.last_override,
+            last_override=inp.last_override, retired_cases=inp.retired_cases,
         )
         problem = prompts.problem_block(inp.problem_name, inp.problem_src)
         return [SystemMessage(system), user_message(problem, user)]
@@ -140,6 +170,9 @@ class LLMJudge:
             return _rule(inp, "stop", f"budget spent: {exc}", str(exc), failure="budget")
         except LLMCallError as exc:
             return failed_decision(inp, str(exc)).model_copy(update={"failure": "call"})
+        if reply.parsed is None and reply.budget_stop:
+            return _rule(inp, "stop", f"budget spent: {reply.budget_stop}", reply.budget_stop, failure="budget",
+                         usage=reply.usage)
         if reply.parsed is None:
             return failed_decision(inp, f"unusable judge reply: {reply.error}").model_copy(
                 update={"usage": reply.usage, "failure": "reply"})

@@ -18,6 +18,7 @@ from kiln.agents.casecheck import (
     safe_name,
     static_problem_error,
 )
+from kiln.agents.checkcost import room_s
 from kiln.agents.facts import candidate_facts
 from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
@@ -50,12 +51,18 @@ class LLMProposer:
         self.run_reference = run_reference
 
     def messages(self, inp: ProposerInput) -> list[BaseMessage]:
-        system = prompts.render("proposer_system.j2")
+        from kiln.tools.inputs import DISTRIBUTIONS  # imports torch: only when a Proposer prompt is built
+
+        system = prompts.render("proposer_system.j2", distributions=[d.words for d in DISTRIBUTIONS.values()])
+        room = room_s(inp.cost, inp.budget) if inp.cost and inp.budget else None
+        problem = inp.cost.case("problem") if inp.cost else None
+        problem_s = problem.s_per_call * (problem.calls_planned or inp.budget.calls_per_case) \
+            if problem and problem.s_per_call is not None and inp.budget else None
         user = prompts.render(
             "proposer_user.j2", problem_name=inp.problem_name, problem_src=inp.problem_src,
             candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS), candidate_facts=candidate_facts(inp.candidate_src),
-            existing_cases=inp.existing_cases, max_cases=inp.max_cases, device=inp.device,
-            calls_per_case=inp.calls_per_case, correctness_s=inp.correctness_s, case_costs=inp.case_costs,
+            existing_cases=inp.existing_cases, max_cases=inp.max_cases, device=inp.device, budget=inp.budget,
+            cost=inp.cost, room_s=room, problem_s=problem_s,
         )
         problem = prompts.problem_block(inp.problem_name, inp.problem_src)
         return [SystemMessage(system), user_message(problem, user)]
@@ -67,6 +74,8 @@ class LLMProposer:
             return ProposerReply(error=f"no call made: {exc}", failure="budget")
         except LLMCallError as exc:
             return ProposerReply(error=str(exc), failure="call")
+        if reply.parsed is None and reply.budget_stop:
+            return ProposerReply(error=f"no retry made: {reply.budget_stop}", usage=reply.usage, failure="budget")
         if reply.parsed is None:
             return ProposerReply(error=f"unusable proposer reply: {reply.error}", usage=reply.usage, failure="reply")
         cases, rejected = self.screen(reply.parsed.cases, inp)

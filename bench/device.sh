@@ -11,6 +11,7 @@
 #   model        issue 24: whole-model workloads (bench/model_bench.py), each one `kiln model --budget-minutes 8`
 #                ($MODEL_BUDGET_MIN): only what fits the call runs; name one with model:PART (model:resblock-fp32,
 #                model:resblock-bf16, model:resnet50-stage4-fp32, model:qwen3-b8-bf16, model:overhead)
+#   fast_paths   issue 25: fp32 GEMM speed and error vs kiln's rule per tl.dot input_precision (bench/fast_paths.py)
 # Every part keeps its log under $OUT/logs; the call ends with $OUT/logs.tgz and $OUT/summary.txt.
 set -u
 DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
@@ -67,6 +68,9 @@ for part in "$@"; do
         note "model-$p rc=$? ($(( $(date +%s) - start ))s into the call)"
       done
       python3 bench/model_bench.py --table "$OUT/logs/model_bench" > "$OUT/model.md" 2>&1 ;;
+    fast_paths)
+      b fast_paths 300 python3 bench/fast_paths.py
+      cp "$OUT/logs/fast_paths.log" "$OUT/fast_paths.md" 2>/dev/null ;;
     *) note "unknown part: $part" ;;
   esac
 done

@@ -43,7 +43,7 @@ def _cacheable_chars(run: Path) -> tuple[int, int]:
 
 def after(folder: Path, out: Path, trials: int) -> dict:
     problem = next(folder.glob("*.py"))
-    run = out / folder.name
+    run = out / folder.relative_to(TRANSCRIPTS).as_posix().replace("/", "_")
     summary = run_problem(problem, out=run, llm=f"scripted:{folder / 'script.json'}", evaluator=LocalEvaluator(),
                           gpu=GpuFacts(), device="cpu", max_iters=4, trials=trials, check_timeout=150)
     total, stable = _cacheable_chars(run)
@@ -58,7 +58,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/transcripts"))
     ap.add_argument("--trials", type=int, default=1)
     args = ap.parse_args()
-    recorded = {"76": "solved", "99": "solved", "45": "budget", "40": "solved"}
+    recorded = {"76": "solved", "99": "solved", "45": "budget", "40": "solved",
+                "run3/95": "solved", "run3/89": "solved", "run3/12": "solved", "run3/18": "solved"}
     rows = []
     for name, status in recorded.items():
         folder = TRANSCRIPTS / name

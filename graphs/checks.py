@@ -6,17 +6,50 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kiln.agents.checkcost import CheckBudget, CheckCost, check_cost, planned_calls_per_case
+from kiln.agents.judge import physics_floors
 from kiln.graphs import rundir, stop
 from kiln.graphs.common import emit
 from kiln.graphs.context import RunContext
 from kiln.graphs.reward import reward_of
 from kiln.graphs.state import Candidate, TimeEntry
 from kiln.graphs.strategies import rank
-from kiln.graphs.suite import Suite, cost_lines, is_current, rank_current, slow_case, timed_out_case
+from kiln.graphs.suite import Suite, is_current, rank_current, slow_case, timed_out_case
 from kiln.tools.records import CheckOptions, CheckRecord
 
 SETTLE_LIMIT = 3
 """At most this many stale candidates are checked again per node before the best is chosen."""
+
+
+def correctness_budget_s(ctx: RunContext) -> float | None:
+    """The correctness stage's seconds in the run's checks (shared by every case of the suite)."""
+    from kiln.tools.check.budgets import stage_timeouts
+
+    return stage_timeouts(ctx.options.check).get("correctness")
+
+
+def record_of(ctx: RunContext, cand: Candidate | None) -> CheckRecord | None:
+    if cand is None or cand.check_path is None:
+        return None
+    return CheckRecord.model_validate_json((ctx.run_dir / cand.check_path).read_text())
+
+
+def cost_of(ctx: RunContext, cand: Candidate | None) -> CheckCost | None:
+    """What the candidate's latest check cost, per case (kiln.agents.checkcost: the one source)."""
+    record = record_of(ctx, cand)
+    if record is None or cand is None:
+        return None
+    return check_cost(record, budget_s=correctness_budget_s(ctx), cases=cand.cases_checked,
+                      running=timed_out_case(record))
+
+
+def budget_of(ctx: RunContext, n_cases: int, cost: CheckCost | None = None) -> CheckBudget:
+    """The check's time budget for a suite of `n_cases` cases (the problem included); its calls per
+    case from a check's own record when there is one, else from the trial plan."""
+    known = cost.case("problem") if cost else None
+    per_case = known.calls_planned if known and known.calls_planned else planned_calls_per_case(ctx.options.trials)
+    return CheckBudget(device=ctx.options.device, correctness_s=correctness_budget_s(ctx), calls_per_case=per_case,
+                       cases=n_cases)
 
 
 def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
@@ -24,38 +57,42 @@ def check_options(ctx: RunContext, cases: list[Path]) -> CheckOptions:
     return ctx.options.check.model_copy(update={"cases": [str(p) for p in cases]})
 
 
-def run_check(ctx: RunContext, cand: Candidate, cases: list[Path]) -> CheckRecord:
-    """One check, from the cache when this exact (source, cases, options) was checked before."""
+def run_check(ctx: RunContext, cand: Candidate, cases: list[Path], *, probe: bool = False) -> CheckRecord:
+    """One check, from the cache when this exact (source, cases, options) was checked before.
+    `probe`: one trial per case and no timing, to measure what each case costs (graphs.admit)."""
     assert cand.source_path is not None
     path = ctx.run_dir / cand.source_path
     options = check_options(ctx, cases)
+    if probe:
+        options = options.model_copy(update={"trials": 1, "time": False})
     key = rundir.check_key(path.read_text(), cases, options)
     record = rundir.cached_check(ctx.run_dir, key)
+    kind = "probe" if probe else "check"
     if record is not None:
-        rundir.event(ctx.run_dir, "check_cached", id=cand.id, key=key)
+        rundir.event(ctx.run_dir, f"{kind}_cached", id=cand.id, key=key)
         return record
     emit(stage="evaluate", candidate=cand.id)
     record = ctx.evaluator.check(ctx.problem, path, options)
     stop.guard_result()  # a check ended by Ctrl-C is no verdict: never cached
     rundir.store_check(ctx.run_dir, key, record)
-    rundir.event(ctx.run_dir, "check", id=cand.id, key=key, status=record.status, cases=[p.stem for p in cases])
+    rundir.event(ctx.run_dir, kind, id=cand.id, key=key, status=record.status, cases=[p.stem for p in cases])
     return record
 
 
 def failure_text(record: CheckRecord) -> str | None:
-    """What a repair needs, in the Coder's terms."""
+    """What a repair needs, in the Coder's terms (what the check cost, per case, reaches the Coder
+    through its task's `cost`, rendered by the one cost template)."""
     if record.correct and record.status == "ok":
         return None
     parts = [f"Status: {record.status}."]
     if record.compile and record.compile.errors:
         parts.append("Compile errors:\n" + "\n".join(record.compile.errors[:5]))
-    if record.correctness and record.correctness.first_failure:
-        parts.append("Mismatch: " + record.correctness.first_failure)
+    first = record.correctness.first_failure if record.correctness else None
+    if first and first.rstrip(".") not in record.reasons:
+        parts.append("Mismatch: " + first)
     parts += [f"Reason: {r}" for r in record.reasons[:5]]
     if record.integrity:
         parts += [f"Integrity {f.rule}: {f.evidence}" for f in record.integrity.findings if f.severity == "reject"]
-    if record.status == "timeout":
-        parts.append("Time per case (the check's time is shared by every case):\n" + "\n".join(cost_lines(record)))
     if len(parts) == 1 and record.stderr_tail:
         parts.append("stderr:\n" + record.stderr_tail[-1500:])
     return rundir.redact("\n".join(parts))
@@ -81,6 +118,7 @@ def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: l
         "speedup_eager_ci_low": eager.ci_low if eager else None,
         "speedup_compile_ci_low": compiled.ci_low if compiled else None,
         "pct_of_roofline": physics.pct_of_floor if physics else None,
+        "floors_ratio": f.ratio if (f := physics_floors(record)) else None,
         "check_path": rel, "cases_checked": sorted(p.stem for p in cases),
         "failed_cases": failed_case_names(record), "feedback": failure_text(record),
         "timed_out_case": timed_out_case(record),
@@ -90,15 +128,17 @@ def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: l
 
 
 def stage_times(record: CheckRecord, iteration: int) -> list[TimeEntry]:
-    """Compile and timing seconds as recorded; verification is the rest of the check's wall time
-    (stages that run side by side are not double-counted when the record has a total)."""
+    """Compile and timing seconds as recorded; verification is the rest of the workers' wall time
+    (stages that run side by side are not double-counted when the record has a total), and the
+    check's time outside its workers is its own figure (`check_setup`)."""
     st = record.stages_s
     compile_s, time_s = st.get("compile", 0.0), st.get("timing", 0.0)
+    setup_s = max(0.0, st["total"] - st["total_workers"]) if "total" in st and "total_workers" in st else 0.0
     if "total" in st:
-        verify_s = max(0.0, st["total"] - compile_s - time_s)
+        verify_s = max(0.0, st["total"] - setup_s - compile_s - time_s)
     else:
-        verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing"))
-    out = {"compile": compile_s, "verify": verify_s, "time": time_s}
+        verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing", "total_workers"))
+    out = {"compile": compile_s, "verify": verify_s, "time": time_s, "check_setup": setup_s}
     return [TimeEntry(iteration=iteration, kind=k, seconds=v) for k, v in out.items() if v]
 
 
@@ -113,7 +153,7 @@ def check_candidate(ctx: RunContext, cand: Candidate, suite: Suite, it: int) -> 
     the case is retired by rule (recorded, with why) and the candidate checked again without it."""
     record = run_check(ctx, cand, suite.paths(ctx))
     updated, times = apply_record(ctx, cand, record, suite.paths(ctx)), stage_times(record, it)
-    slow = slow_case(record, suite, cand.id, ctx.options.device)
+    slow = slow_case(record, suite, cand.id, ctx.options.device, correctness_budget_s(ctx))
     if slow is None:
         return updated, times
     suite.retire(*slow)

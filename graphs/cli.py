@@ -22,6 +22,8 @@ def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazi
         typer.echo(f"note: {summary.suite_note}")
     if getattr(summary, "shrunk", None):
         typer.echo(f"note: checked at smaller sizes than the problem's: {summary.shrunk.line()}")
+    if getattr(best, "verified", None):
+        typer.echo(f"verified: {best.verified}")
     if summary.cost_usd is not None:
         cost = f"${summary.cost_usd:.4f}"
     else:  # no tokens at all: the built-in policies (or a replay) ran, nothing was billed

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 from langgraph.runtime import Runtime
 
 from kiln.agents.base import CoderMode, CoderTask, JudgeDecision
+from kiln.agents.devicepath import device_queries
+from kiln.agents.targetwork import TargetWork, measure_target
 from kiln.graphs import rundir
+from kiln.graphs.checks import budget_of, cost_of
 from kiln.graphs.common import emit, problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best, budget_spent
@@ -51,23 +55,47 @@ def best_label(state: RunState, b: Candidate | None) -> tuple[bool, str]:
         return True, ""
     names = active_names(state)
     if b.correct and is_current(b, names):
-        return True, f"it passes every check and {len(names)} stress case(s)" if names else "it passes every check"
+        retired = sorted(state.get("retired", {}))
+        unchecked = f"; not checked on the retired (too slow to check) {', '.join(retired)}" if retired else ""
+        held = f"it passes every check and {len(names)} stress case(s)" if names else "it passes every check"
+        return True, held + unchecked
     if b.failed_cases:
         return False, f"it fails the stress case(s) {', '.join(b.failed_cases)}"
     if b.correct:
         return False, "not yet checked with the newest stress cases"
+    if b.status == "timeout" and not b.failed_cases and b.frac_passed >= 1.0:
+        return False, "every call that ran passed, but its check ran out of time"
     return False, f"status {b.status}, {b.frac_passed:.0%} of the correctness checks passed"
+
+
+TARGET_FILE = "target_work.json"
+
+
+def target_of(ctx: RunContext) -> TargetWork | None:
+    """The real problem's sizes and floors, for a run on shrunk sizes (measured once, kept in the run dir)."""
+    if not ctx.options.original_problem:
+        return None
+    path = ctx.run_dir / TARGET_FILE
+    if path.exists():
+        return TargetWork.model_validate_json(path.read_text())
+    gpu = ctx.gpu.name if ctx.options.device == "cuda" else None
+    work = measure_target(Path(ctx.options.original_problem).read_text(), gpu_name=gpu,
+                          isolation=ctx.options.check.isolation, bwrap=ctx.options.check.bwrap)
+    rundir.write_json(ctx.run_dir, TARGET_FILE, work)
+    return work
 
 
 def _task(ctx: RunContext, state: RunState, parent: Candidate | None, iteration: int, sibling: int = 0) -> CoderTask:
     mode, feedback = _mode_and_feedback(state, parent)
     last = parent if parent is None or parent.source_path else None
     best_correct, best_note = best_label(state, best(state))
+    cost = cost_of(ctx, last)
     return CoderTask(mode=mode, lang=ctx.options.lang, dtype=ctx.options.check.dtype, problem_name=problem_name(ctx),
                      problem_src=problem_src(ctx),
                      best_src=source_of(ctx, best(state)), best_correct=best_correct, best_note=best_note,
                      last_src=source_of(ctx, last), feedback=feedback,
-                     gpu=ctx.gpu, iteration=iteration, sibling=sibling)
+                     gpu=ctx.gpu, iteration=iteration, sibling=sibling, cost=cost,
+                     budget=budget_of(ctx, 1 + len(active_names(state)), cost), target=target_of(ctx))
 
 
 def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: CoderTask, reply) -> Candidate:
@@ -78,7 +106,8 @@ def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: Code
                                        "coder_failure": reply.failure})
     rel = f"candidates/{cid}/kernel.py"
     rundir.write(ctx.run_dir, rel, reply.source)
-    return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16]})
+    return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16],
+                                   "device_queries": device_queries(reply.source)})
 
 
 @timed("code")

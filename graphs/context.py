@@ -97,6 +97,9 @@ class RunOptions(LoopOptions):
 
     problem: str = Field(description="absolute path of the problem file")
     shrunk: ShrinkRecord | None = Field(None, description="--shrink's changes: `problem` is then the run's copy")
+    original_problem: str | None = Field(None, description="absolute path of the problem before its sizes were "
+                                         "shrunk (`kiln run --shrink` sets it): the Coder is shown its sizes and the "
+                                         "target GPU's floors for them")
 
 
 ProfileFn = Callable[[Path, Path], tuple[str | None, str | None]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from kiln.agents.devicepath import verified_paths
 from kiln.graphs import rundir
 from kiln.graphs.code import unsupported_reason
 from kiln.graphs.common import timed
@@ -28,6 +29,9 @@ def final_status(state: RunState, ctx: RunContext) -> tuple[str, str | None]:
     b = best(state)
     if status == "solved" and not (b and b.correct):  # never "solved" with a failing best kernel
         status, reason = "failed", f"best kernel fails a check (was: {reason})"
+    verified = verified_paths(b.device_queries, ctx.options.device) if b else None
+    if status == "solved" and verified and ctx.options.device == "cpu":  # one branch of two was checked
+        status, reason = "solved_cpu_only", f"{reason}; verified: {verified}"
     return no_code_status(state, status, reason)
 
 
@@ -46,7 +50,7 @@ def write_outputs(ctx: RunContext, final: RunState) -> None:
     b = best(final)
     if b is not None and b.source_path is not None:
         rundir.write(ctx.run_dir, "best_kernel.py", (ctx.run_dir / b.source_path).read_text())
-    rundir.write(ctx.run_dir, "rewards.jsonl", rewards_lines(final))
+    rundir.write(ctx.run_dir, "rewards.jsonl", rewards_lines(final, ctx.options.device))
     summary = build_summary(final, ctx.options, ctx.run_dir)
     rundir.write_json(ctx.run_dir, "summary.json", summary)
     rundir.event(ctx.run_dir, "finish", status=final.get("status"), reason=final.get("stop_reason"))

@@ -171,7 +171,7 @@ MARGIN = 0.2  # --shrink aims at a fifth of the budget: a stress round checks th
 
 def check_budget_s(check: Any) -> float:
     """The correctness stage's share of --check-timeout: where a check's many calls must fit."""
-    from kiln.tools.check.api import stage_timeouts
+    from kiln.tools.check.budgets import stage_timeouts
 
     return stage_timeouts(check)["correctness"]
 

@@ -13,6 +13,7 @@ from kiln.agents.base import CaseView, JudgeDecision, JudgeInput
 from kiln.agents.casecheck import module_sizes
 from kiln.agents.llm.client import clip
 from kiln.graphs import rundir
+from kiln.graphs.checks import cost_of
 from kiln.graphs.code import decision_key
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
@@ -58,7 +59,8 @@ def _judge_input(ctx: RunContext, state: RunState, cand: Candidate) -> JudgeInpu
                       target_speedup=ctx.options.target_speedup,
                       iters_without_progress=state.get("no_progress", 0),
                       stress_passed=stress_ok(state, cand), stress_cases=len(valid_case_names(state)),
-                      failing_case=failing_case(ctx, state, cand), last_override=state.get("last_override"))
+                      failing_case=failing_case(ctx, state, cand), last_override=state.get("last_override"),
+                      cost=cost_of(ctx, cand), retired_cases=sorted(state.get("retired", {})))
 
 
 def _no_code_decision(cand: Candidate) -> JudgeDecision:

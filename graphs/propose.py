@@ -14,14 +14,14 @@ from langgraph.runtime import Runtime
 
 from kiln.agents.base import ProposerInput, ProposerReply, Usage
 from kiln.graphs import rundir, stop
+from kiln.graphs.admit import admit
 from kiln.graphs.cases import problem_numel, safe_name, validate
-from kiln.graphs.checks import best_after, check_candidate, settle
+from kiln.graphs.checks import apply_record, best_after, budget_of, check_candidate, cost_of, settle
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best
 from kiln.graphs.state import Candidate, RunState, StressCase, TimeEntry
-from kiln.graphs.suite import Suite, cost_lines, is_current
-from kiln.tools.records import CheckRecord
+from kiln.graphs.suite import Suite, is_current
 
 
 def _repro(ctx: RunContext, cand: Candidate, suite: list[Path]) -> str | None:
@@ -39,17 +39,11 @@ def _recheck(ctx: RunContext, cand: Candidate, suite: Suite, it: int) -> tuple[C
     return updated.model_copy(update={"feedback": _repro(ctx, updated, suite.paths(ctx))}), times
 
 
-def cost_facts(ctx: RunContext, cand: Candidate) -> dict:
-    """What a new case will cost: the device, the calls per case, the correctness stage's time (one
-    for all cases), and the candidate's own measured time per call on each case so far."""
-    from kiln.tools.check.budgets import stage_timeouts
-    from kiln.tools.inputs import DISTRIBUTIONS  # imports torch: only when a propose round runs
-
-    check = ctx.options.check
-    record = CheckRecord.model_validate_json((ctx.run_dir / cand.check_path).read_text()) if cand.check_path else None
-    return {"device": ctx.options.device, "calls_per_case": check.trials * len(DISTRIBUTIONS) * 2,
-            "correctness_s": stage_timeouts(check)["correctness"],
-            "case_costs": cost_lines(record) if record else []}
+def cost_facts(ctx: RunContext, cand: Candidate, n_cases: int) -> dict:
+    """What a new case will cost: the device, the check's budget (its calls per case and the one
+    correctness stage for all cases), and the candidate's measured cost per case so far."""
+    cost = cost_of(ctx, cand)
+    return {"device": ctx.options.device, "budget": budget_of(ctx, n_cases, cost), "cost": cost}
 
 
 def _validate_all(ctx: RunContext, proposed: list, taken: set[str], round_: int) -> list[StressCase]:
@@ -69,7 +63,7 @@ def _ask(ctx: RunContext, state: RunState, cand: Candidate) -> tuple[list[Stress
     inp = ProposerInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
                         candidate_src=source_of(ctx, cand) or "",
                         existing_cases=[c.name for c in state.get("cases", [])], max_cases=ctx.options.max_cases,
-                        **cost_facts(ctx, cand))
+                        **cost_facts(ctx, cand, 1 + len(Suite.of(state).cases)))
     rel = f"proposals/{rundir.sha(inp.model_dump_json() + str(state.get('stress_rounds', 0)))[:24]}.json"
     if (ctx.run_dir / rel).is_file():
         rundir.event(ctx.run_dir, "proposal_cached", candidate=cand.id, file=rel)
@@ -101,7 +95,7 @@ def _ask_now(ctx: RunContext, state: RunState, inp: ProposerInput) -> tuple[list
     usage = reply.usage.model_copy(update={"role": reply.usage.role or "proposer"})
     it = state.get("iteration", 0)
     times = [TimeEntry(iteration=it, kind="llm", seconds=secs),
-             TimeEntry(iteration=it, kind="verify", seconds=time.monotonic() - t0)]
+             TimeEntry(iteration=it, kind="cases", seconds=time.monotonic() - t0)]
     return new, {"usage": [usage], "times": times, "stress_rounds": 1, **proposer_failure(reply)}
 
 
@@ -125,7 +119,7 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     cand = best(state)
     assert cand is not None and cand.source_path is not None, "the Judge stresses only a correct kernel"
     suite, it = Suite.of(state), state.get("iteration", 0)
-    if suite.problem_numel is None:
+    if suite.problem_numel is None:  # measured before the run (graphs.preflight) unless it did not finish
         suite.problem_numel = problem_numel(ctx)
     update: dict = {"times": []}
     new_cases: list[StressCase] = []
@@ -135,8 +129,17 @@ def propose(state: RunState, runtime: Runtime[RunContext]) -> dict:
     if cand.correct:
         new_cases, asked = _ask(ctx, state, cand)
         update = {**asked, "times": update["times"] + asked["times"]}
-        suite.add(new_cases)
-        if any(c.valid for c in new_cases):
+        adm = admit(ctx, cand, new_cases, it)
+        suite.add(adm.admitted)
+        for name, why in adm.retired.items():  # too slow to check: retired before any full check, with the cost
+            suite.retire(name, why)
+            rundir.event(ctx.run_dir, "case_retired", name=name, reason=why, candidate=cand.id)
+        update["times"] += adm.times
+        if adm.failed is not None:  # the probe's counterexample is the verdict on the cases it ran
+            paths = [ctx.run_dir / c.path for c in adm.failed_cases]
+            cand = apply_record(ctx, cand, adm.failed, paths)
+            cand = cand.model_copy(update={"feedback": _repro(ctx, cand, paths)})
+        elif adm.admitted:
             cand, times = _recheck(ctx, cand, suite, it)
             update["times"] += times
     cands = {**state.get("candidates", {}), cand.id: cand}

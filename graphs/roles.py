@@ -34,7 +34,8 @@ def _registry(opts: RunOptions, specs: dict[str, str], run_dir: Path) -> Any:
     cache = Path(opts.llm_cache) if opts.llm_cache else run_dir / "llm_cache.sqlite"
     return resolve_roles(opts.roles.llm, coder=specs["coder"], judge=specs["judge"], proposer=specs["proposer"],
                          base_url=opts.roles.base_url, lang=opts.lang, cache_path=cache, budgets=opts.budgets,
-                         device=opts.device, no_progress_k=opts.budgets.no_progress_iters)
+                         device=opts.device, no_progress_k=opts.budgets.no_progress_iters,
+                         case_timeout_s=None)  # the graph validates every case (graphs.cases): not twice, not as LLM time
 
 
 def resolve(opts: RunOptions, run_dir: Path) -> Roles:

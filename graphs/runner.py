@@ -154,10 +154,13 @@ def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None =
     problem = Path(problem).resolve()
     if not problem.is_file():
         raise KilnInputError(f"problem file not found: {problem}")
+    from kiln.graphs.preflight import check_problem_file, check_reference
     from kiln.tools.problem import load_problem
 
+    check_problem_file(problem)  # issue 25: a huge file is refused before it is read
     load_problem(problem)  # a broken problem fails here, in one line, before any LLM call
     opts = make_options(problem, options, loop)
+    numel = check_reference(problem, opts)  # issue 25: a reference with no finite output, likewise
     run_dir = Path(out or default_run_dir(problem)).resolve()
     if (run_dir / RUN_FILE).exists():
         raise KilnInputError(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
@@ -171,7 +174,7 @@ def run_problem(problem: Path, *, out: Path | None = None, roles: Roles | None =
     rundir.write(run_dir, "README.md", (Path(__file__).parent / "rundir_readme.md").read_text())
     ctx = make_context(opts, run_dir, roles, evaluator, gpu, profiler)
     rundir.event(run_dir, "start", problem=str(problem), device=opts.device, strategy=opts.strategy)
-    return _drive(ctx, {"status": "running", "iteration": 0}, progress or Progress(live=False))
+    return _drive(ctx, {"status": "running", "iteration": 0, "problem_numel": numel}, progress or Progress(live=False))
 
 
 def _cpu_fit(problem: Path, opts: RunOptions) -> tuple[str, Any] | None:

@@ -19,10 +19,12 @@ from kiln.tools.records import JSON_SAFE
 T = TypeVar("T")
 
 Stage = Literal["start", "code", "evaluate", "profile", "judge", "propose", "finish"]
-RunStatus = Literal["running", "solved", "stopped", "budget", "no_progress", "unsupported", "failed", "llm_error",
-                    "no_code"]
+RunStatus = Literal["running", "solved", "solved_cpu_only", "stopped", "budget", "no_progress", "unsupported", "failed",
+                    "llm_error", "no_code"]
 """`llm_error`: a role's LLM call failed for good (server unreachable, HTTP errors after the retries, a
-malformed body); `no_code`: the Coder answered, but none of its replies held a usable kernel."""
+malformed body); `no_code`: the Coder answered, but none of its replies held a usable kernel;
+`solved_cpu_only`: solved on a CPU run by a kernel that branches on the device, so only its CPU
+branch was verified and its CUDA branch never ran (`kiln.agents.devicepath`)."""
 
 
 # ----------------------------------------------------------------------------- reducers
@@ -75,11 +77,15 @@ class Candidate(StateRecord):
     speedup_eager_ci_low: float | None = Field(None, description="low end of the 95% CI vs eager")
     speedup_compile_ci_low: float | None = Field(None, description="low end of the 95% CI vs torch.compile")
     pct_of_roofline: float | None = Field(None, description="physics floor / measured time, in %")
+    floors_ratio: float | None = Field(None, description="the algorithm floor (the reference's FLOPs) over the I/O "
+                                                         "floor (moving the data once)")
     reward: float = Field(0.0, description="correctness-gated reward (graphs.reward)")
     check_path: str | None = Field(None, description="run-dir-relative CheckRecord JSON")
     cases_checked: list[str] = Field(default_factory=list, description="stress cases in its last check")
     failed_cases: list[str] = Field(default_factory=list, description="stress cases it failed")
     timed_out_case: str | None = Field(None, description="the case its check's time ran out in, if it did")
+    device_queries: list[str] = Field(default_factory=list, description="where its source asks which device it "
+                                      "runs on ('line 80: `x.is_cuda`'): a check verifies one device's path only")
     feedback: str | None = Field(None, description="what a repair needs: error, mismatch, repro")
 
 
@@ -97,10 +103,13 @@ class StressCase(StateRecord):
 
 
 class TimeEntry(StateRecord):
-    """Seconds spent in one kind of work during one iteration."""
+    """Seconds spent in one kind of work during one iteration. `llm`: waiting on LLM requests only;
+    `cases`: validating stress cases against the reference and timing them on the candidate (one-trial
+    probes); `check_setup`: a check's time outside its workers (loading the files, the static scan,
+    starting the fork server: the first check of a run pays most of it)."""
 
     iteration: int
-    kind: Literal["llm", "compile", "verify", "time", "profile", "other"]
+    kind: Literal["llm", "compile", "verify", "time", "profile", "cases", "check_setup", "other"]
     seconds: float
 
 

@@ -17,9 +17,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kiln.agents.checkcost import CaseCost, CheckCost, check_cost, rate_at_least
 from kiln.graphs.context import RunContext
 from kiln.graphs.state import Candidate, RunState, StressCase
-from kiln.tools.records import CaseSummary, CheckRecord
+from kiln.tools.records import CheckRecord
 
 _TIMEOUT_AT = re.compile(r"timed out in stage correctness \(([^/()]+)/")
 
@@ -96,74 +97,51 @@ def timed_out_case(record: CheckRecord) -> str | None:
     return None
 
 
-def case_summaries(record: CheckRecord) -> dict[str, CaseSummary]:
-    """Per case: trials compared and passed, seconds over them. From the check's own summary when it
-    has one, else counted from its trials."""
-    c = record.correctness
-    if c is None:
-        return {}
-    if c.cases:
-        return dict(c.cases)
-    out: dict[str, CaseSummary] = {}
-    times: dict[str, list[float]] = {}
-    for t in c.trials:
-        s = out.setdefault(t.case, CaseSummary())
-        s.n_trials, s.n_passed = s.n_trials + 1, s.n_passed + int(t.passed)
-        if t.candidate_s is not None:
-            times.setdefault(t.case, []).append(t.candidate_s)
-    for name, ts in times.items():
-        out[name].candidate_s = sum(ts)
-    late = timed_out_case(record)
-    if late is not None:
-        out.setdefault(late, CaseSummary()).timed_out = True
-    return out
-
-
 def _secs(value: float | None, digits: int = 2) -> str:
     return "not recorded" if value is None else f"{value:.{digits}f} s"
-
-
-def per_call(total_s: float | None, n_trials: int) -> float | None:
-    """Seconds per call from a case's total over its trials (CaseSummary's candidate_s, reference_s)."""
-    return total_s / n_trials if total_s is not None and n_trials else None
 
 
 BIG_CASE_RATIO = 4
 """A case whose inputs hold at least this many times the problem's elements is a large case."""
 
 
-def slow_case(record: CheckRecord, suite: Suite, cand_id: str, device: str) -> tuple[str, str] | None:
-    """(case, reason) when the check ran out of time in a stress case that the candidate cannot be
-    shown to fail: every trial that ran passed, and either at least one of them was on that case
-    (correct there, only slow), or the case is large (inputs >= 4x the problem's) and not one call
-    of it finished in the time the other cases left. Retiring it is the rule. A wrong result
-    anywhere, the problem itself, or a small case (a hang on batch 1 is a bug) retires nothing."""
+def slow_case(record: CheckRecord, suite: Suite, cand_id: str, device: str,
+              budget_s: float | None = None) -> tuple[str, str] | None:
+    """(case, reason) when the check ran out of time while every call that ran passed: the stress case
+    that costs the most (its measured seconds per call times its planned calls; for the case the
+    time ran out in, at least its call in flight), not whichever was running when the clock stopped.
+    Retiring it is the rule. A wrong result anywhere, the problem being the costliest (the kernel is
+    too slow on the problem itself), or a small case no call of which finished (a kernel that hangs
+    on batch 1 has a bug) retires nothing."""
     if record.status != "timeout" or record.correctness is None:
         return None
-    name = timed_out_case(record)
-    case = suite.get(name) if name else None
-    if case is None or not record.correctness.trials or any(not t.passed for t in record.correctness.trials):
+    if not record.correctness.trials or any(not t.passed for t in record.correctness.trials):
         return None
-    mine = case_summaries(record).get(case.name) or CaseSummary()
+    cost = check_cost(record, budget_s=budget_s, cases=[c.name for c in suite.cases], running=timed_out_case(record))
+    per_case = next((c.calls_planned for c in cost.cases if c.calls_planned), None)
+    ranked = sorted(((_need_s(cost, c, per_case), c) for c in cost.cases), key=lambda x: -(x[0] or 0.0))
+    need, top = ranked[0] if ranked else (None, None)
+    case = suite.get(top.name) if top is not None else None
+    if case is None or top is None or not need:
+        return None
     where = "under the Triton interpreter on the CPU" if device == "cpu" else f"on {device}"
-    if mine.n_passed >= 1:
-        return case.name, (f"retired after {cand_id}'s check: every trial that ran passed ({mine.n_passed} on this "
-                           f"case), but one candidate call on it takes {_secs(per_call(mine.candidate_s, mine.n_trials), 1)} "
-                           f"{where} (the reference: {_secs(per_call(mine.reference_s, mine.n_trials) or case.reference_s)}), "
-                           "and its trials do not fit in the check's time")
+    if top.calls:
+        return case.name, (f"retired after {cand_id}'s check: every call that ran passed, but this case costs the most: "
+                           f"{_secs(rate_at_least(cost, top) if top.timed_out else top.s_per_call, 1)} per candidate "
+                           f"call {where} (the reference: {_secs(top.reference_s_per_trial or case.reference_s)} per "
+                           f"trial), about {need:.0f} s for its planned calls, and they do not fit in the check's time")
     ratio = (case.input_numel or 0) / suite.problem_numel if suite.problem_numel else 0.0
     if ratio < BIG_CASE_RATIO:
         return None
-    return case.name, (f"retired after {cand_id}'s check: every trial of the other cases passed, but not one "
-                       f"candidate call on this case finished {where} in the time they left; its inputs are "
-                       f"{ratio:.0f}x the problem's (the reference: {_secs(case.reference_s)} per call)")
+    return case.name, (f"retired after {cand_id}'s check: every call of the other cases passed, but not one "
+                       f"candidate call on this case finished {where} in the time they left (at least "
+                       f"{rate_at_least(cost, top):.1f} s); its inputs are {ratio:.0f}x the problem's (the reference: "
+                       f"{_secs(case.reference_s)} per call)")
 
 
-def cost_lines(record: CheckRecord) -> list[str]:
-    """'case: n of m trials passed, X s per candidate call (reference Y s)' per case, for feedback."""
-    out = []
-    for name, s in sorted(case_summaries(record).items(), key=lambda kv: kv[0] != "problem"):
-        late = "; the time ran out here" if s.timed_out else ""
-        out.append(f"{name}: {s.n_passed} of {s.n_trials} trials passed, {_secs(per_call(s.candidate_s, s.n_trials))} "
-                   f"per candidate call (reference {_secs(per_call(s.reference_s, s.n_trials))}){late}")
-    return out
+def _need_s(cost: CheckCost, case: CaseCost, per_case: int | None) -> float | None:
+    """Seconds the case's planned calls need: its rate (at least that of its call in flight, for the
+    case the time ran out in) times its planned calls."""
+    rate = rate_at_least(cost, case) if case.timed_out else case.s_per_call
+    planned = case.calls_planned or per_case or max(case.calls, 1)
+    return rate * planned if rate is not None else None

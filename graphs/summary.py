@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kiln.agents.devicepath import verified_paths
 from kiln.graphs.context import RunOptions
 from kiln.graphs.rules import best, cost_usd
 from kiln.graphs.shrink import ShrinkRecord
@@ -28,15 +29,22 @@ class BestKernel(Summary):
     reward: float | None = None
     check_path: str | None = Field(default=None, description="its latest CheckRecord (absolute path)")
     failed_cases: list[str] = Field(default_factory=list, description="stress cases of the final suite it fails")
+    verified: str | None = Field(default=None, description="which device path the checks ran, when the kernel has "
+                                                           "one per device: 'CPU branch only; the CUDA branch never ran'")
 
 
 class IterationTimes(Summary):
+    """Seconds per kind of work in one iteration (graphs.state.TimeEntry says what each kind holds)."""
+
     iteration: int
     llm_s: float = 0.0
     compile_s: float = 0.0
     verify_s: float = 0.0
     time_s: float = 0.0
     profile_s: float = 0.0
+    cases_s: float = Field(0.0, description="stress cases: validated against the reference, timed on the candidate")
+    check_setup_s: float = Field(0.0, description="checks' time outside their workers (the run's first check: "
+                                                  "starting the fork server)")
     other_s: float = 0.0
 
 
@@ -99,7 +107,7 @@ def _by_role(state: RunState) -> dict[str, RoleUsage]:
     return out
 
 
-def _best(state: RunState, run_dir: Path) -> BestKernel:
+def _best(state: RunState, run_dir: Path, device: str = "cpu") -> BestKernel:
     """`correct` means: passes the final suite (a pass under an earlier, smaller suite does not count)."""
     b = best(state)
     if b is None or b.source_path is None:
@@ -108,7 +116,7 @@ def _best(state: RunState, run_dir: Path) -> BestKernel:
     return BestKernel(path=str(run_dir / "best_kernel.py"), candidate=b.id, correct=correct,
                       speedup_vs_eager=b.speedup_vs_eager, speedup_vs_compile=b.speedup_vs_compile,
                       reward=b.reward, check_path=str(run_dir / b.check_path) if b.check_path else None,
-                      failed_cases=b.failed_cases)
+                      failed_cases=b.failed_cases, verified=verified_paths(b.device_queries, device))
 
 
 def suite_note(state: RunState) -> str | None:
@@ -126,7 +134,7 @@ def suite_note(state: RunState) -> str | None:
 
 def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummary:
     usage = state.get("usage", [])
-    b = _best(state, run_dir)
+    b = _best(state, run_dir, opts.device)
     measured = b.speedup_vs_eager is not None
     note = None if measured else "speed not measured (CPU run: correctness only)" if opts.device == "cpu" \
         else "speed not measured"
@@ -147,12 +155,13 @@ def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummar
         shrunk=opts.shrunk)
 
 
-def rewards_lines(state: RunState) -> str:
-    """One JSON line per candidate: the exported correctness-gated reward (for training use)."""
+def rewards_lines(state: RunState, device: str = "cpu") -> str:
+    """One JSON line per candidate: the exported correctness-gated reward (for training use), and
+    which device path its checks ran when it has one per device."""
     lines = []
     for c in sorted(state.get("candidates", {}).values(), key=lambda c: c.id):
         lines.append(json.dumps({"candidate": c.id, "parent": c.parent, "iteration": c.iteration,
                                  "source": c.source_path, "status": c.status, "correct": c.correct,
                                  "frac_passed": c.frac_passed, "speedup_vs_eager": c.speedup_vs_eager,
-                                 "reward": c.reward}))
+                                 "reward": c.reward, "verified": verified_paths(c.device_queries, device)}))
     return "\n".join(lines) + ("\n" if lines else "")

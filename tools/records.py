@@ -189,6 +189,8 @@ class CorrectnessRecord(Record):
                                                                    "was compared")
     dropped_distributions: dict[str, str] = Field(default_factory=dict, description="input distributions left "
                                                   "out for this problem, and why (the reference is not finite)")
+    n_planned_by_case: dict[str, int] = Field(default_factory=dict, description="candidate calls planned per case "
+                                              "(optional, issue 25; empty: n_planned split evenly over the cases)")
 
 
 class TimingStat(Record):

@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from kiln.agents.llm.transport import TransportSettings
+from kiln.agents.llm.cache import SqliteLLMCache
+from kiln.agents.llm.transport import TransportSettings, request_deadline
 from kiln.tools.errors import KilnConfigError
 from kiln.tools.records import JSON_SAFE
 
@@ -123,10 +124,49 @@ def build_chat_model(spec: LLMSpec, *, settings: TransportSettings, env: Mapping
     raise KilnConfigError(f"provider {spec.provider!r} has no chat model")
 
 
+def deadline_http_client() -> Any:
+    """The OpenAI SDK's default httpx client over `DeadlineTransport`: a reply still arriving after
+    its request's deadline (`transport.bounded`) is closed at its next read, so an abandoned request
+    to a trickling server does not keep a thread and a connection."""
+    from openai import DefaultHttpxClient
+
+    try:  # the HTTP library the OpenAI SDK itself uses (recent releases ship a fork, httpx2)
+        import httpx2 as httpx
+    except ImportError:
+        import httpx  # type: ignore[no-redef]
+
+    class _Deadlined(httpx.SyncByteStream):
+        def __init__(self, inner: Any, deadline: float) -> None:
+            self.inner, self.deadline = inner, deadline
+
+        def __iter__(self) -> Any:
+            import time
+
+            for chunk in self.inner:
+                if time.monotonic() > self.deadline:
+                    raise httpx.ReadTimeout("the request's deadline passed while its reply was still arriving")
+                yield chunk
+
+        def close(self) -> None:
+            self.inner.close()
+
+    class DeadlineTransport(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            response = super().handle_request(request)
+            deadline = request_deadline()
+            if deadline is None:
+                return response
+            return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
+                                  stream=_Deadlined(response.stream, deadline))
+
+    return DefaultHttpxClient(transport=DeadlineTransport())
+
+
 def _openai(spec: LLMSpec, settings: TransportSettings, key: str | None, common: dict[str, Any]) -> Any:
     from langchain_openai import ChatOpenAI
 
-    kwargs: dict[str, Any] = {"model": spec.model, "api_key": key, "timeout": settings.timeout_s, "max_retries": 0}
+    kwargs: dict[str, Any] = {"model": spec.model, "api_key": key, "timeout": settings.timeout_s, "max_retries": 0,
+                              "http_client": deadline_http_client()}
     if spec.base_url:
         # local servers implement /v1/chat/completions only
         kwargs.update(base_url=spec.base_url, use_responses_api=False)

@@ -85,6 +85,7 @@ class StructuredReply(BaseModel):
     error: str | None = None
     raw_text: str = ""
     usages: list[Usage] = []
+    budget_stop: str | None = None  # the retry found a budget spent: why (the first attempt's usage is kept)
 
     @property
     def usage(self) -> Usage:
@@ -166,7 +167,13 @@ class LLMClient:
         runnable = self.chat_model.with_structured_output(schema_dict(schema), method=self.method, include_raw=True)
         reply = StructuredReply()
         for attempt in (1, 2):
-            out, latency, cached = self._invoke(runnable, messages)
+            try:
+                out, latency, cached = self._invoke(runnable, messages)
+            except BudgetExhausted as exc:
+                if attempt == 1:
+                    raise
+                reply.budget_stop = str(exc)  # the answered first attempt stays counted (usages)
+                return reply
             raw = out.get("raw")
             reply.usages.append(self._usage(raw, latency, cached))
             text = raw_text_of(raw)

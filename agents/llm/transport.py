@@ -6,11 +6,13 @@ place, what is retried, how long it waits and what the final error says.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import random
+import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +41,48 @@ class LLMCallError(RuntimeError):
 
 class BudgetExhausted(RuntimeError):
     """A budget (USD, tokens, minutes) is spent; no further LLM call is made."""
+
+
+class RequestDeadline(TimeoutError):
+    """The whole request (not one read of it) ran past its time: a server that hangs, or trickles
+    its reply a few bytes at a time so that no per-read timeout ever fires. Retryable, like any timeout."""
+
+
+REQUEST_GRACE_S = 0.5
+"""How long past its deadline a request is waited for before it is abandoned."""
+
+_local = threading.local()
+
+
+def request_deadline() -> float | None:
+    """The `time.monotonic()` deadline of the request this thread is making (None outside one):
+    the HTTP transport (`backends.DeadlineTransport`) stops reading a reply once it has passed."""
+    return getattr(_local, "deadline", None)
+
+
+def bounded(fn: Callable[[], T], limit_s: float) -> T:
+    """`fn()` with the whole call bounded by `limit_s`: it runs in a daemon thread (with the
+    caller's context variables), and is abandoned with RequestDeadline when it has not returned by
+    then. The HTTP transport sees the same deadline and closes the abandoned reply at its next read."""
+    box: dict[str, Any] = {}
+    ctx = contextvars.copy_context()
+
+    def work() -> None:
+        _local.deadline = time.monotonic() + limit_s
+        try:
+            box["out"] = ctx.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["exc"] = exc
+
+    worker = threading.Thread(target=work, name="kiln-llm-request", daemon=True)
+    worker.start()
+    worker.join(limit_s + REQUEST_GRACE_S)
+    if worker.is_alive():
+        raise RequestDeadline(f"the request did not complete in {limit_s:.0f} s (the server hung or trickled "
+                              "its reply; the limit bounds the whole request, not each read)")
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -109,15 +153,16 @@ def call_with_retries(
 ) -> T:
     """Call `fn(timeout_s)`, retrying retryable errors up to `settings.max_attempts` in all.
 
-    With a minutes budget (`seconds_left` returns a number) every attempt's timeout and every wait
-    fits in what is left, so a hanging server cannot hold the run past its budget: once it is
+    Each attempt is bounded as a whole (`bounded`): by `settings.timeout_s`, or with a minutes
+    budget (`seconds_left` returns a number) by what is left, so neither a hanging nor a trickling
+    server can hold the run past its budget; every wait fits in what is left too, and once it is
     spent, BudgetExhausted. Raises LLMCallError (unredacted; callers redact) naming the attempts
     and the last error.
     """
     for attempt in range(1, settings.max_attempts + 1):
         timeout = attempt_timeout_s(settings, seconds_left())
         try:
-            return fn(timeout)
+            return bounded(lambda t=timeout: fn(t), timeout if timeout is not None else settings.timeout_s)
         except Exception as exc:  # noqa: BLE001 - every SDK error is classified below
             retry = is_retryable(exc) and attempt < settings.max_attempts
             if not retry:

@@ -19,7 +19,7 @@ EXAMPLES_DIR = PROMPTS_DIR / "examples"
 # KernelBench problem or close to one (tests/agents/test_examples.py checks the op signatures):
 # an example that nearly solves a benchmark problem inflates the scores measured on it.
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
-    "triton": [("triton_row_clip.py", "row_clip.py"), ("triton_pairwise_dist.py", "pairwise_dist.py")],
+    "triton": [("triton_row_clip.py", "row_clip.py"), ("triton_code_scores.py", "code_scores.py")],
     "cuda": [("cuda_fastpath_fake_quant.py", "fake_quant.py"), ("cuda_load_inline_scale_add.py", "scale_add.py")],
 }
 

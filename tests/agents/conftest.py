@@ -34,6 +34,7 @@ class FakeOpenAIServer:
         self.script: deque[dict[str, Any]] = deque()
         self.requests: list[dict[str, Any]] = []
         self.responder: Any = None  # request json -> completion body, used when the script is empty
+        self.stopped = threading.Event()  # set at teardown: a trickling handler stops at once
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,9 +54,22 @@ class FakeOpenAIServer:
                         self.send_header(k, v)
                     self.send_header("content-length", str(len(payload)))
                     self.end_headers()
-                    self.wfile.write(payload)
+                    self._body(payload, item.get("trickle_bps"))
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _body(self, payload: bytes, bps: float | None) -> None:
+                """The whole body at once, or `bps` bytes a second (a server trickling its reply:
+                every read gets a few bytes, so no per-read timeout ever fires)."""
+                if not bps:
+                    self.wfile.write(payload)
+                    return
+                step = max(1, int(bps / 4))
+                for i in range(0, len(payload), step):
+                    self.wfile.write(payload[i:i + step])
+                    self.wfile.flush()
+                    if server.stopped.wait(step / bps):
+                        return
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -94,5 +108,6 @@ def oai_server():
     server = FakeOpenAIServer()
     server.thread.start()
     yield server
+    server.stopped.set()
     server.httpd.shutdown()
     server.httpd.server_close()

@@ -88,3 +88,34 @@ def test_transcript_kernels_give_true_facts():
 
 def test_unparseable_source_says_so():
     assert "does not parse" in joined("def broken(:\n")
+
+
+HINT_UNITS = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, y_ptr, M, BLOCK_M: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid == 0:
+        tl.store(y_ptr, 0.0)
+
+def forward(x, inner):
+    if x.dim() == 2:
+        x = x[None]
+    if inner == 1:
+        return one_kernel(x)
+    k[(4,)](x, x, 1, BLOCK_M=64, GROUP_M=8, num_warps=4, NUM_STAGES=3)
+'''
+
+
+def test_hints_are_in_the_units_of_what_they_test():
+    """Issue 25 item 7: GROUP_M counts tiles (its boundary is 8 x BLOCK_M + 1 rows, not 9); a rank is
+    not a size; a split on a dimension of 1 and a path for program 0 get hints too."""
+    facts = joined(HINT_UNITS)
+    assert "GROUP_M = 8 groups 8 tiles of BLOCK_M rows: try 513 rows" in facts
+    assert "try sizes 8, 9, 15" not in facts and "NUM_STAGES" not in facts
+    assert "a branch on `x.dim() == 2` (a rank, not a size): try inputs with 2 and with 3 dimensions" in facts
+    assert "try sizes 2 and 3" not in facts
+    assert "a branch on `inner == 1`: try that dimension at 1 and at 2" in facts
+    assert "a path for some programs only (`pid == 0`): try sizes that launch one program and several" in facts

@@ -112,6 +112,42 @@ def test_minutes_budget_bounds_a_hanging_request(oai_server, tmp_path):
     assert summary.status == "budget" and "budget-minutes" in summary.stop_reason
 
 
+def test_minutes_budget_bounds_a_trickling_server(oai_server, tmp_path):
+    """Issue 25 item 12: a server sending 16 bytes a second never trips a per-read timeout; the whole
+    request is bounded by the minutes left, so a 3-second budget ends the run in seconds, with its
+    status and summary.json (before: 11 minutes past a 1-minute budget, no summary)."""
+    from .helpers import GOOD_KERNEL, fenced
+
+    big = completion(fenced(GOOD_KERNEL) + " " * 4000)  # ~6 KB at 16 B/s: over 6 minutes
+    oai_server.responder = None
+    for _ in range(4):
+        oai_server.push(body=big, trickle_bps=16)
+    slow = TransportSettings(timeout_s=60.0, max_attempts=4, backoff_base_s=0.01, backoff_max_s=0.02)
+    t0 = time.monotonic()
+    summary, data = run(oai_server.url, tmp_path, budgets=Budgets(minutes=0.05), transport=slow,
+                        budget_minutes=0.05)
+    took = time.monotonic() - t0
+    assert took < 15, f"the run took {took:.1f} s against a 3 s budget"
+    assert summary.status == "budget" and "budget-minutes" in summary.stop_reason, summary.stop_reason
+    assert data["status"] == "budget"
+
+
+def test_a_request_is_bounded_as_a_whole_not_per_read(oai_server):
+    """Without a minutes budget, the request timeout bounds the whole request (16 B/s for a ~6 KB
+    reply would take minutes; each read gets bytes well within the 2 s)."""
+    from .helpers import GOOD_KERNEL, coder_task, fenced, local_roles
+
+    oai_server.push(body=completion(fenced(GOOD_KERNEL) + " " * 4000), trickle_bps=16)
+    quick = TransportSettings(timeout_s=2.0, max_attempts=1)
+    t0 = time.monotonic()
+    reply = local_roles(oai_server.url, transport=quick).coder.write(coder_task())
+    took = time.monotonic() - t0
+    assert took < 6, f"one 2 s request took {took:.1f} s"
+    # the transport closes the reply at the deadline ("timed out"), or the wait gives up on it
+    assert not reply.ok and reply.failure == "call" and "after 1 attempt" in reply.error, reply.error
+    assert "timed out" in reply.error.lower() or "did not complete in 2 s" in reply.error, reply.error
+
+
 @pytest.mark.slow
 def test_console_names_the_cause(tmp_path):
     """`kiln run` prints the status and the cause; summary.json agrees."""
@@ -137,15 +173,29 @@ def test_a_runaway_reply_is_refused_and_kept_small(oai_server):
 
 
 def test_the_proposer_is_told_what_a_case_costs():
+    """Issue 25 items 4 and 5: the calls per case and the seconds per call come from the check's own
+    record (one source, per call not per trial), and the Proposer hears how its cases are run."""
+    from kiln.agents.checkcost import CheckBudget, check_cost
     from kiln.agents.proposer import LLMProposer
+    from kiln.tools.records import CaseSummary, CheckRecord, CorrectnessRecord, TrialRecord
 
     from .helpers import proposer_input
 
-    inp = proposer_input(device="cpu", calls_per_case=40, correctness_s=90.0,
-                         case_costs=["problem: 40 of 40 trials passed, 0.35 s per candidate call (reference 0.01 s)"])
-    user = LLMProposer(None).messages(inp)[1].content
+    rows = [TrialRecord(case="problem", distribution="x1", trial=i // 2, passed=True, candidate_s=0.25,
+                        phase="first_call" if i % 2 == 0 else "second_call") for i in range(52)]
+    summary = {"problem": CaseSummary(n_trials=26, n_passed=26, candidate_s=13.0, reference_s=3.38)}  # both calls
+    rec = CheckRecord(problem="p.py", candidate="c.py", status="ok", correct=True,
+                      correctness=CorrectnessRecord(atol=1e-4, rtol=1e-4, n_trials=52, n_passed=52, trials=rows,
+                                                    n_planned=52, cases=summary, passed=True))
+    inp = proposer_input(device="cpu", cost=check_cost(rec, budget_s=90.0),
+                         budget=CheckBudget(correctness_s=90.0, calls_per_case=52))
+    system, user = (m.content for m in LLMProposer(None).messages(inp))
     assert "runs under the Triton interpreter on the CPU" in user
-    assert "each case costs 40 candidate calls per check" in user and "correctness stage of 90 s" in user
-    assert "0.35 s per candidate call" in user
-    system = LLMProposer(None).messages(inp)[0].content
+    assert "a check plans 52 candidate calls per case" in user and "correctness stage of 90 s" in user
+    assert "problem: 52 of 52 calls done, 52 passed, 0.25 s per candidate call (reference 0.13 s per trial" in user
+    assert "0.50 s per candidate call" not in user  # a trial's two calls are not one call
+    assert "about 59 s are left for new cases; a case of the\n  problem's own sizes costs about 13 s" in user
+    assert "first timed with one trial" in user
     assert "under a few seconds on a CPU" not in system
+    for words in ("inputs scaled x3", "inputs negated", "heavy-tailed", "constructor arguments", "negative_slope"):
+        assert words in system, words

@@ -57,6 +57,24 @@ def test_call_with_retries_counts_attempts_and_sleeps():
         call_with_retries(lambda t: (_ for _ in ()).throw(StatusError(400)), s, sleep=sleeps.append)
 
 
+def test_an_attempt_is_bounded_as_a_whole_even_when_nothing_reads_a_socket():
+    """A call that never returns (a server trickling its headers, a stuck SDK) is abandoned at its
+    limit: the attempt's timeout, or the minutes left, whichever is smaller."""
+    import time
+
+    s = TransportSettings(timeout_s=0.4, max_attempts=1)
+    t0 = time.monotonic()
+    with pytest.raises(LLMCallError, match="did not complete in 0 s"):
+        call_with_retries(lambda t: time.sleep(30), s, sleep=lambda w: None)
+    assert time.monotonic() - t0 < 2.0
+    left = iter([0.8, 0.8])  # a minutes budget with 0.8 s left: it bounds the attempt, not the 60 s timeout
+    t0 = time.monotonic()
+    with pytest.raises(LLMCallError, match="did not complete in 1 s"):
+        call_with_retries(lambda t: time.sleep(30), TransportSettings(timeout_s=60, max_attempts=1),
+                          sleep=lambda w: None, seconds_left=lambda: next(left))
+    assert time.monotonic() - t0 < 2.5
+
+
 def test_redactor_masks_known_values_and_key_shapes():
     env = {"HF_TOKEN": "hf_abcdefghijk", "HOME": "/root", "X_KEY": "EMPTY", "TOKENIZERS_PARALLELISM": "false"}
     r = Redactor(["my-private-token-123"], env=env)

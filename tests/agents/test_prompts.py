@@ -18,7 +18,7 @@ from kiln.agents.proposer import LLMProposer
 
 from .helpers import coder_task, judge_input, proposer_input
 
-STATIC = {"lang_triton.j2", "lang_cuda.j2", "proposer_system.j2"}
+STATIC = {"lang_triton.j2", "lang_cuda.j2", "check_cost.j2"}  # check_cost.j2: macros only
 TEMPLATES = sorted(p.name for p in prompts.PROMPTS_DIR.glob("*.j2"))
 
 
@@ -69,7 +69,7 @@ def test_gpu_facts_come_from_the_record_never_hard_coded():
     for value in ("77", "233472", "12345678", "3210.5 GB/s", "654.3 TFLOP/s", "Some GPU"):
         assert value in system
     cpu = LLMCoder(client()).messages(coder_task())[0].content
-    assert "Triton interpreter" in cpu and "SMs" not in cpu
+    assert "Triton interpreter" in cpu and "- SMs:" not in cpu
     unmeasured = LLMCoder(client()).messages(coder_task(gpu=GpuFacts(device="cuda", name="g")))[0].content
     assert "measured copy bandwidth: not measured" in unmeasured
 
@@ -122,9 +122,10 @@ def test_check_summary_renders_every_part_of_a_record():
             "compile": Speedup(baseline="compile", value=0.91, ci_low=0.9, ci_high=0.92, verdict="slower")}),
         stderr_tail="Traceback: boom",
     )
-    text = prompts.render("check_summary.j2", check=rec)
+    text = prompts.render("check_summary.j2", check=rec, cost=None, floor_lines=["I/O floor 1.00 us: 4096 bytes"])
     for part in ("status: rejected (static.stream)", "compile: FAILED via nvrtc, 0.3 s", "kernel.cu:4: error",
-                 "6/6 trials", "MUTATED an input", "[reject] static.stream: torch.cuda.Stream() (line 9)",
-                 "floor 3.10 us, measured 12.50 us, 25% of roofline", "candidate median 12.50 us",
+                 "6 of 6 candidate calls passed", "MUTATED an input", "[reject] static.stream: torch.cuda.Stream() (line 9)",
+                 "floor 3.10 us, measured 12.50 us, 25% of roofline", "  I/O floor 1.00 us: 4096 bytes",
+                 "candidate median 12.50 us",
                  "vs compile: 0.910x (95% CI 0.900-0.920, slower)", "Traceback: boom"):
         assert part in text, part

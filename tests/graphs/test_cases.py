@@ -22,6 +22,10 @@ def test_reference_gate_rejects_failing_and_slow_cases(tmp_path):
     wrong = tmp_path / "wrong.py"
     wrong.write_text(case_source(3).replace("return [torch.rand(rows, cols)]", "return ['not a tensor']"))
     assert "the reference fails on it" in run_reference(wrong, "cpu", timeout_s=120)
+    nan = tmp_path / "nan.py"  # issue 25: a case whose reference output is all NaN checks nothing
+    nan.write_text(case_source(3).replace("def get_inputs():\n    return [torch.rand(rows, cols)]",
+                                          "def get_inputs():\n    return [torch.full((rows, cols), float('nan'))]"))
+    assert "no element of the output is finite (387 NaN" in run_reference(nan, "cpu", timeout_s=120)
     slow = tmp_path / "slow.py"
     slow.write_text(case_source(3).replace("def get_inputs():", "def get_inputs():\n    import time; time.sleep(60)"))
     assert "too slow" in run_reference(slow, "cpu", timeout_s=2)

@@ -52,6 +52,14 @@ def test_roofline_stop_and_cpu_stop():
     assert cpu.status == "solved" and "not measured" in cpu.reason
 
 
+def test_no_roofline_stop_when_the_references_flops_set_the_floor_far_above_the_io_floor():
+    """Issue 25 item 11: 93% of an algorithm floor 2.5x the I/O floor is not a stop by rule (a fold
+    that does less work may remain); the Judge, told both floors, decides."""
+    s = state(speedup=1.1, low=1.0, roof=93.0, stressed=True)
+    s["candidates"]["c0001"] = s["candidates"]["c0001"].model_copy(update={"floors_ratio": 2.5})
+    assert hard_rules(s, OPTS) is None
+
+
 def test_never_solved_while_the_best_fails_a_check():
     assert hard_rules(state(correct=False, speedup=None, stressed=True), OPTS) is None
     assert hard_rules(state(stressed=True, failed=["edge"]), OPTS).goto == "propose"  # not 'solved'

@@ -51,8 +51,9 @@ def test_no_kernel_passing_the_final_suite_is_said_plainly(tmp_path):
 
 
 def test_a_case_a_passing_kernel_cannot_finish_is_retired(tmp_path):
-    """Every trial that ran passed, but the case's calls do not fit the check's time: the case is
-    retired by rule (with a record) and the kernel checked again without it, not timed out forever."""
+    """Issue 25 item 3: the new case is timed with one trial first; its planned calls cannot fit in
+    what the problem's trials leave, so it is retired unverified before any full check (no full
+    check runs out of time on it), with its measured cost, and the stop reason names it."""
     big = case_source(1000)  # 129k elements (27x the problem's): minutes per call for this kernel
     r = roles([reply("slow_large")], [judge("repair")],
               [{"cases": [{"name": "rows_1000", "source": big}]}, {"cases": []}])
@@ -60,32 +61,51 @@ def test_a_case_a_passing_kernel_cannot_finish_is_retired(tmp_path):
     assert summary.status == "solved" and summary.best.correct, summary.stop_reason
     assert list(summary.retired_cases) == ["rows_1000"]
     reason = summary.retired_cases["rows_1000"]
-    assert reason.startswith("retired after c0001's check: every trial of the other cases passed")
-    assert "its inputs are 27x the problem's" in reason
-    retired = [e for e in events(tmp_path / "run") if e["kind"] == "case_retired"]
-    assert [e["name"] for e in retired] == ["rows_1000"]
-    first = json.loads((tmp_path / "run" / "candidates" / "c0001" / "check_1.json").read_text())
-    assert first["status"] == "timeout"
+    assert reason.startswith("retired unverified before its full check: at least"), reason
+    assert "its one-trial timing ran out of time" in reason and "its 14 planned calls need about" in reason
+    assert "stress tests pass, except 1 retired unverified (too slow to check): rows_1000" in summary.stop_reason
+    evs = events(tmp_path / "run")
+    assert [e["name"] for e in evs if e["kind"] == "case_retired"] == ["rows_1000"]
+    assert [e["status"] for e in evs if e["kind"] == "probe"] == ["timeout"]
+    assert all(e["status"] == "ok" for e in evs if e["kind"] == "check")  # no full check ran out of time
+    assert not (tmp_path / "run" / "candidates" / "c0001" / "check_1.json").exists()
 
 
-def _timeout_record(trials: list[tuple[str, bool]], where: str = "big", cases: dict | None = None):
+def test_cases_are_admitted_cheapest_first_within_the_room():
+    from kiln.graphs.admit import Admission, _choose
+    from kiln.graphs.state import StressCase
+
+    cases = [StressCase(name=n, path=f"cases/{n}.py", valid=True, round=1) for n in ("wide", "edge", "mid")]
+    rates = {"wide": (2.0, False), "edge": (0.1, False), "mid": (0.5, False)}
+    out = Admission()
+    _choose(out, cases, rates, room=40.0, per_case=52, budget=90.0)  # 5.2 s + 26 s fit; 104 s does not
+    assert [c.name for c in out.admitted] == ["edge", "mid"] and list(out.retired) == ["wide"]
+    assert "2.00 s per call (one trial measured), so its 52 planned calls need about 104 s" in out.retired["wide"]
+    assert "leaves about 9 s for new cases" in out.retired["wide"]
+
+
+def _timeout_record(trials: list[tuple[str, bool]], where: str = "big", cases: dict | None = None,
+                    secs: dict[str, float] | None = None, planned: int = 28):
     from kiln.tools.records import CheckRecord, CorrectnessRecord, TrialRecord
 
-    rows = [TrialRecord(case=c, distribution="x1", trial=i, passed=p) for i, (c, p) in enumerate(trials)]
+    secs = secs or {"problem": 0.01, "big": 2.0, "small": 0.02}
+    rows = [TrialRecord(case=c, distribution="x1", trial=i, passed=p, candidate_s=secs.get(c))
+            for i, (c, p) in enumerate(trials)]
     return CheckRecord(problem="p.py", candidate="c.py", status="timeout",
                        reasons=[f"timed out in stage correctness ({where}/x3/trial 0): stage 'correctness' "
                                 "exceeded its 9 s timeout"],
                        correctness=CorrectnessRecord(atol=1e-4, rtol=1e-4, n_trials=len(rows),
-                                                     n_passed=sum(p for _, p in trials), trials=rows,
+                                                     n_passed=sum(p for _, p in trials), trials=rows, n_planned=planned,
                                                      cases=cases or {}))
 
 
-def _suite(numel: int | None = 1000, problem: int | None = 100):
+def _suite(numel: int | None = 1000, problem: int | None = 100, small: bool = False):
     from kiln.graphs.state import StressCase
     from kiln.graphs.suite import Suite
 
     case = StressCase(name="big", path="cases/big.py", valid=True, round=1, input_numel=numel, reference_s=0.2)
-    return Suite([case], problem_numel=problem)
+    extra = [StressCase(name="small", path="cases/small.py", valid=True, round=1, input_numel=50)] if small else []
+    return Suite([case, *extra], problem_numel=problem)
 
 
 def test_the_retirement_rule_is_narrow():
@@ -93,29 +113,55 @@ def test_the_retirement_rule_is_narrow():
     from kiln.tools.records import CaseSummary
 
     passing = [("problem", True), ("big", True)]
-    assert slow_case(_timeout_record(passing), _suite(), "c1", "cpu")[0] == "big"
-    assert slow_case(_timeout_record([("problem", True), ("big", False)]), _suite(), "c1", "cpu") is None  # wrong
-    assert slow_case(_timeout_record(passing, where="problem"), _suite(), "c1", "cpu") is None  # the problem stays
-    assert slow_case(_timeout_record(passing), Suite([]), "c1", "cpu") is None  # not in the suite
+    name, reason = slow_case(_timeout_record(passing), _suite(), "c1", "cpu", 9.0)
+    # its call in flight took at least the 9 s stage less the 2.01 s the finished calls took
+    assert name == "big" and "this case costs the most: 7.0 s per candidate call" in reason, reason
+    assert slow_case(_timeout_record([("problem", True), ("big", False)]), _suite(), "c1", "cpu", 9.0) is None
+    slow_problem = _timeout_record(passing, where="problem", secs={"problem": 1.0, "big": 0.5})
+    assert slow_case(slow_problem, _suite(), "c1", "cpu", 9.0) is None  # the problem itself costs the most: it stays
+    assert slow_case(_timeout_record(passing), Suite([]), "c1", "cpu", 9.0) is None  # not in the suite
     # not one call on it finished: retired only when it is a large case (10x the problem's inputs here)
     never = [("problem", True)]
-    name, reason = slow_case(_timeout_record(never), _suite(), "c1", "cpu")
-    assert name == "big" and "its inputs are 10x the problem's" in reason
-    assert slow_case(_timeout_record(never), _suite(numel=200), "c1", "cpu") is None  # 2x: a hang is a bug
-    assert slow_case(_timeout_record(never), _suite(problem=None), "c1", "cpu") is None  # size unknown
-    # the check's own per-case summary, when it has one, wins over the reason text
+    name, reason = slow_case(_timeout_record(never), _suite(), "c1", "cpu", 9.0)
+    assert name == "big" and "its inputs are 10x the problem's" in reason and "at least 9.0 s" in reason
+    assert slow_case(_timeout_record(never), _suite(numel=200), "c1", "cpu", 9.0) is None  # 2x: a hang is a bug
+    assert slow_case(_timeout_record(never), _suite(problem=None), "c1", "cpu", 9.0) is None  # size unknown
+    # the check's own per-case summary, when it has one, names the case the time ran out in
     own = {"problem": CaseSummary(n_trials=8, n_passed=8, candidate_s=0.01),
            "big": CaseSummary(n_trials=1, n_passed=1, candidate_s=22.4, reference_s=0.2, timed_out=True)}
-    name, reason = slow_case(_timeout_record(passing, where="elsewhere", cases=own), _suite(), "c1", "cpu")
-    assert name == "big" and "22.4 s under the Triton interpreter" in reason and "0.20 s" in reason
+    name, reason = slow_case(_timeout_record(passing, where="elsewhere", cases=own), _suite(), "c1", "cpu", 9.0)
+    assert name == "big" and "under the Triton interpreter" in reason and "0.20 s per trial" in reason
+
+
+def test_the_case_that_broke_the_budget_is_retired_not_the_one_running():
+    """Issue 25 item 3: the time ran out in `small` (0.02 s a call), but `big` (2 s a call, 14 calls
+    planned: 28 s against a 9 s stage) is what broke the budget."""
+    from kiln.graphs.suite import slow_case
+
+    trials = [("problem", True)] * 4 + [("big", True)] * 4 + [("small", True)] * 2
+    name, reason = slow_case(_timeout_record(trials, where="small", planned=42), _suite(small=True), "c1", "cpu", 9.0)
+    assert name == "big" and "about 28 s for its planned calls" in reason, reason
 
 
 def test_timeout_feedback_gives_per_case_times():
+    """Per call, from the trial records (the per-case totals add a trial's two calls): the Coder's
+    repair prompt and the Judge's evaluation render the same figures from one source."""
+    from kiln.agents.checkcost import check_cost
     from kiln.graphs.checks import failure_text
     from kiln.tools.records import CaseSummary
 
-    own = {"problem": CaseSummary(n_trials=24, n_passed=24, candidate_s=8.4, reference_s=0.24),  # totals
+    own = {"problem": CaseSummary(n_trials=1, n_passed=1, candidate_s=0.7, reference_s=0.24),  # totals, 2 calls
            "big": CaseSummary(n_trials=1, n_passed=1, candidate_s=22.4, reference_s=0.2, timed_out=True)}
-    text = failure_text(_timeout_record([("problem", True), ("big", True)], cases=own))
-    assert "problem: 24 of 24 trials passed, 0.35 s per candidate call (reference 0.01 s)" in text
-    assert "big: 1 of 1 trials passed, 22.40 s per candidate call (reference 0.20 s); the time ran out here" in text
+    record = _timeout_record([("problem", True), ("problem", True), ("big", True)], cases=own)
+    for i, secs in enumerate((0.3, 0.4, 22.4)):
+        record.correctness.trials[i].candidate_s = secs
+    record.correctness.trials[1].phase = "second_call"  # one trial, two calls
+    text = failure_text(record)
+    assert text.startswith("Status: timeout.") and "Reason: timed out in stage correctness (big/x3" in text
+    cost = check_cost(record, cases=["big"])
+    from kiln.agents import prompts
+
+    lines = prompts.render("check_cost_lines.j2", cost=cost)
+    assert "- problem: 2 of 14 calls done, 2 passed, 0.35 s per candidate call (reference 0.24 s per trial" in lines
+    assert "- big: 1 of 14 calls done, 1 passed, 22.40 s per candidate call (reference 0.20 s per trial of two calls); " \
+           "the time ran out here" in lines

@@ -13,6 +13,7 @@ from kiln.tools.errors import KilnInputError
 from kiln.tools.profile import collect, enrich, from_ncu, parse_ncu, parse_torch, rung
 from kiln.tools.profile.analyze import roofline
 from kiln.tools.profile.findings import kernel_findings, report_findings
+from kiln.tools.profile.floors import floors
 from kiln.tools.profile.records import KernelProfile, Peaks, ProfileReport
 
 RUNGS = ("ncu", "torch_profiler", "static")
@@ -97,9 +98,12 @@ def build_report(used: str, files: dict[str, str], *, candidate: Path, peaks_: P
     kernels, notes = _enrich(kernels, target, target_path.parent, candidate, fallback=used != "ncu")
     if peaks_.sm_count is None and target.get("sm_count"):
         peaks_ = peaks_.model_copy(update={"sm_count": target["sm_count"]})
+    work = target.get("work") or {}
     report = ProfileReport(source=used, source_detail=detail, problem=problem, candidate=str(candidate),
                            level=level, dtype=dtype, gpu_name=target.get("gpu_name"), peaks=peaks_,
-                           kernels=kernels, notes=notes)
+                           kernels=kernels, notes=notes,
+                           floors=floors(work.get("bytes"), work.get("flops"), gbps=peaks_.copy_gbps,
+                                         tflops=peaks_.floor_tflops(dtype)))
     return analyze(report)
 
 

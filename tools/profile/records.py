@@ -11,9 +11,10 @@ from typing import Literal
 from pydantic import Field
 
 from kiln.tools.peaks import Peaks
+from kiln.tools.profile.floors import Floors
 from kiln.tools.records import Record
 
-__all__ = ["Peaks"]  # kiln's one record of a GPU's ceilings, shared with the physics floor
+__all__ = ["Floors", "Peaks"]  # kiln's one record of a GPU's ceilings, shared with the physics floor
 
 Rung = Literal["ncu", "torch_profiler", "static", "none"]
 """Where a report's numbers came from: Nsight Compute counters, the torch profiler (CUPTI activity)
@@ -21,6 +22,7 @@ plus compiled metadata, compiled metadata only (no GPU run), or nothing usable."
 
 Bound = Literal["launch", "memory", "compute", "unknown"]
 Unit = Literal["dram", "l2", "l1", "fma", "tensor", "launch", "unknown"]
+
 
 
 class RungInfo(Record):
@@ -153,3 +155,5 @@ class ProfileReport(Record):
     wall_s: float | None = Field(None, description="time the profiling itself took")
     notes: list[str] = Field(default_factory=list)
     findings: list[ProfileFinding] = Field(default_factory=list, description="report-level findings")
+    floors: Floors | None = Field(None, description="the problem's I/O floor and the reference algorithm's floor "
+                                                    "on this GPU (issue 25)")

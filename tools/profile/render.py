@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kiln.tools.profile.floors import floor_lines
 from kiln.tools.profile.records import KernelProfile, Peaks, ProfileReport
 
 MAX_KERNELS = 3
@@ -98,6 +99,8 @@ def render_digest(report: ProfileReport) -> str:
     if len(report.kernels) > MAX_KERNELS:
         rest = report.kernels[MAX_KERNELS:]
         lines.append(f"... {len(rest)} more kernel(s), {sum((k.duration_us or 0) * k.launches for k in rest):.1f} us")
+    if report.floors is not None:
+        lines += [f"floors: {line}" for line in floor_lines(report.floors)]
     lines += [f"- [{f.rule}] {f.message}" for f in report.findings]
     if report.source in RUNG_BLIND:
         lines.append(f"note: {RUNG_BLIND[report.source]}")
