@@ -27,6 +27,7 @@ class Comparison:
     findings: list[Finding] = field(default_factory=list)
     problem_error: str | None = None  # the problem itself is nondeterministic: not the candidate's fault
     n_planned: int = 0
+    n_planned_by_case: dict[str, int] = field(default_factory=dict)
     groups_planned: list[str] = field(default_factory=list)
     not_attempted: list[str] = field(default_factory=list)
     cases: dict[str, CaseSummary] = field(default_factory=dict)

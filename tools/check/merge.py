@@ -27,7 +27,7 @@ def correctness_record(cmp: Comparison, atol: float, rtol: float,
                              trials=cmp.trials, first_failure=cmp.first_failure, input_mutated=cmp.input_mutated,
                              n_planned=cmp.n_planned, score=cmp.score, cases=_cases(cmp, ref_replies or {}),
                              not_attempted=cmp.not_attempted, rule=cmp.rule, legacy_atol_rtol_passed=cmp.legacy_passed,
-                             dropped_distributions=cmp.dropped)  # tolerance (issue 16): the last three
+                             dropped_distributions=cmp.dropped, n_planned_by_case=dict(cmp.n_planned_by_case))  # tolerance (issue 16): the last three
 
 
 def _cases(cmp: Comparison, ref_replies: dict[str, dict[str, Any]]) -> dict[str, CaseSummary]:

@@ -248,6 +248,9 @@ class Session:
         dropped = self.comparer.cmp.dropped  # tolerance (issue 16): groups the reference is not finite on
         self.comparer.cmp.groups_planned = [g for g in self.comparer.cmp.groups_planned if g not in dropped]
         self.comparer.cmp.n_planned = 2 * sum(t.group not in dropped for t in todo)
+        for t in todo:  # issue 25: what a case costs, for the loop's budgets
+            if t.group not in dropped:
+                self.comparer.cmp.n_planned_by_case[t.case] = self.comparer.cmp.n_planned_by_case.get(t.case, 0) + 2
         cmp = self.comparer.finish(complete=done == len(todo))
         cmp.not_attempted = sorted({t.group for t in todo[done:]} - {_grp(t) for t in cmp.trials})
         draws = self.ref_call(m.RefDraws(atol=atol, rtol=rtol, numerics=self.numerics), "draws")
