@@ -1,0 +1,306 @@
+"""Convolution templates: implicit GEMM on tensor cores (conv and transposed conv, any groups,
+stride, padding, dilation, 1-D/2-D/3-D), and a direct kernel for depthwise convolutions.
+
+Every tensor is viewed as 5-D (n, c, d, h, w). The GEMM: rows are output positions, columns
+output channels of one group, K runs over (input channel, kernel tap). A program owns
+BLOCK_M positions of one (sample, output depth) as a BH x BW patch of (oh, ow) (BW a power of
+two, so `ow` is contiguous in runs of BW and loads and stores coalesce) and BLOCK_N channels;
+programs for the channel tiles of one patch are adjacent, so the patch is read from L2.
+
+- conv, per tap (`FLAT` off, CIG >= 32): a single loop over (tap, channel block): the tap's input
+  rows `oh*SH - PH + kh*DH` are computed once per step for the whole patch, the channels are a
+  plain stride; masks are per position only.
+- conv, flat K (`FLAT`, few input channels, e.g. RGB): K = CIG*KD*KH*KW is cut in BLOCK_K slices
+  and each k is decomposed into (ci, kd, kh, kw): no MMA lanes are wasted on a 3-channel tap.
+- transposed conv, gather form (no atomics, deterministic): output o receives input i through tap
+  k when o = i*S - P + k*D. A program owns outputs of one phase (o mod S fixed per dim), so a tap
+  is either valid for the whole patch or for none of it (a scalar test), and i = j + (r + P - k*D)/S
+  is contiguous in the patch index j: only the ~K/S valid taps per dim are computed.
+A scalar condition (the depth tap) is applied with tl.where: `vector & scalar` has the wrong dtype
+under the Triton interpreter. fp32 uses `input_precision="tf32x3"` (three TF32 products: fp32-level accuracy), bf16/fp16 a plain
+dot; the accumulator is fp32. The epilogue (bias, activations, residuals) runs on the tile.
+"""
+
+from __future__ import annotations
+
+from kiln.agents.builtin import gen_epilogue as E
+from kiln.agents.builtin.classify import Plan
+from kiln.agents.builtin.emit import input_exprs
+
+CONV_SETUP = """pid = tl.program_id(0)
+g = tl.program_id(1)
+tiles_n = tl.cdiv(COG, BLOCK_N)
+pid_n = pid % tiles_n
+t = pid // tiles_n
+tw = t % TILES_W
+t = t // TILES_W
+th = t % TILES_H
+t = t // TILES_H
+{phases}od = t % OD
+n = t // OD
+rm = tl.arange(0, BLOCK_M)
+jh = th * (BLOCK_M // BW) + rm // BW
+jw = tw * BW + rm % BW
+{positions}m_ok = (oh < OH) & (ow < OW)
+rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+n_ok = rn < COG
+rk = tl.arange(0, BLOCK_K)
+x_base = x_ptr + n.to(tl.int64) * sxn + (g * CIG).to(tl.int64) * sxc
+w_base = w_ptr + g.to(tl.int64) * swg
+acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"""
+
+CONV_LOOP = """ih0 = oh * SH - PH
+iw0 = ow * SW - PW
+id0 = od * SD - PD
+if FLAT:
+    for k0 in range(0, CIG * KD * KH * KW, BLOCK_K):
+        k = k0 + rk
+        k_ok = k < CIG * KD * KH * KW
+        ci = k // (KD * KH * KW)
+        r = k % (KD * KH * KW)
+        kd = r // (KH * KW)
+        kh = (r // KW) % KH
+        kw = r % KW
+        idd = id0 + kd * DD
+        ih = ih0[:, None] + (kh * DH)[None, :]
+        iw = iw0[:, None] + (kw * DW)[None, :]
+        a_ok = m_ok[:, None] & (k_ok & (idd >= 0) & (idd < D))[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        a_off = (ci.to(tl.int64) * sxc + idd * sxd)[None, :] + ih * sxh + iw * sxw
+        a = tl.load(x_base + a_off, mask=a_ok, other=0.0)
+        b_off = (ci * swi + kd * swd + kh * swh + kw * sww)[:, None] + (rn * swo)[None, :]
+        b = tl.load(w_base + b_off, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PREC)
+else:
+    nc = tl.cdiv(CIG, BLOCK_K)
+    for it in range(KD * KH * KW * nc):
+        tap = it // nc
+        c = (it % nc) * BLOCK_K + rk
+        kw = tap % KW
+        kh = (tap // KW) % KH
+        kd = tap // (KW * KH)
+        idd = id0 + kd * DD
+        ih = ih0 + kh * DH
+        iw = iw0 + kw * DW
+        m_in = tl.where((idd >= 0) & (idd < D), m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W), False)
+        c_ok = c < CIG
+        a_off = (idd * sxd + ih * sxh + iw * sxw)[:, None] + (c.to(tl.int64) * sxc)[None, :]
+        a = tl.load(x_base + a_off, mask=m_in[:, None] & c_ok[None, :], other=0.0)
+        b_off = (c * swi)[:, None] + (rn * swo)[None, :] + (kd * swd + kh * swh + kw * sww)
+        b = tl.load(w_base + b_off, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PREC)"""
+
+CONVT_LOOP = """for kd in range(KD):
+    td = od + PD - kd * DD
+    idd = td // SD
+    d_ok = (td >= 0) & (td % SD == 0) & (idd < D)
+    for kh in range(KH):
+        th_ = rh + PH - kh * DH
+        for kw in range(KW):
+            tw_ = rw + PW - kw * DW
+            if d_ok & (th_ % SH == 0) & (tw_ % SW == 0):
+                ih = jh + th_ // SH
+                iw = jw + tw_ // SW
+                m_in = m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+                sp = idd * sxd + ih * sxh + iw * sxw
+                for c0 in range(0, CIG, BLOCK_K):
+                    c = c0 + rk
+                    c_ok = c < CIG
+                    a = tl.load(x_base + sp[:, None] + (c.to(tl.int64) * sxc)[None, :],
+                                mask=m_in[:, None] & c_ok[None, :], other=0.0)
+                    b_off = (c * swi)[:, None] + (rn * swo)[None, :] + (kd * swd + kh * swh + kw * sww)
+                    b = tl.load(w_base + b_off, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+                    acc = tl.dot(a, b, acc, input_precision=PREC)"""
+
+CONV_STORE = """cg = g * COG + rn
+mask = m_ok[:, None] & n_ok[None, :]
+v{anchor} = acc
+{epilogue}
+o_off = (n.to(tl.int64) * COUT + cg[None, :].to(tl.int64)) * (OD * OH * OW) + od * (OH * OW) + (oh * OW + ow)[:, None]
+tl.store(out_ptr + o_off, {result}.to(out_ptr.dtype.element_ty), mask=mask)"""
+
+SPATIAL = ", ".join(f"{p}{d}: tl.constexpr" for p in ("S", "P", "D", "K") for d in "DHW")
+
+
+def _transposed(plan: Plan) -> bool:
+    return plan.g.nodes[plan.special].op == "conv_transpose"
+
+
+def _indent(text: str, n: int = 4) -> str:
+    return "\n".join(" " * n + ln if ln else ln for ln in text.splitlines())
+
+
+def conv_kernel(plan: Plan) -> str:
+    ptrs, estr = E.kernel_args(plan, 2)
+    tr = _transposed(plan)
+    phases = "rw = t % SW\nt = t // SW\nrh = t % SH\nt = t // SH\n" if tr else ""
+    positions = "oh = rh + SH * jh\now = rw + SW * jw\n" if tr else "oh = jh\now = jw\n"
+    idx = {"n": "n", "c": "cg[None, :]", "d": "od", "h": "oh[:, None]", "w": "ow[:, None]"}
+    store = CONV_STORE.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "mask")),
+                              result=E.result(plan))  # fmt: skip
+    body = "\n".join([CONV_SETUP.format(phases=phases, positions=positions), CONVT_LOOP if tr else CONV_LOOP, store])
+    name = "_kiln_convt" if tr else "_kiln_conv"
+    return (
+        f"\n\n@triton.jit\ndef {name}(x_ptr, w_ptr, out_ptr{ptrs}, CIN, D, H, W, COUT, OD, OH, OW, CIG, COG, "
+        f"TILES_H, TILES_W, sxn, sxc, sxd, sxh, sxw, swi, swo, swd, swh, sww, swg{estr}, {SPATIAL}, "
+        "FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BW: tl.constexpr, "
+        f"PREC: tl.constexpr):\n{_indent(body)}\n"
+    )
+
+
+def _params(plan: Plan) -> dict:
+    p = plan.g.nodes[plan.special].params
+    nsp, groups = int(p[0]), int(p[2])
+    s, pad, dil, opad = (tuple(int(v) for v in p[3 + 3 * k : 6 + 3 * k]) for k in range(4))
+    return {"nsp": nsp, "groups": groups, "stride": s, "pad": pad, "dil": dil, "opad": opad}
+
+
+def _spatial_kwargs(q: dict) -> str:
+    kw = [f"{p}{d}={v}" for p, vals in (("S", q["stride"]), ("P", q["pad"]), ("D", q["dil"]))
+          for d, v in zip("DHW", vals, strict=True)]  # fmt: skip
+    return ", ".join(kw + ["KD=KD", "KH=KH", "KW=KW"])
+
+
+def _out_sizes(q: dict, tr: bool) -> list[str]:
+    lines = []
+    for d, big, k in zip("DHW", ("D", "H", "W"), ("KD", "KH", "KW"), strict=True):
+        i = "DHW".index(d)
+        s, p, dl, op = q["stride"][i], q["pad"][i], q["dil"][i], q["opad"][i]
+        if tr:
+            lines.append(f"O{d} = ({big} - 1) * {s} - {2 * p} + {dl} * ({k} - 1) + {op} + 1")
+        else:
+            lines.append(f"O{d} = ({big} + {2 * p} - {dl} * ({k} - 1) - 1) // {s} + 1")
+    return lines
+
+
+def _pointwise(plan: Plan, q: dict) -> bool:
+    w = plan.g.nodes[plan.loads[1]].shape
+    plain = all(k == 1 for k in w[2:]) and set(q["stride"]) == {1} and set(q["pad"]) == {0}
+    return plain and not _transposed(plan) and "bcast" not in plan.roles.values()
+
+
+def conv_forward(plan: Plan, cfg: dict) -> str:
+    q, tr = _params(plan), _transposed(plan)
+    names = input_exprs(plan)
+    nsp, G = q["nsp"], q["groups"]
+    lines = [f"x5 = _kiln_view5({names[0]}, True, {nsp})", f"w5 = _kiln_view5({names[1]}, True, {nsp})",
+             "NB, CIN, D, H, W = x5.shape"]  # fmt: skip
+    if tr:
+        lines += ["_, COG, KD, KH, KW = w5.shape", f"COUT, CIG = COG * {G}, CIN // {G}"]
+    else:
+        lines += ["COUT, CIG, KD, KH, KW = w5.shape", f"COG = COUT // {G}"]
+    lines += _out_sizes(q, tr)
+    dims = ["NB", "COUT"] + ["OD", "OH", "OW"][3 - nsp :]
+    lines += [f"out = torch.empty(({', '.join(dims)}), device=x5.device, dtype=x5.dtype)",
+              "if out.numel() == 0:\n    return out"]  # fmt: skip
+    if _pointwise(plan, q):  # a 1x1 conv: positions are one contiguous run per sample
+        lines += ["if x5.is_contiguous():", "    x5 = x5.view(NB, CIN, 1, 1, D * H * W)",
+                  "    D, H, W, OD, OH, OW = 1, 1, D * H * W, 1, 1, OD * OH * OW"]  # fmt: skip
+    ebody, eptrs, estr = E.forward_lines(plan, 2, True, nsp)
+    lines += ebody + _tiles(cfg, q, tr)
+    wst = "swi, swo = ws[1], ws[0]" if not tr else "swi, swo = ws[0], ws[1]"
+    lines += ["ws = w5.stride()", wst, f"swg = {'CIG * swi' if tr else 'COG * swo'}",
+              f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
+              f"{'_kiln_convt' if tr else '_kiln_conv'}[grid](x5, w5, out{eptrs}, CIN, D, H, W, COUT, OD, OH, OW, "
+              f"CIG, COG, tiles_h, tiles_w, *x5.stride(), swi, swo, ws[2], ws[3], ws[4], swg{estr}, "
+              f"{_spatial_kwargs(q)}, FLAT=flat, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BW=bw, PREC=prec, "
+              f"num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']})",
+              "return out"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _tiles(cfg: dict, q: dict, tr: bool) -> list[str]:
+    """Tile sizes from the knobs, clipped to the shape: BLOCK_N to the group's output channels,
+    BLOCK_K to its input channels (or to CIG*taps in flat mode), the patch to the output plane."""
+    s = q["stride"]
+    qh, qw = (f"triton.cdiv(OH, {s[1]})", f"triton.cdiv(OW, {s[2]})") if tr else ("OH", "OW")
+    phases = f" * {s[1] * s[2]}" if tr else ""
+    flat = "False" if tr else f"CIG < {cfg['flat_below']}"
+    return [
+        f"QH, QW = {qh}, {qw}",
+        f"flat = {flat}",
+        f"bn = min({cfg['block_n']}, max(16, triton.next_power_of_2(COG)))",
+        f"bk = min({cfg['block_k']}, max(16, triton.next_power_of_2(CIG * KD * KH * KW if flat else CIG)))",
+        f"bw = min({cfg['block_m']}, triton.next_power_of_2(QW))",
+        f"bm = max(16, bw * min({cfg['block_m']} // bw, triton.next_power_of_2(QH)))",
+        "tiles_h, tiles_w = triton.cdiv(QH, bm // bw), triton.cdiv(QW, bw)",
+        f"grid = (triton.cdiv(COG, bn) * NB * OD{phases} * tiles_h * tiles_w, {q['groups']})",
+    ]
+
+
+# ---------------------------------------------------------------------------- depthwise (direct)
+
+DW_BODY = """pid = tl.program_id(0)
+tw = pid % TILES_W
+t = pid // TILES_W
+th = t % TILES_H
+t = t // TILES_H
+od = t % OD
+t = t // OD
+co = t % COUT
+n = t // COUT
+ci = co // MULT
+r = tl.arange(0, BLOCK)
+oh = th * (BLOCK // BW) + r // BW
+ow = tw * BW + r % BW
+m_ok = (oh < OH) & (ow < OW)
+x_base = x_ptr + n.to(tl.int64) * sxn + ci.to(tl.int64) * sxc
+w_base = w_ptr + co * swo
+acc = tl.zeros((BLOCK,), dtype=tl.float32)
+for kd in tl.static_range(KD):
+    idd = od * SD - PD + kd * DD
+    for kh in tl.static_range(KH):
+        ih = oh * SH - PH + kh * DH
+        for kw in tl.static_range(KW):
+            iw = ow * SW - PW + kw * DW
+            ok = tl.where((idd >= 0) & (idd < D), m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W), False)
+            wv = tl.load(w_base + kd * swd + kh * swh + kw * sww).to(tl.float32)
+            acc += tl.load(x_base + idd * sxd + ih * sxh + iw * sxw, mask=ok, other=0.0).to(tl.float32) * wv
+v{anchor} = acc
+{epilogue}
+o_off = (n.to(tl.int64) * COUT + co) * (OD * OH * OW) + od * (OH * OW) + oh * OW + ow
+tl.store(out_ptr + o_off, {result}.to(out_ptr.dtype.element_ty), mask=m_ok)"""
+
+
+def dw_kernel(plan: Plan) -> str:
+    """Depthwise conv (one input channel per group, C_out = MULT * C_in): not a GEMM (K is the
+    taps only). A program owns BLOCK positions of one (sample, output channel, depth) as a
+    BH x BW patch; each tap is one scalar weight times a shifted, masked patch of the input."""
+    ptrs, estr = E.kernel_args(plan, 2)
+    idx = {"n": "n", "c": "co", "d": "od", "h": "oh", "w": "ow"}
+    body = DW_BODY.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "m_ok")), result=E.result(plan))
+    return (
+        f"\n\n@triton.jit\ndef _kiln_dwconv(x_ptr, w_ptr, out_ptr{ptrs}, D, H, W, COUT, OD, OH, OW, MULT, TILES_H, "
+        f"TILES_W, sxn, sxc, sxd, sxh, sxw, swo, swd, swh, sww{estr}, {SPATIAL}, BLOCK: tl.constexpr, "
+        f"BW: tl.constexpr):\n{_indent(body)}\n"
+    )
+
+
+def dw_forward(plan: Plan, cfg: dict) -> str:
+    q = _params(plan)
+    names = input_exprs(plan)
+    nsp, G = q["nsp"], q["groups"]
+    ebody, eptrs, estr = E.forward_lines(plan, 2, True, nsp)
+    dims = ["NB", "COUT"] + ["OD", "OH", "OW"][3 - nsp :]
+    blk = cfg["block"]
+    return "\n".join([
+        f"x5 = _kiln_view5({names[0]}, True, {nsp})", f"w5 = _kiln_view5({names[1]}, True, {nsp})",
+        "NB, CIN, D, H, W = x5.shape", "COUT, _, KD, KH, KW = w5.shape", *_out_sizes(q, False),
+        f"out = torch.empty(({', '.join(dims)}), device=x5.device, dtype=x5.dtype)",
+        "if out.numel() == 0:\n    return out", *ebody,
+        f"bw = min({blk}, triton.next_power_of_2(OW))",
+        f"blk = max(16, bw * min({blk} // bw, triton.next_power_of_2(OH)))",
+        "tiles_h, tiles_w = triton.cdiv(OH, blk // bw), triton.cdiv(OW, bw)",
+        "grid = (NB * COUT * OD * tiles_h * tiles_w,)",
+        f"_kiln_dwconv[grid](x5, w5, out{eptrs}, D, H, W, COUT, OD, OH, OW, COUT // {G}, tiles_h, tiles_w, "
+        f"*x5.stride(), *w5.stride()[0:1], *w5.stride()[2:]{estr}, {_spatial_kwargs(q)}, BLOCK=blk, BW=bw, "
+        f"num_warps={cfg['num_warps']})",
+        "return out",
+    ])  # fmt: skip
+
+
+def conv_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
+    return conv_kernel(plan), conv_forward(plan, cfg), E.HELPER
+
+
+def dw_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
+    return dw_kernel(plan), dw_forward(plan, cfg), E.HELPER
