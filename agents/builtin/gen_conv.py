@@ -3,8 +3,9 @@ stride, padding, dilation, 1-D/2-D/3-D), and a direct kernel for depthwise convo
 
 Every tensor is viewed as 5-D (n, c, d, h, w). The GEMM: rows are output positions, columns
 output channels of one group, K runs over (input channel, kernel tap). A program owns
-BLOCK_M positions of one (sample, output depth) as a BH x BW patch of (oh, ow) (BW a power of
-two, so `ow` is contiguous in runs of BW and loads and stores coalesce) and BLOCK_N channels;
+BLOCK_M positions of one sample as a BD x BH x BW patch of (od, oh, ow) (powers of two, filled
+along w first, so `ow` is contiguous in runs of BW and loads and stores coalesce; small planes
+take several rows or depths per program) and BLOCK_N channels;
 programs for the channel tiles of one patch are adjacent, so the patch is read from L2.
 
 - conv, per tap (`FLAT` off, CIG >= 32): a single loop over (tap, channel block): the tap's input
@@ -16,8 +17,7 @@ programs for the channel tiles of one patch are adjacent, so the patch is read f
   k when o = i*S - P + k*D. A program owns outputs of one phase (o mod S fixed per dim), so a tap
   is either valid for the whole patch or for none of it (a scalar test), and i = j + (r + P - k*D)/S
   is contiguous in the patch index j: only the ~K/S valid taps per dim are computed.
-A scalar condition (the depth tap) is applied with tl.where: `vector & scalar` has the wrong dtype
-under the Triton interpreter. fp32 uses `input_precision="tf32x3"` (three TF32 products: fp32-level accuracy), bf16/fp16 a plain
+fp32 uses `input_precision="tf32x3"` (three TF32 products: fp32-level accuracy), bf16/fp16 a plain
 dot; the accumulator is fp32. The epilogue (bias, activations, residuals) runs on the tile.
 """
 
@@ -36,12 +36,14 @@ tw = t % TILES_W
 t = t // TILES_W
 th = t % TILES_H
 t = t // TILES_H
-{phases}od = t % OD
-n = t // OD
+td = t % TILES_D
+t = t // TILES_D
+{phases}n = t
 rm = tl.arange(0, BLOCK_M)
-jh = th * (BLOCK_M // BW) + rm // BW
+jd = td * (BLOCK_M // (BH * BW)) + rm // (BH * BW)
+jh = th * BH + (rm // BW) % BH
 jw = tw * BW + rm % BW
-{positions}m_ok = (oh < OH) & (ow < OW)
+{positions}m_ok = (od < OD) & (oh < OH) & (ow < OW)
 rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 n_ok = rn < COG
 rk = tl.arange(0, BLOCK_K)
@@ -61,11 +63,12 @@ if FLAT:
         kd = r // (KH * KW)
         kh = (r // KW) % KH
         kw = r % KW
-        idd = id0 + kd * DD
+        idd = id0[:, None] + (kd * DD)[None, :]
         ih = ih0[:, None] + (kh * DH)[None, :]
         iw = iw0[:, None] + (kw * DW)[None, :]
-        a_ok = m_ok[:, None] & (k_ok & (idd >= 0) & (idd < D))[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        a_off = (ci.to(tl.int64) * sxc + idd * sxd)[None, :] + ih * sxh + iw * sxw
+        a_ok = (m_ok[:, None] & k_ok[None, :] & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0)
+                & (iw < W))
+        a_off = (ci.to(tl.int64) * sxc)[None, :] + idd * sxd + ih * sxh + iw * sxw
         a = tl.load(x_base + a_off, mask=a_ok, other=0.0)
         b_off = (ci * swi + kd * swd + kh * swh + kw * sww)[:, None] + (rn * swo)[None, :]
         b = tl.load(w_base + b_off, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
@@ -81,7 +84,7 @@ else:
         idd = id0 + kd * DD
         ih = ih0 + kh * DH
         iw = iw0 + kw * DW
-        m_in = tl.where((idd >= 0) & (idd < D), m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W), False)
+        m_in = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         c_ok = c < CIG
         a_off = (idd * sxd + ih * sxh + iw * sxw)[:, None] + (c.to(tl.int64) * sxc)[None, :]
         a = tl.load(x_base + a_off, mask=m_in[:, None] & c_ok[None, :], other=0.0)
@@ -90,17 +93,16 @@ else:
         acc = tl.dot(a, b, acc, input_precision=PREC)"""
 
 CONVT_LOOP = """for kd in range(KD):
-    td = od + PD - kd * DD
-    idd = td // SD
-    d_ok = (td >= 0) & (td % SD == 0) & (idd < D)
+    td_ = rd + PD - kd * DD
     for kh in range(KH):
         th_ = rh + PH - kh * DH
         for kw in range(KW):
             tw_ = rw + PW - kw * DW
-            if d_ok & (th_ % SH == 0) & (tw_ % SW == 0):
+            if (td_ % SD == 0) & (th_ % SH == 0) & (tw_ % SW == 0):
+                idd = jd + td_ // SD
                 ih = jh + th_ // SH
                 iw = jw + tw_ // SW
-                m_in = m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+                m_in = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
                 sp = idd * sxd + ih * sxh + iw * sxw
                 for c0 in range(0, CIG, BLOCK_K):
                     c = c0 + rk
@@ -115,7 +117,7 @@ CONV_STORE = """cg = g * COG + rn
 mask = m_ok[:, None] & n_ok[None, :]
 v{anchor} = acc
 {epilogue}
-o_off = (n.to(tl.int64) * COUT + cg[None, :].to(tl.int64)) * (OD * OH * OW) + od * (OH * OW) + (oh * OW + ow)[:, None]
+o_off = (n.to(tl.int64) * COUT + cg[None, :].to(tl.int64)) * (OD * OH * OW) + ((od * OH + oh) * OW + ow)[:, None]
 tl.store(out_ptr + o_off, {result}.to(out_ptr.dtype.element_ty), mask=mask)"""
 
 SPATIAL = ", ".join(f"{p}{d}: tl.constexpr" for p in ("S", "P", "D", "K") for d in "DHW")
@@ -132,17 +134,18 @@ def _indent(text: str, n: int = 4) -> str:
 def conv_kernel(plan: Plan) -> str:
     ptrs, estr = E.kernel_args(plan, 2)
     tr = _transposed(plan)
-    phases = "rw = t % SW\nt = t // SW\nrh = t % SH\nt = t // SH\n" if tr else ""
-    positions = "oh = rh + SH * jh\now = rw + SW * jw\n" if tr else "oh = jh\now = jw\n"
-    idx = {"n": "n", "c": "cg[None, :]", "d": "od", "h": "oh[:, None]", "w": "ow[:, None]"}
+    phases = "rw = t % SW\nt = t // SW\nrh = t % SH\nt = t // SH\nrd = t % SD\nt = t // SD\n" if tr else ""
+    positions = "od = rd + SD * jd\noh = rh + SH * jh\now = rw + SW * jw\n" if tr else "od = jd\noh = jh\now = jw\n"
+    idx = {"n": "n", "c": "cg[None, :]", "d": "od[:, None]", "h": "oh[:, None]", "w": "ow[:, None]"}
     store = CONV_STORE.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "mask")),
                               result=E.result(plan))  # fmt: skip
     body = "\n".join([CONV_SETUP.format(phases=phases, positions=positions), CONVT_LOOP if tr else CONV_LOOP, store])
     name = "_kiln_convt" if tr else "_kiln_conv"
     return (
         f"\n\n@triton.jit\ndef {name}(x_ptr, w_ptr, out_ptr{ptrs}, CIN, D, H, W, COUT, OD, OH, OW, CIG, COG, "
-        f"TILES_H, TILES_W, sxn, sxc, sxd, sxh, sxw, swi, swo, swd, swh, sww, swg{estr}, {SPATIAL}, "
-        "FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BW: tl.constexpr, "
+        f"TILES_D, TILES_H, TILES_W, sxn, sxc, sxd, sxh, sxw, swi, swo, swd, swh, sww, swg{estr}, {SPATIAL}, "
+        "FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BH: tl.constexpr, "
+        "BW: tl.constexpr, "
         f"PREC: tl.constexpr):\n{_indent(body)}\n"
     )
 
@@ -201,8 +204,9 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
     lines += ["ws = w5.stride()", wst, f"swg = {'CIG * swi' if tr else 'COG * swo'}",
               f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
               f"{'_kiln_convt' if tr else '_kiln_conv'}[grid](x5, w5, out{eptrs}, CIN, D, H, W, COUT, OD, OH, OW, "
-              f"CIG, COG, tiles_h, tiles_w, *x5.stride(), swi, swo, ws[2], ws[3], ws[4], swg{estr}, "
-              f"{_spatial_kwargs(q)}, FLAT=flat, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BW=bw, PREC=prec, "
+              f"CIG, COG, tiles_d, tiles_h, tiles_w, *x5.stride(), swi, swo, ws[2], ws[3], ws[4], swg{estr}, "
+              f"{_spatial_kwargs(q)}, FLAT=flat, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BH=bh, BW=bw, "
+              "PREC=prec, "
               f"num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']})",
               "return out"]  # fmt: skip
     return "\n".join(lines)
@@ -210,20 +214,20 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
 
 def _tiles(cfg: dict, q: dict, tr: bool) -> list[str]:
     """Tile sizes from the knobs, clipped to the shape: BLOCK_N to the group's output channels,
-    BLOCK_K to its input channels (or to CIG*taps in flat mode), the patch to the output plane."""
+    BLOCK_K to its input channels (or to CIG*taps in flat mode), the patch to the output."""
     s = q["stride"]
-    qh, qw = (f"triton.cdiv(OH, {s[1]})", f"triton.cdiv(OW, {s[2]})") if tr else ("OH", "OW")
-    phases = f" * {s[1] * s[2]}" if tr else ""
+    sizes = [f"triton.cdiv(O{d}, {s[i]})" for i, d in enumerate("DHW")] if tr else ["OD", "OH", "OW"]
+    phases = f" * {s[0] * s[1] * s[2]}" if tr else ""
     flat = "False" if tr else f"CIG < {cfg['flat_below']}"
     return [
-        f"QH, QW = {qh}, {qw}",
+        f"QD, QH, QW = {', '.join(sizes)}",
         f"flat = {flat}",
         f"bn = min({cfg['block_n']}, max(16, triton.next_power_of_2(COG)))",
         f"bk = min({cfg['block_k']}, max(16, triton.next_power_of_2(CIG * KD * KH * KW if flat else CIG)))",
-        f"bw = min({cfg['block_m']}, triton.next_power_of_2(QW))",
-        f"bm = max(16, bw * min({cfg['block_m']} // bw, triton.next_power_of_2(QH)))",
-        "tiles_h, tiles_w = triton.cdiv(QH, bm // bw), triton.cdiv(QW, bw)",
-        f"grid = (triton.cdiv(COG, bn) * NB * OD{phases} * tiles_h * tiles_w, {q['groups']})",
+        f"bd, bh, bw = _kiln_patch({cfg['block_m']}, QD, QH, QW)",
+        "bm = bd * bh * bw",
+        "tiles_d, tiles_h, tiles_w = triton.cdiv(QD, bd), triton.cdiv(QH, bh), triton.cdiv(QW, bw)",
+        f"grid = (triton.cdiv(COG, bn) * NB{phases} * tiles_d * tiles_h * tiles_w, {q['groups']})",
     ]
 
 
@@ -234,15 +238,16 @@ tw = pid % TILES_W
 t = pid // TILES_W
 th = t % TILES_H
 t = t // TILES_H
-od = t % OD
-t = t // OD
+td = t % TILES_D
+t = t // TILES_D
 co = t % COUT
 n = t // COUT
 ci = co // MULT
 r = tl.arange(0, BLOCK)
-oh = th * (BLOCK // BW) + r // BW
+od = td * (BLOCK // (BH * BW)) + r // (BH * BW)
+oh = th * BH + (r // BW) % BH
 ow = tw * BW + r % BW
-m_ok = (oh < OH) & (ow < OW)
+m_ok = (od < OD) & (oh < OH) & (ow < OW)
 x_base = x_ptr + n.to(tl.int64) * sxn + ci.to(tl.int64) * sxc
 w_base = w_ptr + co * swo
 acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -252,26 +257,26 @@ for kd in tl.static_range(KD):
         ih = oh * SH - PH + kh * DH
         for kw in tl.static_range(KW):
             iw = ow * SW - PW + kw * DW
-            ok = tl.where((idd >= 0) & (idd < D), m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W), False)
+            ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             wv = tl.load(w_base + kd * swd + kh * swh + kw * sww).to(tl.float32)
             acc += tl.load(x_base + idd * sxd + ih * sxh + iw * sxw, mask=ok, other=0.0).to(tl.float32) * wv
 v{anchor} = acc
 {epilogue}
-o_off = (n.to(tl.int64) * COUT + co) * (OD * OH * OW) + od * (OH * OW) + oh * OW + ow
+o_off = (n.to(tl.int64) * COUT + co) * (OD * OH * OW) + (od * OH + oh) * OW + ow
 tl.store(out_ptr + o_off, {result}.to(out_ptr.dtype.element_ty), mask=m_ok)"""
 
 
 def dw_kernel(plan: Plan) -> str:
     """Depthwise conv (one input channel per group, C_out = MULT * C_in): not a GEMM (K is the
-    taps only). A program owns BLOCK positions of one (sample, output channel, depth) as a
-    BH x BW patch; each tap is one scalar weight times a shifted, masked patch of the input."""
+    taps only). A program owns BLOCK positions of one (sample, output channel) as a BD x BH x BW
+    patch; each tap is one scalar weight times a shifted, masked patch of the input."""
     ptrs, estr = E.kernel_args(plan, 2)
     idx = {"n": "n", "c": "co", "d": "od", "h": "oh", "w": "ow"}
     body = DW_BODY.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "m_ok")), result=E.result(plan))
     return (
-        f"\n\n@triton.jit\ndef _kiln_dwconv(x_ptr, w_ptr, out_ptr{ptrs}, D, H, W, COUT, OD, OH, OW, MULT, TILES_H, "
-        f"TILES_W, sxn, sxc, sxd, sxh, sxw, swo, swd, swh, sww{estr}, {SPATIAL}, BLOCK: tl.constexpr, "
-        f"BW: tl.constexpr):\n{_indent(body)}\n"
+        f"\n\n@triton.jit\ndef _kiln_dwconv(x_ptr, w_ptr, out_ptr{ptrs}, D, H, W, COUT, OD, OH, OW, MULT, TILES_D, "
+        f"TILES_H, TILES_W, sxn, sxc, sxd, sxh, sxw, swo, swd, swh, sww{estr}, {SPATIAL}, BLOCK: tl.constexpr, "
+        f"BH: tl.constexpr, BW: tl.constexpr):\n{_indent(body)}\n"
     )
 
 
@@ -287,12 +292,12 @@ def dw_forward(plan: Plan, cfg: dict) -> str:
         "NB, CIN, D, H, W = x5.shape", "COUT, _, KD, KH, KW = w5.shape", *_out_sizes(q, False),
         f"out = torch.empty(({', '.join(dims)}), device=x5.device, dtype=x5.dtype)",
         "if out.numel() == 0:\n    return out", *ebody,
-        f"bw = min({blk}, triton.next_power_of_2(OW))",
-        f"blk = max(16, bw * min({blk} // bw, triton.next_power_of_2(OH)))",
-        "tiles_h, tiles_w = triton.cdiv(OH, blk // bw), triton.cdiv(OW, bw)",
-        "grid = (NB * COUT * OD * tiles_h * tiles_w,)",
-        f"_kiln_dwconv[grid](x5, w5, out{eptrs}, D, H, W, COUT, OD, OH, OW, COUT // {G}, tiles_h, tiles_w, "
-        f"*x5.stride(), *w5.stride()[0:1], *w5.stride()[2:]{estr}, {_spatial_kwargs(q)}, BLOCK=blk, BW=bw, "
+        f"bd, bh, bw = _kiln_patch({blk}, OD, OH, OW)",
+        "tiles_d, tiles_h, tiles_w = triton.cdiv(OD, bd), triton.cdiv(OH, bh), triton.cdiv(OW, bw)",
+        "grid = (NB * COUT * tiles_d * tiles_h * tiles_w,)",
+        f"_kiln_dwconv[grid](x5, w5, out{eptrs}, D, H, W, COUT, OD, OH, OW, COUT // {G}, tiles_d, tiles_h, tiles_w, "
+        f"*x5.stride(), *w5.stride()[0:1], *w5.stride()[2:]{estr}, {_spatial_kwargs(q)}, BLOCK=bd * bh * bw, BH=bh, "
+        "BW=bw, "
         f"num_warps={cfg['num_warps']})",
         "return out",
     ])  # fmt: skip

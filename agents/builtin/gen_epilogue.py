@@ -74,6 +74,17 @@ def _kiln_bstrides5(t, shape, batched, nsp):
     return st[:2] + [0] * (3 - nsp) + st[2:]
 
 
+def _kiln_patch(block, d, h, w):
+    """A BD x BH x BW patch of about `block` outputs: powers of two, filled along w, then h, then d
+    (small planes take several rows or depths per program), at least 16 (tl.dot's minimum)."""
+    bw = min(block, triton.next_power_of_2(w))
+    bh = min(max(1, block // bw), triton.next_power_of_2(h))
+    bd = min(max(1, block // (bw * bh)), triton.next_power_of_2(d))
+    while bd * bh * bw < 16:
+        bd *= 2
+    return bd, bh, bw
+
+
 def _kiln_view5(t, batched, nsp):
     """t as (n, c, d, h, w): a view with size-1 dims for a missing batch and leading spatial dims."""
     if not batched:

@@ -3,8 +3,8 @@ dilation, ceil_mode, count_include_pad, divisor_override) and adaptive average /
 any output size, with the elementwise epilogue fused.
 
 Tensors are viewed as 5-D (n, c, d, h, w). A program owns BLOCK outputs of one (sample,
-channel, output depth) as a BH x BW patch (BW a power of two: the store and, at stride 1, every
-tap's load coalesce); the taps are unrolled (the kernel size is a compile-time constant), each a
+channel) as a BD x BH x BW patch (powers of two, filled along w first: the store and, at stride
+1, every tap's load coalesce); the taps are unrolled (the kernel size is a compile-time constant), each a
 masked load of the shifted patch (padding reads -inf for max, 0 for average), so every input
 element is read from DRAM once and the rest of its reuse hits L1/L2. Average pooling divides by
 PyTorch's divisor: the window clipped to the padded input (count_include_pad) or to the input.
@@ -22,14 +22,15 @@ tw = pid % TILES_W
 t = pid // TILES_W
 th = t % TILES_H
 t = t // TILES_H
-od = t % OD
-t = t // OD
+td = t % TILES_D
+t = t // TILES_D
 c = t % C
 n = t // C
 r = tl.arange(0, BLOCK)
-oh = th * (BLOCK // BW) + r // BW
+od = td * (BLOCK // (BH * BW)) + r // (BH * BW)
+oh = th * BH + (r // BW) % BH
 ow = tw * BW + r % BW
-m_ok = (oh < OH) & (ow < OW)
+m_ok = (od < OD) & (oh < OH) & (ow < OW)
 base = x_ptr + n.to(tl.int64) * sxn + c.to(tl.int64) * sxc"""
 
 WINDOW = """ds = od * SD - PD
@@ -42,7 +43,7 @@ TAPS = """for kd in tl.static_range(KD):
         ih = {h0} + kh{hstep}
         for kw in tl.static_range(KW):
             iw = {w0} + kw{wstep}
-            ok = tl.where({dcond}, m_ok & {inside}, False)
+            ok = m_ok & {inside}
             v = tl.load(base + idd * sxd + ih * sxh + iw * sxw, mask=ok, other={other}).to(tl.float32)
             acc = {combine}"""
 
@@ -55,7 +56,7 @@ else:
     padded = (de - ds) * (he - hs) * (we - ws)
     inner = (tl.minimum(de, D) - tl.maximum(ds, 0)) * (tl.minimum(he, H) - tl.maximum(hs, 0)) * (
         tl.minimum(we, W) - tl.maximum(ws, 0))
-    acc = acc / (padded if COUNT_PAD else inner).to(tl.float32)"""
+    acc = acc / tl.maximum(padded if COUNT_PAD else inner, 1).to(tl.float32)"""
 
 ADAPTIVE_WINDOW = """ds = (od * D) // OD
 de = ((od + 1) * D + OD - 1) // OD
@@ -66,11 +67,11 @@ we = ((ow + 1) * W + OW - 1) // OW"""
 
 TAIL = """v{anchor} = acc
 {epilogue}
-o_off = (n.to(tl.int64) * C + c) * (OD * OH * OW) + od * (OH * OW) + oh * OW + ow
+o_off = (n.to(tl.int64) * C + c) * (OD * OH * OW) + (od * OH + oh) * OW + ow
 tl.store(out_ptr + o_off, {result}.to(out_ptr.dtype.element_ty), mask=m_ok)"""
 
-RANGE = "(ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)"
-ARANGE = "(ih < he) & (iw < we)"
+RANGE = "(idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)"
+ARANGE = "(idd < de) & (ih < he) & (iw < we)"
 
 
 def _kind(plan: Plan) -> str:
@@ -82,10 +83,10 @@ def _taps(kind: str) -> str:
     combine = "tl.maximum(acc, v)" if is_max else "acc + v"
     other = "float('-inf')" if is_max else "0.0"
     if kind.startswith("adaptive"):
-        return TAPS.format(d0="ds", h0="hs", w0="ws", dstep="", hstep="", wstep="", inside=ARANGE, dcond="idd < de", other=other,
+        return TAPS.format(d0="ds", h0="hs", w0="ws", dstep="", hstep="", wstep="", inside=ARANGE, other=other,
                            combine=combine)  # fmt: skip
     return TAPS.format(d0="ds", h0="hs", w0="ws", dstep=" * DD", hstep=" * DH", wstep=" * DW", inside=RANGE,
-                       dcond="(idd >= 0) & (idd < D)", other=other, combine=combine)  # fmt: skip
+                       other=other, combine=combine)  # fmt: skip
 
 
 def pool_kernel(plan: Plan) -> str:
@@ -96,16 +97,16 @@ def pool_kernel(plan: Plan) -> str:
     if kind == "avg":
         parts.append(AVG_DIVISOR)
     elif kind == "adaptive_avg":
-        parts.append("acc = acc / ((de - ds) * (he - hs) * (we - ws)).to(tl.float32)")
+        parts.append("acc = acc / tl.maximum((de - ds) * (he - hs) * (we - ws), 1).to(tl.float32)")
     idx = {"n": "n", "c": "c", "d": "od", "h": "oh", "w": "ow"}
     parts.append(TAIL.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 1, idx, "m_ok")),
                              result=E.result(plan)))  # fmt: skip
     body = "\n".join("\n".join("    " + ln if ln else ln for ln in p.splitlines()) for p in parts)
     consts = ", ".join(f"{p}{d}: tl.constexpr" for p in ("K", "S", "P", "D") for d in "DHW")
     return (
-        f"\n\n@triton.jit\ndef _kiln_pool(x_ptr, out_ptr{ptrs}, C, D, H, W, OD, OH, OW, TILES_H, TILES_W, "
+        f"\n\n@triton.jit\ndef _kiln_pool(x_ptr, out_ptr{ptrs}, C, D, H, W, OD, OH, OW, TILES_D, TILES_H, TILES_W, "
         f"sxn, sxc, sxd, sxh, sxw{estr}, {consts}, COUNT_PAD: tl.constexpr, DIVISOR: tl.constexpr, "
-        f"BLOCK: tl.constexpr, BW: tl.constexpr):\n{body}\n"
+        f"BLOCK: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):\n{body}\n"
     )
 
 
@@ -142,12 +143,11 @@ def pool_forward(plan: Plan, cfg: dict) -> str:
         "NB, C, D, H, W = x5.shape", *_sizes(plan),
         f"out = torch.empty(({', '.join(dims)},), device=x5.device, dtype=x5.dtype)",
         "if out.numel() == 0:\n    return out", *ebody,
-        f"bw = min({blk}, triton.next_power_of_2(OW))",
-        f"blk = max(16, bw * min({blk} // bw, triton.next_power_of_2(OH)))",
-        "tiles_h, tiles_w = triton.cdiv(OH, blk // bw), triton.cdiv(OW, bw)",
-        "grid = (NB * C * OD * tiles_h * tiles_w,)",
-        f"_kiln_pool[grid](x5, out{eptrs}, C, D, H, W, OD, OH, OW, tiles_h, tiles_w, *x5.stride(){estr}, **consts, "
-        f"BLOCK=blk, BW=bw, num_warps={cfg['num_warps']})",
+        f"bd, bh, bw = _kiln_patch({blk}, OD, OH, OW)",
+        "tiles_d, tiles_h, tiles_w = triton.cdiv(OD, bd), triton.cdiv(OH, bh), triton.cdiv(OW, bw)",
+        "grid = (NB * C * tiles_d * tiles_h * tiles_w,)",
+        f"_kiln_pool[grid](x5, out{eptrs}, C, D, H, W, OD, OH, OW, tiles_d, tiles_h, tiles_w, *x5.stride(){estr}, "
+        f"**consts, BLOCK=bd * bh * bw, BH=bh, BW=bw, num_warps={cfg['num_warps']})",
         "return out",
     ])  # fmt: skip
 
