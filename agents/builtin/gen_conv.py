@@ -23,6 +23,8 @@ dot; the accumulator is fp32. The epilogue (bias, activations, residuals) runs o
 
 from __future__ import annotations
 
+import math
+
 from kiln.agents.builtin import gen_epilogue as E
 from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
@@ -92,26 +94,37 @@ else:
         b = tl.load(w_base + b_off, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PREC)"""
 
-CONVT_LOOP = """for kd in range(KD):
-    td_ = rd + PD - kd * DD
-    for kh in range(KH):
-        th_ = rh + PH - kh * DH
-        for kw in range(KW):
-            tw_ = rw + PW - kw * DW
-            if (td_ % SD == 0) & (th_ % SH == 0) & (tw_ % SW == 0):
-                idd = jd + td_ // SD
-                ih = jh + th_ // SH
-                iw = jw + tw_ // SW
-                m_in = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-                sp = idd * sxd + ih * sxh + iw * sxw
-                for c0 in range(0, CIG, BLOCK_K):
-                    c = c0 + rk
-                    c_ok = c < CIG
-                    a = tl.load(x_base + sp[:, None] + (c.to(tl.int64) * sxc)[None, :],
-                                mask=m_in[:, None] & c_ok[None, :], other=0.0)
-                    b_off = (c * swi)[:, None] + (rn * swo)[None, :] + (kd * swd + kh * swh + kw * sww)
-                    b = tl.load(w_base + b_off, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-                    acc = tl.dot(a, b, acc, input_precision=PREC)"""
+CONVT_FIRST = """{k}0 = K{D}
+for t_ in tl.static_range(PER{D}):
+    {k}0 = tl.where(((r{d} + P{D} - t_ * D{D}) % S{D} == 0) & ({k}0 == K{D}), t_, {k}0)"""
+
+CONVT_LOOP = """{first_d}
+{first_h}
+{first_w}
+for kd in range(kd0, KD, PERD):
+    idd = jd + (rd + PD - kd * DD) // SD
+    for kh in range(kh0, KH, PERH):
+        ih = jh + (rh + PH - kh * DH) // SH
+        for kw in range(kw0, KW, PERW):
+            iw = jw + (rw + PW - kw * DW) // SW
+            m_in = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            sp = idd * sxd + ih * sxh + iw * sxw
+            for c0 in range(0, CIG, BLOCK_K):
+                c = c0 + rk
+                c_ok = c < CIG
+                a = tl.load(x_base + sp[:, None] + (c.to(tl.int64) * sxc)[None, :],
+                            mask=m_in[:, None] & c_ok[None, :], other=0.0)
+                b_off = (c * swi)[:, None] + (rn * swo)[None, :] + (kd * swd + kh * swh + kw * sww)
+                b = tl.load(w_base + b_off, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+                acc = tl.dot(a, b, acc, input_precision=PREC)"""
+
+
+def convt_loop() -> str:
+    """The valid taps of a phase r are k = k0 + PER*t (PER = S / gcd(S, D)): k0, the first k with
+    (r + P - k*D) % S == 0, is found among the first PER taps (K when there is none)."""
+    firsts = {f"first_{d}": CONVT_FIRST.format(k=f"k{d}", d=d, D=d.upper()) for d in "dhw"}
+    return CONVT_LOOP.format(**firsts)
+
 
 CONV_STORE = """cg = g * COG + rn
 mask = m_ok[:, None] & n_ok[None, :]
@@ -137,13 +150,14 @@ def conv_kernel(plan: Plan) -> str:
     phases = "rw = t % SW\nt = t // SW\nrh = t % SH\nt = t // SH\nrd = t % SD\nt = t // SD\n" if tr else ""
     positions = "od = rd + SD * jd\noh = rh + SH * jh\now = rw + SW * jw\n" if tr else "od = jd\noh = jh\now = jw\n"
     idx = {"n": "n", "c": "cg[None, :]", "d": "od[:, None]", "h": "oh[:, None]", "w": "ow[:, None]"}
-    store = CONV_STORE.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "mask")),
+    store = CONV_STORE.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "mask", "n_ok[None, :]")),
                               result=E.result(plan))  # fmt: skip
-    body = "\n".join([CONV_SETUP.format(phases=phases, positions=positions), CONVT_LOOP if tr else CONV_LOOP, store])
+    body = "\n".join([CONV_SETUP.format(phases=phases, positions=positions), convt_loop() if tr else CONV_LOOP, store])
     name = "_kiln_convt" if tr else "_kiln_conv"
     return (
         f"\n\n@triton.jit\ndef {name}(x_ptr, w_ptr, out_ptr{ptrs}, CIN, D, H, W, COUT, OD, OH, OW, CIG, COG, "
         f"TILES_D, TILES_H, TILES_W, sxn, sxc, sxd, sxh, sxw, swi, swo, swd, swh, sww, swg{estr}, {SPATIAL}, "
+        + ("PERD: tl.constexpr, PERH: tl.constexpr, PERW: tl.constexpr, " if tr else "") +
         "FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BH: tl.constexpr, "
         "BW: tl.constexpr, "
         f"PREC: tl.constexpr):\n{_indent(body)}\n"
@@ -157,10 +171,11 @@ def _params(plan: Plan) -> dict:
     return {"nsp": nsp, "groups": groups, "stride": s, "pad": pad, "dil": dil, "opad": opad}
 
 
-def _spatial_kwargs(q: dict) -> str:
+def _spatial_kwargs(q: dict, tr: bool = False) -> str:
     kw = [f"{p}{d}={v}" for p, vals in (("S", q["stride"]), ("P", q["pad"]), ("D", q["dil"]))
           for d, v in zip("DHW", vals, strict=True)]  # fmt: skip
-    return ", ".join(kw + ["KD=KD", "KH=KH", "KW=KW"])
+    per = [f"PER{d}={s // math.gcd(s, dl)}" for d, s, dl in zip("DHW", q["stride"], q["dil"], strict=True)] if tr else []
+    return ", ".join(kw + ["KD=KD", "KH=KH", "KW=KW"] + per)
 
 
 def _out_sizes(q: dict, tr: bool) -> list[str]:
@@ -205,7 +220,7 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
               f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
               f"{'_kiln_convt' if tr else '_kiln_conv'}[grid](x5, w5, out{eptrs}, CIN, D, H, W, COUT, OD, OH, OW, "
               f"CIG, COG, tiles_d, tiles_h, tiles_w, *x5.stride(), swi, swo, ws[2], ws[3], ws[4], swg{estr}, "
-              f"{_spatial_kwargs(q)}, FLAT=flat, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BH=bh, BW=bw, "
+              f"{_spatial_kwargs(q, tr)}, FLAT=flat, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BH=bh, BW=bw, "
               "PREC=prec, "
               f"num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']})",
               "return out"]  # fmt: skip
@@ -272,7 +287,7 @@ def dw_kernel(plan: Plan) -> str:
     patch; each tap is one scalar weight times a shifted, masked patch of the input."""
     ptrs, estr = E.kernel_args(plan, 2)
     idx = {"n": "n", "c": "co", "d": "od", "h": "oh", "w": "ow"}
-    body = DW_BODY.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "m_ok")), result=E.result(plan))
+    body = DW_BODY.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "m_ok", None)), result=E.result(plan))
     return (
         f"\n\n@triton.jit\ndef _kiln_dwconv(x_ptr, w_ptr, out_ptr{ptrs}, D, H, W, COUT, OD, OH, OW, MULT, TILES_D, "
         f"TILES_H, TILES_W, sxn, sxc, sxd, sxh, sxw, swo, swd, swh, sww{estr}, {SPATIAL}, BLOCK: tl.constexpr, "

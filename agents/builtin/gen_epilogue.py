@@ -28,8 +28,9 @@ def kernel_args(plan: Plan, first: int) -> tuple[str, str]:
     return ptrs, strides
 
 
-def lines(plan: Plan, first: int, idx: dict[str, str], mask: str) -> list[str]:
-    """Epilogue lines after `v<anchor> = acc`: loads by role, then every op, in DAG order."""
+def lines(plan: Plan, first: int, idx: dict[str, str], mask: str, chan_mask: str | None) -> list[str]:
+    """Epilogue lines after `v<anchor> = acc`: loads by role, then every op, in DAG order.
+    `chan_mask` guards the per-channel loads (None where the channel is one scalar per program)."""
     out = []
     for i in plan.live:
         n = plan.g.nodes[i]
@@ -39,8 +40,11 @@ def lines(plan: Plan, first: int, idx: dict[str, str], mask: str) -> list[str]:
             if role == "scalar":
                 out.append(f"v{i} = tl.load(p{k}).to(tl.float32)")
                 continue
-            dims = ["c"] if role == "chan" else list(DIMS)
-            off = " + ".join(f"{idx[d]} * e{k}_{d}" for d in dims)
+            if role == "chan":
+                guard = f", mask={chan_mask}, other=0.0" if chan_mask else ""
+                out.append(f"v{i} = tl.load(p{k} + {idx['c']} * e{k}_c{guard}).to(tl.float32)")
+                continue
+            off = " + ".join(f"{idx[d]} * e{k}_{d}" for d in DIMS)
             out.append(f"v{i} = tl.load(p{k} + {off}, mask={mask}, other=0.0).to(tl.float32)")
         elif n.kind == "op":
             out.append(op_line(plan, i))

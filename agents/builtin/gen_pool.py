@@ -99,7 +99,7 @@ def pool_kernel(plan: Plan) -> str:
     elif kind == "adaptive_avg":
         parts.append("acc = acc / tl.maximum((de - ds) * (he - hs) * (we - ws), 1).to(tl.float32)")
     idx = {"n": "n", "c": "c", "d": "od", "h": "oh", "w": "ow"}
-    parts.append(TAIL.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 1, idx, "m_ok")),
+    parts.append(TAIL.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 1, idx, "m_ok", None)),
                              result=E.result(plan)))  # fmt: skip
     body = "\n".join("\n".join("    " + ln if ln else ln for ln in p.splitlines()) for p in parts)
     consts = ", ".join(f"{p}{d}: tl.constexpr" for p in ("K", "S", "P", "D") for d in "DHW")

@@ -246,6 +246,9 @@ def _fn(name: str):
 
 
 FUNCS = {name: _fn(name) for name in SIGS}
+for _d in (1, 2, 3):  # F.max_pool*d(..., return_indices=True) traces to these
+    SIGS[f"max_pool{_d}d_with_indices"] = MAXP
+    FUNCS[f"max_pool{_d}d_with_indices"] = lambda L, nm, b, n: pool(L, b | {"return_indices": True}, 0, "max", n)
 
 MODULES: list[tuple[type, str]] = [
     (nn.Conv1d, "conv1d"), (nn.Conv2d, "conv2d"), (nn.Conv3d, "conv3d"),
