@@ -9,6 +9,8 @@
 #   gpu_tests    the GPU suite (pytest -m gpu), one log per folder
 #   builtin      issue 23: the built-in Coder over KernelBench level 1 and 2 (bench/builtin_speed.py)
 #   model        issue 24: whole-model workloads (bench/model_bench.py)
+#   builtin_kb1  issue 23: bench/builtin_kb.py over KernelBench level 1 (built-in one-shot: correct vs
+#   builtin_kb2  float64, x eager, x torch.compile, % roofline; conv also autotuned); one level per call
 # Every part keeps its log under $OUT/logs; the call ends with $OUT/logs.tgz and $OUT/summary.txt.
 set -u
 DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
@@ -51,6 +53,11 @@ for part in "$@"; do
     builtin)
       b builtin $(( $(left) - 10 )) python3 bench/builtin_speed.py --root third_party/KernelBench --out "$OUT/logs/builtin"
       cp "$OUT/logs/builtin/"*.md "$OUT/" 2>/dev/null ;;
+    builtin_kb1|builtin_kb2)
+      lvl=${part#builtin_kb}
+      b "$part" $(( $(left) - 10 )) python3 bench/builtin_kb.py --root third_party/KernelBench --levels "$lvl" \
+        --out "$OUT/logs/$part" --budget-s $(( $(left) - 45 )) --compile-budget-s 200 --conv-autotune
+      cp "$OUT/logs/$part/builtin_kb.md" "$OUT/$part.md" 2>/dev/null ;;
     model)
       for p in resblock-fp32 resblock-bf16 resnet50-fp32 qwen3-b8-bf16; do
         [ "$(left)" -gt 100 ] || break

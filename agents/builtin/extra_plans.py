@@ -78,10 +78,10 @@ FAMILIES = {"conv", "dwconv", "pool", "attn", "chanstats"}
 
 def family_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
     """(kernels, forward body, helpers) for one of these families."""
-    from kiln.agents.builtin import gen_attention, gen_chanstats, gen_conv, gen_pool
+    from kiln.agents.builtin import gen_attention, gen_chanstats, gen_conv, gen_dwconv, gen_pool
     from kiln.agents.builtin.emit import HELPERS
 
-    gen = {"conv": gen_conv.conv_parts, "dwconv": gen_conv.dw_parts, "pool": gen_pool.pool_parts,
+    gen = {"conv": gen_conv.conv_parts, "dwconv": gen_dwconv.dw_parts, "pool": gen_pool.pool_parts,
            "attn": gen_attention.attn_parts, "chanstats": gen_chanstats.stats_parts}[plan.family]  # fmt: skip
     kernels, fwd, helpers = gen(plan, cfg)
     return kernels, fwd, HELPERS + helpers

@@ -1,5 +1,5 @@
-"""Convolution templates: implicit GEMM on tensor cores (conv and transposed conv, any groups,
-stride, padding, dilation, 1-D/2-D/3-D), and a direct kernel for depthwise convolutions.
+"""Convolution template: implicit GEMM on tensor cores (conv and transposed conv, any groups,
+stride, padding, dilation, 1-D/2-D/3-D); depthwise convolutions are gen_dwconv.py.
 
 Every tensor is viewed as 5-D (n, c, d, h, w). The GEMM: rows are output positions, columns
 output channels of one group, K runs over (input channel, kernel tap). A program owns
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from kiln.agents.builtin import gen_conv_tune as T
 from kiln.agents.builtin import gen_epilogue as E
 from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
@@ -140,7 +141,7 @@ def _transposed(plan: Plan) -> bool:
     return plan.g.nodes[plan.special].op == "conv_transpose"
 
 
-def _indent(text: str, n: int = 4) -> str:
+def indent(text: str, n: int = 4) -> str:
     return "\n".join(" " * n + ln if ln else ln for ln in text.splitlines())
 
 
@@ -160,25 +161,25 @@ def conv_kernel(plan: Plan) -> str:
         + ("PERD: tl.constexpr, PERH: tl.constexpr, PERW: tl.constexpr, " if tr else "") +
         "FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BH: tl.constexpr, "
         "BW: tl.constexpr, "
-        f"PREC: tl.constexpr):\n{_indent(body)}\n"
+        f"PREC: tl.constexpr):\n{indent(body)}\n"
     )
 
 
-def _params(plan: Plan) -> dict:
+def params(plan: Plan) -> dict:
     p = plan.g.nodes[plan.special].params
     nsp, groups = int(p[0]), int(p[2])
     s, pad, dil, opad = (tuple(int(v) for v in p[3 + 3 * k : 6 + 3 * k]) for k in range(4))
     return {"nsp": nsp, "groups": groups, "stride": s, "pad": pad, "dil": dil, "opad": opad}
 
 
-def _spatial_kwargs(q: dict, tr: bool = False) -> str:
+def spatial_kwargs(q: dict, tr: bool = False) -> str:
     kw = [f"{p}{d}={v}" for p, vals in (("S", q["stride"]), ("P", q["pad"]), ("D", q["dil"]))
           for d, v in zip("DHW", vals, strict=True)]  # fmt: skip
     per = [f"PER{d}={s // math.gcd(s, dl)}" for d, s, dl in zip("DHW", q["stride"], q["dil"], strict=True)] if tr else []
     return ", ".join(kw + ["KD=KD", "KH=KH", "KW=KW"] + per)
 
 
-def _out_sizes(q: dict, tr: bool) -> list[str]:
+def out_sizes(q: dict, tr: bool) -> list[str]:
     lines = []
     for d, big, k in zip("DHW", ("D", "H", "W"), ("KD", "KH", "KW"), strict=True):
         i = "DHW".index(d)
@@ -197,7 +198,7 @@ def _pointwise(plan: Plan, q: dict) -> bool:
 
 
 def conv_forward(plan: Plan, cfg: dict) -> str:
-    q, tr = _params(plan), _transposed(plan)
+    q, tr = params(plan), _transposed(plan)
     names = input_exprs(plan)
     nsp, G = q["nsp"], q["groups"]
     lines = [f"x5 = _kiln_view5({names[0]}, True, {nsp})", f"w5 = _kiln_view5({names[1]}, True, {nsp})",
@@ -206,7 +207,7 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
         lines += ["_, COG, KD, KH, KW = w5.shape", f"COUT, CIG = COG * {G}, CIN // {G}"]
     else:
         lines += ["COUT, CIG, KD, KH, KW = w5.shape", f"COG = COUT // {G}"]
-    lines += _out_sizes(q, tr)
+    lines += out_sizes(q, tr)
     dims = ["NB", "COUT"] + ["OD", "OH", "OW"][3 - nsp :]
     lines += [f"out = torch.empty(({', '.join(dims)}), device=x5.device, dtype=x5.dtype)",
               "if out.numel() == 0:\n    return out"]  # fmt: skip
@@ -218,13 +219,13 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
     wst = "swi, swo = ws[1], ws[0]" if not tr else "swi, swo = ws[0], ws[1]"
     lines += ["ws = w5.stride()", wst, f"swg = {'CIG * swi' if tr else 'COG * swo'}",
               f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
-              f"{'_kiln_convt' if tr else '_kiln_conv'}[grid](x5, w5, out{eptrs}, CIN, D, H, W, COUT, OD, OH, OW, "
-              f"CIG, COG, tiles_d, tiles_h, tiles_w, *x5.stride(), swi, swo, ws[2], ws[3], ws[4], swg{estr}, "
-              f"{_spatial_kwargs(q, tr)}, FLAT=flat, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BH=bh, BW=bw, "
-              "PREC=prec, "
-              f"num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']})",
-              "return out"]  # fmt: skip
-    return "\n".join(lines)
+              ]  # fmt: skip
+    args = (f"(x5, w5, out{eptrs}, CIN, D, H, W, COUT, OD, OH, OW, CIG, COG, tiles_d, tiles_h, tiles_w, *x5.stride(), "
+            f"swi, swo, ws[2], ws[3], ws[4], swg{estr}, {spatial_kwargs(q, tr)}, FLAT=flat, BLOCK_M=bm, BH=bh, BW=bw, "
+            "PREC=prec, ")  # fmt: skip
+    phases = f" * {math.prod(q['stride'])}" if tr else ""  # transposed: one program per output phase too
+    rest = f"NB{phases} * tiles_d * tiles_h * tiles_w"
+    return "\n".join(lines + T.launch(cfg, "_kiln_convt" if tr else "_kiln_conv", args, rest, q["groups"]))
 
 
 def _tiles(cfg: dict, q: dict, tr: bool) -> list[str]:
@@ -232,7 +233,6 @@ def _tiles(cfg: dict, q: dict, tr: bool) -> list[str]:
     BLOCK_K to its input channels (or to CIG*taps in flat mode), the patch to the output."""
     s = q["stride"]
     sizes = [f"triton.cdiv(O{d}, {s[i]})" for i, d in enumerate("DHW")] if tr else ["OD", "OH", "OW"]
-    phases = f" * {s[0] * s[1] * s[2]}" if tr else ""
     flat = "False" if tr else f"CIG < {cfg['flat_below']}"
     return [
         f"QD, QH, QW = {', '.join(sizes)}",
@@ -242,85 +242,11 @@ def _tiles(cfg: dict, q: dict, tr: bool) -> list[str]:
         f"bd, bh, bw = _kiln_patch({cfg['block_m']}, QD, QH, QW)",
         "bm = bd * bh * bw",
         "tiles_d, tiles_h, tiles_w = triton.cdiv(QD, bd), triton.cdiv(QH, bh), triton.cdiv(QW, bw)",
-        f"grid = (triton.cdiv(COG, bn) * NB{phases} * tiles_d * tiles_h * tiles_w, {q['groups']})",
     ]
 
 
-# ---------------------------------------------------------------------------- depthwise (direct)
-
-DW_BODY = """pid = tl.program_id(0)
-tw = pid % TILES_W
-t = pid // TILES_W
-th = t % TILES_H
-t = t // TILES_H
-td = t % TILES_D
-t = t // TILES_D
-co = t % COUT
-n = t // COUT
-ci = co // MULT
-r = tl.arange(0, BLOCK)
-od = td * (BLOCK // (BH * BW)) + r // (BH * BW)
-oh = th * BH + (r // BW) % BH
-ow = tw * BW + r % BW
-m_ok = (od < OD) & (oh < OH) & (ow < OW)
-x_base = x_ptr + n.to(tl.int64) * sxn + ci.to(tl.int64) * sxc
-w_base = w_ptr + co * swo
-acc = tl.zeros((BLOCK,), dtype=tl.float32)
-for kd in tl.static_range(KD):
-    idd = od * SD - PD + kd * DD
-    for kh in tl.static_range(KH):
-        ih = oh * SH - PH + kh * DH
-        for kw in tl.static_range(KW):
-            iw = ow * SW - PW + kw * DW
-            ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            wv = tl.load(w_base + kd * swd + kh * swh + kw * sww).to(tl.float32)
-            acc += tl.load(x_base + idd * sxd + ih * sxh + iw * sxw, mask=ok, other=0.0).to(tl.float32) * wv
-v{anchor} = acc
-{epilogue}
-o_off = (n.to(tl.int64) * COUT + co) * (OD * OH * OW) + (od * OH + oh) * OW + ow
-tl.store(out_ptr + o_off, {result}.to(out_ptr.dtype.element_ty), mask=m_ok)"""
-
-
-def dw_kernel(plan: Plan) -> str:
-    """Depthwise conv (one input channel per group, C_out = MULT * C_in): not a GEMM (K is the
-    taps only). A program owns BLOCK positions of one (sample, output channel) as a BD x BH x BW
-    patch; each tap is one scalar weight times a shifted, masked patch of the input."""
-    ptrs, estr = E.kernel_args(plan, 2)
-    idx = {"n": "n", "c": "co", "d": "od", "h": "oh", "w": "ow"}
-    body = DW_BODY.format(anchor=plan.special, epilogue="\n".join(E.lines(plan, 2, idx, "m_ok", None)), result=E.result(plan))
-    return (
-        f"\n\n@triton.jit\ndef _kiln_dwconv(x_ptr, w_ptr, out_ptr{ptrs}, D, H, W, COUT, OD, OH, OW, MULT, TILES_D, "
-        f"TILES_H, TILES_W, sxn, sxc, sxd, sxh, sxw, swo, swd, swh, sww{estr}, {SPATIAL}, BLOCK: tl.constexpr, "
-        f"BH: tl.constexpr, BW: tl.constexpr):\n{_indent(body)}\n"
-    )
-
-
-def dw_forward(plan: Plan, cfg: dict) -> str:
-    q = _params(plan)
-    names = input_exprs(plan)
-    nsp, G = q["nsp"], q["groups"]
-    ebody, eptrs, estr = E.forward_lines(plan, 2, True, nsp)
-    dims = ["NB", "COUT"] + ["OD", "OH", "OW"][3 - nsp :]
-    blk = cfg["block"]
-    return "\n".join([
-        f"x5 = _kiln_view5({names[0]}, True, {nsp})", f"w5 = _kiln_view5({names[1]}, True, {nsp})",
-        "NB, CIN, D, H, W = x5.shape", "COUT, _, KD, KH, KW = w5.shape", *_out_sizes(q, False),
-        f"out = torch.empty(({', '.join(dims)}), device=x5.device, dtype=x5.dtype)",
-        "if out.numel() == 0:\n    return out", *ebody,
-        f"bd, bh, bw = _kiln_patch({blk}, OD, OH, OW)",
-        "tiles_d, tiles_h, tiles_w = triton.cdiv(OD, bd), triton.cdiv(OH, bh), triton.cdiv(OW, bw)",
-        "grid = (NB * COUT * tiles_d * tiles_h * tiles_w,)",
-        f"_kiln_dwconv[grid](x5, w5, out{eptrs}, D, H, W, COUT, OD, OH, OW, COUT // {G}, tiles_d, tiles_h, tiles_w, "
-        f"*x5.stride(), *w5.stride()[0:1], *w5.stride()[2:]{estr}, {_spatial_kwargs(q)}, BLOCK=bd * bh * bw, BH=bh, "
-        "BW=bw, "
-        f"num_warps={cfg['num_warps']})",
-        "return out",
-    ])  # fmt: skip
-
-
 def conv_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
-    return conv_kernel(plan), conv_forward(plan, cfg), E.HELPER
-
-
-def dw_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
-    return dw_kernel(plan), dw_forward(plan, cfg), E.HELPER
+    kernel = conv_kernel(plan)
+    if cfg.get("autotune"):
+        return kernel + T.tuned_copy(kernel), conv_forward(plan, cfg), E.HELPER + T.HELPER
+    return kernel, conv_forward(plan, cfg), E.HELPER

@@ -44,7 +44,7 @@ def lines(plan: Plan, first: int, idx: dict[str, str], mask: str, chan_mask: str
                 guard = f", mask={chan_mask}, other=0.0" if chan_mask else ""
                 out.append(f"v{i} = tl.load(p{k} + {idx['c']} * e{k}_c{guard}).to(tl.float32)")
                 continue
-            off = " + ".join(f"{idx[d]} * e{k}_{d}" for d in DIMS)
+            off = " + ".join(f"{idx[d]}{'.to(tl.int64)' if d == 'n' else ''} * e{k}_{d}" for d in DIMS)  # > 2^31 elements
             out.append(f"v{i} = tl.load(p{k} + {off}, mask={mask}, other=0.0).to(tl.float32)")
         elif n.kind == "op":
             out.append(op_line(plan, i))

@@ -40,7 +40,7 @@ for _d in (1, 2, 3):
              f"adaptive_avg_pool{_d}d": ADAP, f"adaptive_max_pool{_d}d": ADAP}  # fmt: skip
 
 
-def _ref(x: Any, what: str) -> int:
+def ref_of(x: Any, what: str) -> int:
     from kiln.agents.builtin.lower import Ref
 
     if not isinstance(x, Ref):
@@ -68,7 +68,7 @@ def _bias(L: Lowerer, y: int, bias: Any, nsp: int) -> int:
     """y + bias viewed as (C, 1, ..., 1): an epilogue input along the channel dim."""
     if bias is None:
         return y
-    bi = _ref(bias, "conv bias")
+    bi = ref_of(bias, "conv bias")
     if L.g.nodes[bi].kind != "load":
         raise Unsupported("a conv bias computed in forward")
     expr = L.g.inputs[L.g.nodes[bi].input].expr
@@ -92,8 +92,8 @@ def conv(L: Lowerer, b: dict[str, Any], nsp: int, transposed: bool, n: torch.fx.
     from kiln.agents.builtin.lower import Ref
     from kiln.agents.builtin.lower_extra import materialize
 
-    x = materialize(L, _ref(b["input"], "conv input"))
-    w = _ref(b["weight"], "conv weight")
+    x = materialize(L, ref_of(b["input"], "conv input"))
+    w = ref_of(b["weight"], "conv weight")
     if L.g.nodes[w].kind != "load":
         w = materialize(L, w)
     if len(L.g.nodes[x].shape) != nsp + 2:
@@ -126,7 +126,7 @@ def pool(L: Lowerer, b: dict[str, Any], nsp: int, kind: str, n: torch.fx.Node) -
 
     if b.get("return_indices"):
         raise Unsupported("pooling with return_indices=True (forward returns several values)")
-    x = materialize(L, _ref(b["input"], "pooling input"))
+    x = materialize(L, ref_of(b["input"], "pooling input"))
     if len(L.g.nodes[x].shape) not in (nsp + 1, nsp + 2):
         raise Unsupported(f"{nsp}-D pooling of a {len(L.g.nodes[x].shape)}-D input")
     node = Node("pool", op=kind, args=(x,), params=_pool_params(b, nsp, kind), shape=_out_shape(n))
@@ -139,7 +139,7 @@ def adaptive(L: Lowerer, b: dict[str, Any], nsp: int, kind: str, n: torch.fx.Nod
 
     if b.get("return_indices"):
         raise Unsupported("adaptive pooling with return_indices=True (forward returns several values)")
-    xi = _ref(b["input"], "pooling input")
+    xi = ref_of(b["input"], "pooling input")
     shape = L.g.nodes[xi].shape
     out = _out_shape(n)
     if all(v == 1 for v in out[-nsp:]):  # a global pool: a mean / max over the trailing dims
@@ -157,77 +157,13 @@ def sdpa(L: Lowerer, b: dict[str, Any], n: torch.fx.Node) -> Any:
 
     if b["attn_mask"] is not None or float(b["dropout_p"]) != 0.0 or b["enable_gqa"]:
         raise Unsupported("scaled_dot_product_attention with a mask, dropout or grouped-query heads")
-    q, k, v = (materialize(L, _ref(b[a], "attention operand")) for a in ("query", "key", "value"))
+    q, k, v = (materialize(L, ref_of(b[a], "attention operand")) for a in ("query", "key", "value"))
     sq, sk, sv = (L.g.nodes[i].shape for i in (q, k, v))
     if len(sq) < 2 or sq[:-2] != sk[:-2] or sk[:-1] != sv[:-1] or sq[-1] != sk[-1]:
         raise Unsupported(f"attention of shapes {list(sq)}, {list(sk)}, {list(sv)} (covered: (..., S, D), same batch dims)")
     scale = b["scale"]
     params = (float(bool(b["is_causal"])), float(scale) if scale is not None else 0.0)
     return Ref(L.g.add(Node("attn", op="sdpa", args=(q, k, v), params=params, shape=_out_shape(n))))
-
-
-def _channel_view(L: Lowerer, v: Any, nd: int, what: str) -> int:
-    vi = _ref(v, what)
-    node = L.g.nodes[vi]
-    if node.kind != "load" or len(node.shape) != 1:
-        raise Unsupported(f"{what} that is not a 1-D input or parameter")
-    expr = L.g.inputs[node.input].expr
-    return L.g.load(f"{expr}.view(1, -1{', 1' * (nd - 2)})", (1, node.shape[0]) + (1,) * (nd - 2))
-
-
-def batch_norm_train(L: Lowerer, x: Any, b: dict[str, Any], n: torch.fx.Node, nbt: str | None = None) -> Any:
-    """Batch statistics per channel (dim 1) over every other dim: a `chanstats` kernel writes
-    (mean, rstd) and updates the running statistics as torch does; normalising is elementwise."""
-    from kiln.agents.builtin.lower import Ref
-    from kiln.agents.builtin.lower_extra import materialize
-
-    xi = materialize(L, _ref(x, "batch_norm input"))
-    shape = L.g.nodes[xi].shape
-    if len(shape) < 2:
-        raise Unsupported("batch_norm of a tensor with fewer than 2 dims")
-    args, running = [xi], b.get("running_mean") is not None and b.get("running_var") is not None
-    if running:
-        args += [_ref(b["running_mean"], "running_mean"), _ref(b["running_var"], "running_var")]
-        if nbt is not None:
-            args.append(L.g.load(nbt, ()))
-    mom = b.get("momentum")
-    params = (float(b["eps"]), -1.0 if mom is None else float(mom), float(running), float(nbt is not None))
-    stats = L.g.add(Node("chanstats", op="batch_norm", args=tuple(args), params=params, shape=(2, shape[1])))
-    name, nd = L.g.cut(stats), len(shape)
-    view = f".view(1, -1{', 1' * (nd - 2)})"
-    cshape = (1, shape[1]) + (1,) * (nd - 2)
-    y = L.g.op("sub", xi, L.g.load(f"{name}[0]{view}", cshape))
-    y = L.g.op("mul", y, L.g.load(f"{name}[1]{view}", cshape))
-    if b.get("weight") is not None:
-        y = L.g.op("mul", y, _channel_view(L, b["weight"], nd, "batch_norm weight"))
-    if b.get("bias") is not None:
-        y = L.g.op("add", y, _channel_view(L, b["bias"], nd, "batch_norm bias"))
-    return Ref(y)
-
-
-def instance_norm(L: Lowerer, x: Any, w: Any, bias: Any, eps: float, n: torch.fx.Node, lead: int = 2) -> Any:
-    """Per-(sample, channel) statistics over the spatial dims: a layer norm over dims lead.. (the
-    row template); a per-channel affine, which the row template cannot broadcast, runs after it."""
-    from kiln.agents.builtin.lower import Ref
-
-    xi = _ref(x, "instance_norm input")
-    shape = L.g.nodes[xi].shape
-    if len(shape) <= lead:
-        raise Unsupported("instance_norm of a tensor without spatial dims")
-    y = L._k_row("layer_norm", {"input": x, "normalized_shape": tuple(shape[lead:]), "weight": None, "bias": None,
-                                "eps": eps}, n)  # fmt: skip
-    if w is None and bias is None:
-        return y
-    from kiln.agents.builtin.lower_extra import materialize
-
-    yi, nd = materialize(L, y.idx), len(shape)
-    if lead != 2:
-        raise Unsupported("an affine instance_norm of an unbatched input")
-    if w is not None:
-        yi = L.g.op("mul", yi, _channel_view(L, w, nd, "instance_norm weight"))
-    if bias is not None:
-        yi = L.g.op("add", yi, _channel_view(L, bias, nd, "instance_norm bias"))
-    return Ref(yi)
 
 
 def _fn(name: str):
@@ -276,33 +212,10 @@ def _module_args(L: Lowerer, mod: nn.Module, path: str, x: Any, name: str) -> di
     return {"input": x} | {k: getattr(mod, k) for k in names if hasattr(mod, k)}
 
 
-def _norm_module(L: Lowerer, mod: nn.Module, path: str, x: Any, n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-    from kiln.agents.builtin.lower_extra import NOT_MINE
-
-    def param(name: str) -> Any:
-        t = getattr(mod, name, None)
-        return None if t is None else Ref(L.g.load(f"self.{path}.{name}", tuple(t.shape)))
-
-    if isinstance(mod, nn.modules.batchnorm._BatchNorm):
-        b = {"weight": param("weight"), "bias": param("bias"), "eps": mod.eps, "momentum": mod.momentum}
-        if not mod.training and mod.track_running_stats:
-            b |= {"input": x, "running_mean": param("running_mean"), "running_var": param("running_var")}
-            return L._k_bnorm("batch_norm", b | {"training": False}, n)
-        b |= {"running_mean": param("running_mean"), "running_var": param("running_var")}
-        nbt = f"self.{path}.num_batches_tracked" if mod.track_running_stats else None
-        return batch_norm_train(L, x, b, n, nbt)
-    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
-        if mod.track_running_stats:
-            raise Unsupported("instance norm with track_running_stats=True")
-        nsp = {nn.InstanceNorm1d: 1, nn.InstanceNorm2d: 2, nn.InstanceNorm3d: 3}.get(type(mod), 2)
-        nd = len(L.g.nodes[_ref(x, "instance_norm input")].shape)
-        return instance_norm(L, x, param("weight"), param("bias"), mod.eps, n, lead=nd - nsp)
-    return NOT_MINE
-
-
 def lower_module(L: Lowerer, mod: nn.Module, path: str, x: Any, n: torch.fx.Node) -> Any:
     for cls, name in MODULES:
         if type(mod) is cls:
             return FUNCS[name](L, name, _module_args(L, mod, path, x, name), n)
-    return _norm_module(L, mod, path, x, n)
+    from kiln.agents.builtin.lower_norms import norm_module
+
+    return norm_module(L, mod, path, x, n)

@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from kiln.agents.builtin import lower_conv as C
+from kiln.agents.builtin import lower_norms as N
 from kiln.agents.builtin import lower_tables as T
 from kiln.agents.builtin.lower import ShapeInt
 from kiln.agents.builtin.problem import Unsupported
@@ -208,11 +209,11 @@ def _dropout(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
 def _instance_norm(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     if not b["use_input_stats"]:
         raise Unsupported("instance_norm with running statistics")
-    return C.instance_norm(L, b["input"], b["weight"], b["bias"], float(b["eps"]), n)
+    return N.instance_norm(L, b["input"], b["weight"], b["bias"], float(b["eps"]), n)
 
 
 def _batch_norm(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    return C.batch_norm_train(L, b["input"], b, n)
+    return N.batch_norm_train(L, b["input"], b, n)
 
 
 _FUNCS = {"tensor": _tensor, "logsumexp": _logsumexp, "dropout": _dropout, "instance_norm": _instance_norm,

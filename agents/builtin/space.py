@@ -122,7 +122,7 @@ def exhausted(family: str, visited: set[str]) -> bool:
 # default) is left to the search and to the tolerance to judge.
 KNOBS |= {
     "conv": {"block_m": [32, 64, 128, 256], "block_n": [16, 32, 64, 128], "block_k": [16, 32, 64],
-             "num_warps": [4, 8], "num_stages": [2, 3, 4], "prec": ["tf32x3", "tf32", "ieee"]},
+             "num_warps": [4, 8], "num_stages": [2, 3, 4], "prec": ["tf32x3", "tf32", "ieee"], "autotune": [0, 1]},
     "dwconv": {"block": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]},
     "pool": {"block": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]},
     "attn": {"block_m": [32, 64, 128], "block_n": [32, 64, 128], "num_warps": [4, 8], "num_stages": [1, 2, 3],
@@ -131,7 +131,8 @@ KNOBS |= {
     "pipeline": {"preset": [0, 1, 2, 3], "dev": ["cuda", "cpu"]},
 }  # fmt: skip
 DEFAULTS |= {
-    "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "tf32x3"},
+    "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "tf32x3",
+             "autotune": 0},
     "dwconv": {"block": 1024, "num_warps": 4},
     "pool": {"block": 1024, "num_warps": 4},
     "attn": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3"},
@@ -139,7 +140,8 @@ DEFAULTS |= {
     "pipeline": {"preset": 0, "dev": "cuda"},
 }
 CPU_DEFAULTS |= {
-    "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3"},
+    "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3",
+             "autotune": 0},
     "dwconv": {"block": 2048, "num_warps": 4},
     "pool": {"block": 2048, "num_warps": 4},
     "attn": {"block_m": 128, "block_n": 128, "num_warps": 4, "num_stages": 1, "prec": "tf32x3"},
