@@ -19,7 +19,6 @@ attention, the peak measured in this run (cuBLAS TF32 8192^3; tf32x3 counts a th
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import torch
 import triton
-from triton.testing import do_bench
+from builtin_speed import DEV, _load, bench_ms, copy_gbps  # same folder: python3 bench/builtin_kb.py
 
 from kiln.agents.base import CoderTask, GpuFacts
 from kiln.agents.builtin import BuiltinCoder, space
@@ -38,33 +37,8 @@ from kiln.agents.builtin.source import analyze, render
 
 U = 2.0**-24
 TUNE = [False]  # --conv-autotune: also time the conv family with @triton.autotune on
-DEV = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a dry run of this script under TRITON_INTERPRET=1
-
-
-def bench_ms(fn) -> float:
-    if DEV == "cuda":
-        return do_bench(fn, return_mode="median")
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1e3
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _copy_gbps() -> float:
-    src = torch.empty(1 << 28 if DEV == "cuda" else 1 << 20, dtype=torch.float32, device=DEV)
-    dst = torch.empty_like(src)
-    return 2 * src.numel() * 4 / (bench_ms(lambda: dst.copy_(src)) * 1e-3) / 1e9
-
-
 def peaks() -> dict:
-    bw = _copy_gbps()
+    bw = copy_gbps()
     n = 8192 if DEV == "cuda" else 256
     a = torch.randn(n, n, device=DEV)
     torch.backends.cuda.matmul.allow_tf32 = True

@@ -1,6 +1,6 @@
 """Scaled dot-product attention: softmax(Q K^T * scale [+ causal mask]) V over (..., S, D) tensors.
 
-- `_kiln_attn_flash` (head dims up to 256): flash attention. A program owns BLOCK_M queries of
+- `_kiln_attn_flash` (head dims up to 128): flash attention. A program owns BLOCK_M queries of
   one (batch, head); it streams the keys and values in BLOCK_N blocks, keeps a running row max m
   and sum l (online softmax, in base 2: exp2 of scores pre-scaled by log2(e)), rescales its fp32
   output accumulator when the max grows, and divides by l once at the end. Q is read once, K and
@@ -138,12 +138,13 @@ def attn_forward(plan: Plan, cfg: dict) -> str:
         f"prec = {cfg['prec']!r} if q.dtype == torch.float32 else 'tf32'",
         f"if DQ <= {cfg['flash_max_d']} and DV <= {cfg['flash_max_d']}:",
         "    bd, bdv = max(16, triton.next_power_of_2(DQ)), max(16, triton.next_power_of_2(DV))",
-        f"    bm = min({bm}, 64) if max(bd, bdv) > 128 else {bm}",
-        f"    bn = min({bn}, 32) if max(bd, bdv) > 128 else {bn}",
+        f"    bm = min({bm}, 64) if max(bd, bdv) > 64 else {bm}",  # Q and the accumulator stay in registers
+        f"    bn = min({bn}, 32) if max(bd, bdv) > 64 else {bn}",
+        f"    nw = max({nw}, 8) if max(bd, bdv) > 64 else {nw}",
         "    grid = (triton.cdiv(SQ, bm), B)",
         "    _kiln_attn_flash[grid](q3, k3, v3, out, SQ, SK, DQ, DV, *q3.stride(), *k3.stride(), *v3.stride(), "
         f"scale * 1.4426950408889634, CAUSAL={causal}, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, PREC=prec, "
-        f"num_warps={nw}, num_stages={ns})",
+        f"num_warps=nw, num_stages={ns})",
         "    return out",
         "s = torch.empty((B, SQ, SK), device=q.device, dtype=torch.float32)",
         f"grid = (triton.cdiv(SQ, {bm}) * triton.cdiv(SK, {bn}), B)",

@@ -8,21 +8,8 @@ from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
 from kiln.agents.builtin.gen_conv import SPATIAL, indent, out_sizes, params, spatial_kwargs
 
-DW_BODY = """pid = tl.program_id(0)
-tw = pid % TILES_W
-t = pid // TILES_W
-th = t % TILES_H
-t = t // TILES_H
-td = t % TILES_D
-t = t // TILES_D
-co = t % COUT
-n = t // COUT
+DW_BODY = E.patch_head("co", "COUT") + """
 ci = co // MULT
-r = tl.arange(0, BLOCK)
-od = td * (BLOCK // (BH * BW)) + r // (BH * BW)
-oh = th * BH + (r // BW) % BH
-ow = tw * BW + r % BW
-m_ok = (od < OD) & (oh < OH) & (ow < OW)
 x_base = x_ptr + n.to(tl.int64) * sxn + ci.to(tl.int64) * sxc
 w_base = w_ptr + co * swo
 acc = tl.zeros((BLOCK,), dtype=tl.float32)

@@ -68,6 +68,25 @@ def forward_lines(plan: Plan, first: int, batched: bool, nsp: int) -> tuple[list
     return body, ptrs, strides
 
 
+def patch_head(chan: str, count: str) -> str:
+    """Kernel lines of the direct spatial kernels (depthwise, pooling): a program owns a BD x BH x BW
+    patch of one (sample n, channel `chan` of `count`); od, oh, ow are the patch's output indices."""
+    return f"""pid = tl.program_id(0)
+tw = pid % TILES_W
+t = pid // TILES_W
+th = t % TILES_H
+t = t // TILES_H
+td = t % TILES_D
+t = t // TILES_D
+{chan} = t % {count}
+n = t // {count}
+r = tl.arange(0, BLOCK)
+od = td * (BLOCK // (BH * BW)) + r // (BH * BW)
+oh = th * BH + (r // BW) % BH
+ow = tw * BW + r % BW
+m_ok = (od < OD) & (oh < OH) & (ow < OW)"""
+
+
 HELPER = '''
 
 def _kiln_bstrides5(t, shape, batched, nsp):

@@ -17,20 +17,7 @@ from kiln.agents.builtin import gen_epilogue as E
 from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
 
-HEAD = """pid = tl.program_id(0)
-tw = pid % TILES_W
-t = pid // TILES_W
-th = t % TILES_H
-t = t // TILES_H
-td = t % TILES_D
-t = t // TILES_D
-c = t % C
-n = t // C
-r = tl.arange(0, BLOCK)
-od = td * (BLOCK // (BH * BW)) + r // (BH * BW)
-oh = th * BH + (r // BW) % BH
-ow = tw * BW + r % BW
-m_ok = (od < OD) & (oh < OH) & (ow < OW)
+HEAD = E.patch_head("c", "C") + """
 base = x_ptr + n.to(tl.int64) * sxn + c.to(tl.int64) * sxc"""
 
 WINDOW = """ds = od * SD - PD

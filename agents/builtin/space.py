@@ -148,5 +148,5 @@ CPU_DEFAULTS |= {
     "chanstats": {"block": 4096, "num_warps": 8},
     "pipeline": {"preset": 0, "dev": "cpu"},
 }
-FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 256, "softmax_block": 1024},
+FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 128, "softmax_block": 1024},
           "chanstats": {}, "pipeline": {}}  # fmt: skip
