@@ -12,6 +12,8 @@
 #                ($MODEL_BUDGET_MIN): only what fits the call runs; name one with model:PART (model:resblock-fp32,
 #                model:resblock-bf16, model:resnet50-stage4-fp32, model:qwen3-b8-bf16, model:overhead)
 #   fast_paths   issue 25: fp32 GEMM speed and error vs kiln's rule per tl.dot input_precision (bench/fast_paths.py)
+#   builtin_kb1  issue 23: bench/builtin_kb.py over KernelBench level 1 (built-in one-shot: correct vs
+#   builtin_kb2  float64, x eager, x torch.compile, % roofline; conv also autotuned); one level per call
 # Every part keeps its log under $OUT/logs; the call ends with $OUT/logs.tgz and $OUT/summary.txt.
 set -u
 DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
@@ -56,6 +58,11 @@ for part in "$@"; do
     builtin)
       b builtin $(( $(left) - 10 )) python3 bench/builtin_speed.py --root third_party/KernelBench --out "$OUT/logs/builtin"
       cp "$OUT/logs/builtin/"*.md "$OUT/" 2>/dev/null ;;
+    builtin_kb1|builtin_kb2)
+      lvl=${part#builtin_kb}
+      b "$part" $(( $(left) - 10 )) python3 bench/builtin_kb.py --root third_party/KernelBench --levels "$lvl" \
+        --out "$OUT/logs/$part" --budget-s $(( $(left) - 45 )) --compile-budget-s 200 --conv-autotune
+      cp "$OUT/logs/$part/builtin_kb.md" "$OUT/$part.md" 2>/dev/null ;;
     model|model:*)
       mb=${MODEL_BUDGET_MIN:-8}  # whole minutes
       parts=${part#model:}; [ "$part" = model ] && parts="resblock-fp32 resblock-bf16 resnet50-stage4-fp32 qwen3-b8-bf16 overhead"

@@ -26,6 +26,10 @@ def classify(g: KGraph) -> Plan:
     live = g.live()
     loads = [i for i in live if g.nodes[i].kind == "load"]
     kinds = {g.nodes[i].kind for i in live}
+    if kinds & {"conv", "pool", "attn", "chanstats"}:  # extra_plans.KINDS
+        from kiln.agents.builtin.extra_plans import extra_plan
+
+        return extra_plan(g, live, loads)
     if "gnorm" in kinds:
         from kiln.agents.builtin.gen_groupnorm import gnorm_plan
 

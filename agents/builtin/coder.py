@@ -85,7 +85,9 @@ def _repair(fam: str, failed, visited: set[str], feedback: str) -> tuple[dict | 
 
 def _smaller_knob(fam: str) -> tuple[str, str]:
     return {"elementwise": ("block", "down"), "row": ("tile", "down"), "matmul": ("tile", "down"),
-            "gnorm": ("block", "down")}[fam]
+            "gnorm": ("block", "down"), "conv": ("block_m", "down"), "dwconv": ("block", "down"),
+            "pool": ("block", "down"), "attn": ("block_n", "down"), "chanstats": ("block", "down"),
+            "pipeline": ("preset", "up")}.get(fam, ("block", "down"))
 
 
 def _optimize(fam: str, base: dict, visited: set[str], plan: str) -> tuple[dict | None, set[str], str]:

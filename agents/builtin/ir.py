@@ -34,6 +34,7 @@ class KGraph:
     out_shape: tuple[int, ...] = ()
     reduce_dims: tuple[int, ...] = ()  # row family: the reduced dims of the full tensor
     full_shape: tuple[int, ...] = ()  # row family: the shape of the reduced tensor
+    cuts: dict[int, str] = field(default_factory=dict)  # node -> name of the intermediate it is materialized as
 
     def add(self, node: Node) -> int:
         if node in self.nodes:  # CSE: identical nodes are the same value
@@ -61,6 +62,10 @@ class KGraph:
             s for i, s in enumerate(shp) if i not in dims
         )
         return self.add(Node("reduce", op=kind, args=(arg,), shape=out, params=tuple(float(d) for d in dims)))
+
+    def cut(self, i: int) -> str:
+        """Materialize node i as an intermediate tensor (a kernel of its own writes it); its name."""
+        return self.cuts.setdefault(i, f"h{len(self.cuts)}")
 
     def kinds(self) -> set[str]:
         return {n.kind for n in self.nodes}

@@ -28,6 +28,12 @@ KNOB_CYCLE = {
     "row": [("num_warps", "up"), ("tile", "up"), ("persistent", "up"), ("num_stages", "up"), ("num_warps", "down")],
     "matmul": [("tile", "up"), ("tile", "down"), ("prec", "up")],
     "gnorm": [("block", "up"), ("num_warps", "up"), ("block", "down"), ("num_warps", "down")],
+    "conv": [("autotune", "up"), ("block_n", "down"), ("block_k", "up"), ("block_m", "down"), ("num_stages", "up"), ("prec", "up")],
+    "dwconv": [("block", "up"), ("num_warps", "up"), ("block", "down")],
+    "pool": [("block", "up"), ("num_warps", "up"), ("block", "down")],
+    "attn": [("block_n", "up"), ("block_m", "up"), ("num_stages", "up"), ("prec", "up")],
+    "chanstats": [("block", "up"), ("num_warps", "down")],
+    "pipeline": [("preset", "up")],
 }
 
 

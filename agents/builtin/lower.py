@@ -91,6 +91,8 @@ class Lowerer:
         val = self.p.gm
         for part in str(n.target).split("."):
             val = getattr(val, part)
+        if str(n.target) in self.p.consts:  # `torch.tensor(c)` traced as a constant ModelNew does not own
+            return Ref(self.g.const(self.p.consts[str(n.target)]))
         if isinstance(val, torch.Tensor):
             return Ref(self.g.load(f"self.{n.target}", tuple(val.shape)))
         raise Unsupported(f"attribute self.{n.target} of type {type(val).__name__}")
@@ -117,6 +119,11 @@ class Lowerer:
     # ------------------------------------------------------------------ dispatch
 
     def _call(self, key: Any, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_extra import NOT_MINE, extra_call
+
+        hit = extra_call(self, key, args, kwargs, n)  # conv, pooling, attention, views, ... (lower_extra)
+        if hit is not NOT_MINE:
+            return hit
         if key in (operator.getitem, getattr, ".__getitem__"):
             return self._getitem(args)
         if key in (".size", ".dim"):

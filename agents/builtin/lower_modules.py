@@ -61,4 +61,6 @@ def lower_module(L: Lowerer, mod: nn.Module, path: str, args: list[Any], kwargs:
     if isinstance(mod, nn.Linear):
         b = {"input": x, "weight": _param(L, mod, path, "weight"), "bias": _param(L, mod, path, "bias")}
         return L._k_matmul("linear", b, n)
-    raise Unsupported(f"module `{type(mod).__name__}`")
+    from kiln.agents.builtin.lower_extra import extra_module
+
+    return extra_module(L, mod, path, x, n)  # conv, pooling, batch/instance norm (lower_extra); raises if not covered

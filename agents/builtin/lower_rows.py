@@ -109,7 +109,11 @@ def _operand(L: Lowerer, x: Any) -> int:
         return L.g.load(x.expr, x.shape, transposed=True)
     if isinstance(x, Ref) and L.g.nodes[x.idx].kind == "load":
         return x.idx
-    raise Unsupported("a matmul operand that is computed in forward (prologue fusion)")
+    if isinstance(x, Ref):  # computed in forward: an earlier kernel writes it (pipeline.py)
+        from kiln.agents.builtin.lower_extra import materialize
+
+        return materialize(L, x.idx)
+    raise Unsupported("a matmul operand that is not a tensor")
 
 
 def matmul_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:

@@ -45,6 +45,7 @@ class Problem:
     forward_args: list[str] = field(default_factory=list)
     input_shapes: list[tuple[int, ...]] = field(default_factory=list)
     attrs: dict[str, Any] = field(default_factory=dict)
+    consts: dict[str, float] = field(default_factory=dict)  # fx's one-element tensor constants (`torch.tensor(c)`)
 
 
 def load_problem_src(src: str) -> dict[str, Any]:
@@ -114,12 +115,22 @@ def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
     return inputs
 
 
+def _meta_model(ns: dict[str, Any]) -> Any:
+    """Model(*get_init_inputs()) with its parameters on `meta` (a GEMM's 8192 x 8192 weight takes
+    seconds to initialise on a CPU, and only shapes are needed); on the CPU if that fails."""
+    try:
+        with torch.device("meta"):
+            return ns["Model"](*ns["get_init_inputs"]())
+    except Exception:  # noqa: BLE001 - data-dependent __init__ code: build it for real
+        return _call("Model(*get_init_inputs())", lambda: ns["Model"](*ns["get_init_inputs"]()))
+
+
 def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
     """Build Model(*get_init_inputs()), fx-trace it, and propagate shapes on `meta` tensors.
     `override` sets model attributes before tracing (to see what an attribute controls)."""
     ns = load_problem_src(src)
     torch.manual_seed(0)
-    model = _call("Model(*get_init_inputs())", lambda: ns["Model"](*ns["get_init_inputs"]()))
+    model = _meta_model(ns)
     for name, value in (override or {}).items():
         setattr(model, name, value)
     try:
@@ -127,6 +138,7 @@ def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
     except Exception as err:  # noqa: BLE001 - fx raises many types for data-dependent code
         raise Unsupported(f"Model.forward is not traceable by torch.fx ({type(err).__name__}: {err})") from err
     inputs = _tensor_inputs(ns)
+    consts = {k: float(v) for k, v in gm.named_buffers() if k.startswith("_tensor_constant") and v.numel() == 1}
     meta_inputs = [torch.empty(t.shape, dtype=t.dtype, device="meta") for t in inputs]
     gm = gm.to("meta")
     try:
@@ -135,4 +147,4 @@ def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
         raise Unsupported(f"shape propagation failed ({type(err).__name__}: {err})") from err
     args, body = init_source(src)
     attrs = {k: v for k, v in vars(model).items() if not k.startswith("_") and isinstance(v, int | float)}
-    return Problem(ns, gm, body, args, forward_args(src), [tuple(t.shape) for t in inputs], attrs)
+    return Problem(ns, gm, body, args, forward_args(src), [tuple(t.shape) for t in inputs], attrs, consts)

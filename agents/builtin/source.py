@@ -15,11 +15,14 @@ from dataclasses import dataclass
 from kiln.agents.builtin import space
 from kiln.agents.builtin.classify import Plan, classify
 from kiln.agents.builtin.emit import HELPERS, IMPORTS, model_class
+from kiln.agents.builtin.extra_plans import FAMILIES as EXTRA_FAMILIES
+from kiln.agents.builtin.extra_plans import family_parts as extra_parts
 from kiln.agents.builtin.gen_elementwise import COLLAPSE_HELPER, ew_forward, ew_kernel
 from kiln.agents.builtin.gen_matmul import mm_forward, mm_kernel
 from kiln.agents.builtin.gen_row import PROD_HELPER, row_kernels
 from kiln.agents.builtin.gen_row_forward import row_forward
 from kiln.agents.builtin.lower import lower
+from kiln.agents.builtin.pipeline import PipelinePlan, pipeline_parts, plan_graph
 from kiln.agents.builtin.problem import Problem, Unsupported, trace
 
 HEADER = "# kiln-builtin: "
@@ -56,7 +59,7 @@ def analyze(problem_src: str) -> Analysis:
     with _LOCK:
         if digest not in _CACHE:
             prob = trace(problem_src)
-            plan = classify(lower(prob))
+            plan = plan_graph(lower(prob))  # one family, or a pipeline of several (pipeline.py)
             plan.dim_attr = _dim_attr(problem_src, prob, plan)
             _CACHE[digest] = Analysis(prob, plan)
         return _CACHE[digest]
@@ -82,9 +85,11 @@ def _dim_attr(src: str, prob: Problem, plan: Plan) -> str | None:
     return None
 
 
-def render(an: Analysis, knobs: dict, visited: set[str]) -> str:
-    fam, plan = an.family, an.plan
-    cfg = space.expand(fam, knobs)
+def family_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
+    """(kernels, forward body, helpers) of one family's kernel for a plan and configuration."""
+    fam = plan.family
+    if fam in EXTRA_FAMILIES:
+        return extra_parts(plan, cfg)
     if fam == "elementwise":
         kernels, fwd, helpers = ew_kernel(plan), ew_forward(plan, cfg), HELPERS + COLLAPSE_HELPER
     elif fam == "row":
@@ -95,9 +100,20 @@ def render(an: Analysis, knobs: dict, visited: set[str]) -> str:
         kernels, fwd, helpers = gn_kernels(plan), gn_forward(plan, cfg), HELPERS + PROD_HELPER
     else:
         kernels, fwd, helpers = mm_kernel(plan), mm_forward(plan, cfg), ""
+    return kernels, fwd, helpers
+
+
+def render(an: Analysis, knobs: dict, visited: set[str]) -> str:
+    fam, plan = an.family, an.plan
+    cfg = space.expand(fam, knobs)
+    methods = ""
+    if isinstance(plan, PipelinePlan):
+        kernels, fwd, helpers, methods = pipeline_parts(plan, cfg, an.problem)
+    else:
+        kernels, fwd, helpers = family_parts(plan, cfg)
     head = {"family": fam, "knobs": knobs, "visited": sorted(visited | {space.key(knobs)})}
     doc = f'"""kiln built-in {fam} kernel; configuration: {json.dumps(cfg, sort_keys=True)}"""\n'
-    cls = model_class(an.problem.init_args, an.problem.init_src, an.problem.forward_args, fwd)
+    cls = model_class(an.problem.init_args, an.problem.init_src, an.problem.forward_args, fwd) + methods
     return HEADER + json.dumps(head, sort_keys=True) + "\n" + doc + IMPORTS + helpers + kernels + cls
 
 

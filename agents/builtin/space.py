@@ -113,3 +113,40 @@ def next_config(family: str, base: dict, visited: set[str], prefer: tuple[str, s
 
 def exhausted(family: str, visited: set[str]) -> bool:
     return len(visited) >= min(MAX_VISITED, len(all_configs(family)))
+
+
+# The spatial / attention families and the pipeline (extra_plans.py, pipeline.py). Conv tiles
+# are upper bounds: the forward clips BLOCK_N to the group's output channels and BLOCK_K to its
+# input channels (or channels x taps), so one configuration serves any shape. fp32 convs and
+# attention use tf32x3 first; "tf32" (one TF32 product, the precision cuDNN uses for fp32 convs by
+# default) is left to the search and to the tolerance to judge.
+KNOBS |= {
+    "conv": {"block_m": [32, 64, 128, 256], "block_n": [16, 32, 64, 128], "block_k": [16, 32, 64],
+             "num_warps": [4, 8], "num_stages": [2, 3, 4], "prec": ["tf32x3", "tf32", "ieee"], "autotune": [0, 1]},
+    "dwconv": {"block": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]},
+    "pool": {"block": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]},
+    "attn": {"block_m": [32, 64, 128], "block_n": [32, 64, 128], "num_warps": [4, 8], "num_stages": [1, 2, 3],
+             "prec": ["tf32x3", "tf32", "ieee"]},
+    "chanstats": {"block": [1024, 2048, 4096], "num_warps": [4, 8]},
+    "pipeline": {"preset": [0, 1, 2, 3], "dev": ["cuda", "cpu"]},
+}  # fmt: skip
+DEFAULTS |= {
+    "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "tf32x3",
+             "autotune": 0},
+    "dwconv": {"block": 1024, "num_warps": 4},
+    "pool": {"block": 1024, "num_warps": 4},
+    "attn": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3"},
+    "chanstats": {"block": 2048, "num_warps": 8},
+    "pipeline": {"preset": 0, "dev": "cuda"},
+}
+CPU_DEFAULTS |= {
+    "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3",
+             "autotune": 0},
+    "dwconv": {"block": 2048, "num_warps": 4},
+    "pool": {"block": 2048, "num_warps": 4},
+    "attn": {"block_m": 128, "block_n": 128, "num_warps": 4, "num_stages": 1, "prec": "tf32x3"},
+    "chanstats": {"block": 4096, "num_warps": 8},
+    "pipeline": {"preset": 0, "dev": "cpu"},
+}
+FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 128, "softmax_block": 1024},
+          "chanstats": {}, "pipeline": {}}  # fmt: skip

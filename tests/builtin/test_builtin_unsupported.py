@@ -30,15 +30,18 @@ def get_init_inputs():
 """
 
 CASES = {
-    "conv": ("        self.conv = nn.Conv2d(3, 4, 3)\n", "self.conv(x)", "module `Conv2d`"),
+    "conv_reflect": ("        self.conv = nn.Conv2d(3, 4, 3, padding=1, padding_mode='reflect')\n", "self.conv(x)",
+                     "padding_mode='reflect'"),
     "argmax": ("", "torch.argmax(x, dim=1)", "op `argmax`"),
     "max_indices": ("", "torch.max(x, dim=1)[1]", "indices of max/min"),
     "cumsum": ("", "torch.cumsum(x, dim=1)", "op `cumsum`"),
     "two_outputs": ("", "x.relu(), x.sigmoid()", "several values"),
-    "view": ("", "x.view(4, -1).relu()", "tensor method `.view`"),
+    "permute": ("", "x.permute(0, 2, 3, 1).relu()", "tensor method `.permute`"),
     "odd_pow": ("", "x ** 2.5", "exponent 2.5"),
     "two_reduce_dims": ("", "x.sum(dim=(1, 3))", "non-adjacent dims"),
-    "dropout": ("        self.drop = nn.Dropout(0.5)\n", "self.drop(x)", "module `Dropout`"),
+    "dropout": ("        self.drop = nn.Dropout(0.5)\n", "self.drop(x)", "dropout with p > 0 in training mode"),
+    "pool_indices": ("", "F.max_pool2d(x, 2, return_indices=True)[0]", "return_indices=True"),
+    "masked_attention": ("", "F.scaled_dot_product_attention(x, x, x, attn_mask=x)", "with a mask"),
     "size_as_value": ("", "x / x.shape[-1]", "a tensor size used as a number"),
 }
 

@@ -1,0 +1,72 @@
+"""The conv, depthwise conv, pooling, attention and batch-statistics families: the generated kernels
+match the reference under the Triton interpreter (one selfcheck subprocess) on shrunk copies of
+KernelBench level-1 files (same code, small sizes: tests/fixtures/kernelbench_shrunk/level1) and on
+problems for modes KernelBench leaves at their defaults (tests/builtin/spatial: groups with a
+residual, ceil_mode and count_include_pad, adaptive pools, causal attention, a head dim past the
+flash kernel)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from spatial_lib import CHECKED, EXTRA, LEVEL1  # same directory (pytest puts it on sys.path)
+
+from kiln.agents.builtin.source import analyze
+
+
+def _families(path: Path) -> set[str]:
+    an = analyze(path.read_text())
+    stages = an.plan.stages if an.family == "pipeline" else []
+    return {an.family} | {s.plan.family for s in stages if s.plan is not None}
+
+
+def _forward_code(src: str) -> str:
+    """ModelNew.forward and its stage methods: what runs on every call."""
+    return src[src.index("    def forward(") :]
+
+
+def test_spatial_families_match_the_reference(tmp_path: Path, gen, run_selfcheck) -> None:
+    """Every problem here but those test_builtin_spatial_check runs through kiln's real check."""
+    files = [p for p in sorted(LEVEL1.glob("*.py")) + sorted(EXTRA.glob("*.py")) if p not in CHECKED]
+    pairs = [(p, gen(p, tmp_path)) for p in files]
+    families = set().union(*(_families(p) for p in files + CHECKED))
+    assert families >= {"conv", "dwconv", "pool", "attn", "chanstats", "pipeline"}, families
+    results = run_selfcheck(pairs)
+    bad = [r for r in results if not r["ok"]]
+    assert not bad, bad
+    assert len(results) == len(files) >= 16
+
+
+def test_conv_kernels_are_implicit_gemms_and_honest(tmp_path: Path, gen) -> None:
+    """fp32 convs are tl.dot GEMMs in tf32x3; transposed convs gather (no atomics: deterministic);
+    depthwise is its own direct kernel; forward only allocates, views and launches."""
+    conv = gen(LEVEL1 / "55_conv_standard_2D__asymmetric_input__square_kernel.py", tmp_path).read_text()
+    assert "tl.dot(a, b, acc, input_precision=PREC)" in conv and "'tf32x3'" in conv
+    convt = gen(LEVEL1 / "75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded"
+                "____dilated__.py", tmp_path).read_text()  # fmt: skip
+    assert "def _kiln_convt(" in convt and "atomic" not in convt
+    dw = gen(LEVEL1 / "82_conv_depthwise_2D_square_input_square_kernel.py", tmp_path).read_text()
+    assert "def _kiln_dwconv(" in dw and "tl.dot(" not in dw
+    for src in (conv, convt, dw):
+        fwd = _forward_code(src)
+        assert "[grid](" in fwd
+        assert not re.search(r"\bF\.|torch\.nn\.functional|torch\.conv|self\.conv\w*\(|\.sum\(|torch\.(matmul|mean)", fwd)
+
+
+def test_depthwise_separable_is_two_kernels_and_pointwise_one_flat_gemm(tmp_path: Path, gen) -> None:
+    an = analyze((LEVEL1 / "86_conv_depthwise_separable_2D.py").read_text())
+    assert an.family == "pipeline" and [s.plan.family for s in an.plan.stages] == ["dwconv", "conv"]
+    src = gen(LEVEL1 / "87_conv_pointwise_2D.py", tmp_path).read_text()
+    assert "x5 = x5.view(NB, CIN, 1, 1, D * H * W)" in src  # a 1x1 conv: one contiguous run of positions
+
+
+def test_a_wrong_conv_fails_the_selfcheck(tmp_path: Path, gen, run_selfcheck) -> None:
+    """The check above can fail: a conv whose taps are shifted by one row is caught."""
+    prob = LEVEL1 / "55_conv_standard_2D__asymmetric_input__square_kernel.py"
+    cand = gen(prob, tmp_path)
+    src = cand.read_text()
+    assert "ih0 = oh * SH - PH\n" in src
+    cand.write_text(src.replace("ih0 = oh * SH - PH\n", "ih0 = oh * SH - PH + 1\n"))
+    (res,) = run_selfcheck([(prob, cand)])
+    assert not res["ok"] and "differ" in res["error"]
