@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from kiln.agents.llm.cache import SqliteLLMCache
 from kiln.agents.llm.transport import TransportSettings, request_deadline
 from kiln.tools.errors import KilnConfigError
 from kiln.tools.records import JSON_SAFE

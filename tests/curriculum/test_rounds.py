@@ -88,9 +88,10 @@ def test_the_export_loads_with_datasets_and_holds_only_labelled_negatives(run) -
     datasets = pytest.importorskip("datasets")
     cur, _, _, counts, _ = run
     root = cur.run_dir / "export"
-    sft = datasets.load_dataset(str(root), "sft", split="train")
-    grpo = datasets.load_dataset(str(root), "grpo", split="train")
-    proposer = datasets.load_dataset(str(root), "proposer", split="train")
+    # a cache of its own: datasets keys its cache by the folder's name, so another run's "export" can answer
+    cache = str(cur.run_dir / "hf-cache")
+    sft, grpo, proposer = (datasets.load_dataset(str(root), name, split="train", cache_dir=cache)
+                           for name in ("sft", "grpo", "proposer"))
     assert (len(sft), len(grpo), len(proposer)) == (counts["sft"], counts["grpo"], counts["proposer"])
     samples = {(s.module, s.sample): s for s in cur.store.samples()}
     assert len(sft) == sum(verified(s.record) for s in samples.values())

@@ -28,7 +28,8 @@ def _dry_run(target: str, tmp_path: Path) -> list[str]:
     done = subprocess.run(["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=REPO, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
+    # under a parent make (CI runs `make test`), make -n also prints "make[1]: Entering directory ..."
+    return [ln for ln in done.stdout.splitlines() if not re.match(r"make(\[\d+\])?: ", ln)]
 
 
 def test_make_demo_installs_the_base_dependencies_only(tmp_path: Path) -> None:

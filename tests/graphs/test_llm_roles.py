@@ -72,17 +72,16 @@ def test_builtin_policies_end_to_end_through_kiln_run(tmp_path):
     assert "@triton.jit" in best and "class ModelNew" in best
 
 
-CONV = '''import torch
+SORT = '''import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3)
 
     def forward(self, x):
-        return self.conv(x)
+        return torch.sort(x, dim=-1)[0]  # no template family sorts
 
 
 def get_inputs():
@@ -95,8 +94,8 @@ def get_init_inputs():
 
 
 def test_builtin_coder_says_unsupported_and_the_run_stops_without_a_fake_kernel(tmp_path):
-    problem = tmp_path / "conv.py"
-    problem.write_text(CONV)
+    problem = tmp_path / "sort.py"
+    problem.write_text(SORT)
     ev = CountingEvaluator()
     summary = run_problem(problem, out=tmp_path / "run", llm="builtin", evaluator=ev, gpu=GpuFacts(), device="cpu")
     assert summary.status == "unsupported" and "unsupported by the built-in coder" in summary.stop_reason
