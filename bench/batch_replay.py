@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from kiln.evals.batch import Batch
-from kiln.evals.jobs import BatchConfig
-from kiln.evals.problems import kernelbench_problems, parse_ids
+from kiln.evals.batch.jobs import BatchConfig
+from kiln.evals.batch.problems import kernelbench_problems, parse_ids
+from kiln.evals.batch.run import Batch
 from kiln.tools.records import CheckOptions, CheckRecord
 
 

@@ -39,7 +39,7 @@ def generate(problem: Path, out: Path, device: str) -> Path | None:
     """A candidate from the built-in Coder (one shot, as `kiln eval --mode oneshot --llm builtin`)."""
     from kiln.agents.base import CoderTask
     from kiln.agents.registry import resolve_roles
-    from kiln.evals.jobs import gpu_facts
+    from kiln.evals.batch.jobs import gpu_facts
 
     roles = resolve_roles("builtin", device=device)
     task = CoderTask(mode="generate", lang="triton", problem_name=problem.stem, problem_src=problem.read_text(),

@@ -30,9 +30,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "torch profiler) and print the Judge's digest."),
     "run": ("kiln.graphs.cli:run", "Run the Coder / Judge / Proposer loop on PROBLEM until the kernel is verified "
             "and fast enough."),
-    "eval": ("kiln.evals.cli_eval:eval_", "Run kiln over many problems; resumable (rerun the same command to "
+    "eval": ("kiln.evals.batch.cli:eval_", "Run kiln over many problems; resumable (rerun the same command to "
              "continue)."),
-    "report": ("kiln.evals.cli_report:report", "Write the report of a batch run (RUN_DIR/report/), or compare "
+    "report": ("kiln.evals.batch.cli_report:report", "Write the report of a batch run (RUN_DIR/report/), or compare "
                "two runs."),
     "ui": ("kiln.evals.ui.cli:ui", "Serve a live web dashboard over run directories and batches (read-only "
            "unless --allow-control)."),

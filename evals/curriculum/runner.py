@@ -35,7 +35,7 @@ def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_addr
           evaluator: Evaluator | None = None, prober: Prober | None = None) -> Curriculum:
     from kiln.agents.curriculum.validate import Sandboxing
     from kiln.agents.registry import resolve_roles
-    from kiln.evals.jobs import gpu_facts
+    from kiln.evals.batch.jobs import gpu_facts
     from kiln.tools.sandbox.box import sandbox_for
 
     sandbox_for(cfg.isolation, cfg.bwrap)  # --isolation strict without the full sandbox: refused at start

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kiln.evals.batch import Batch, BatchBudget
-from kiln.evals.jobs import BatchConfig, JobResult, run_job
+from kiln.evals.batch.jobs import BatchConfig, JobResult, run_job
+from kiln.evals.batch.problems import ProblemRef
+from kiln.evals.batch.run import Batch, BatchBudget
 from kiln.evals.model.budget import MIN_CHECK_S, Clock, DeadlineEvaluator
 from kiln.evals.model.records import OpGroup, OpOutcome
-from kiln.evals.problems import ProblemRef
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import CheckOptions, CheckRecord
 

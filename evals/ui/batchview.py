@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kiln.evals.batch import group
-from kiln.evals.jobs import why_no_kernel
-from kiln.evals.metrics import SampleOutcome, summarize
+from kiln.evals.batch.jobs import why_no_kernel
+from kiln.evals.batch.metrics import SampleOutcome, summarize
+from kiln.evals.batch.run import group
 from kiln.evals.ui import records, runview
 from kiln.evals.ui.discover import mtime
 from kiln.evals.ui.roots import Roots, read_json
@@ -191,7 +191,7 @@ def brief(roots: Roots, batch: Path) -> dict[str, Any]:
 
 
 def _geo(problems: list, baseline: str) -> dict | None:
-    from kiln.evals.metrics import geomean
+    from kiln.evals.batch.metrics import geomean
 
     g = geomean(v for p in problems if (v := p.best_speedup(baseline)) is not None)
     return None if g is None else {"value": g, "ci_low": None, "ci_high": None, "geomean": True}

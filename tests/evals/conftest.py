@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kiln.evals.jobs import BatchConfig, outcome_from_record
-from kiln.evals.store import ResultStore
+from kiln.evals.batch.jobs import BatchConfig, outcome_from_record
+from kiln.evals.batch.store import ResultStore
 from kiln.tools.records import (
     CheckRecord,
     CompileRecord,

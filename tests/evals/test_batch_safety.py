@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from kiln.evals.batch import Batch, changed_settings
-from kiln.evals.jobs import BatchConfig
-from kiln.evals.problems import folder_problems
-from kiln.evals.store import ResultStore
+from kiln.evals.batch.jobs import BatchConfig
+from kiln.evals.batch.problems import folder_problems
+from kiln.evals.batch.run import Batch, changed_settings
+from kiln.evals.batch.store import ResultStore
 from kiln.tools.errors import KilnInputError
 
 KB_ROOT = Path(__file__).parents[1] / "fixtures" / "kernelbench"
 RELU = KB_ROOT / "KernelBench" / "level1" / "19_ReLU.py"
-HOLD = ("import sys, time; from pathlib import Path; from kiln.evals.batch import lock_batch; "
+HOLD = ("import sys, time; from pathlib import Path; from kiln.evals.batch.run import lock_batch; "
         "fh = lock_batch(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)")
 
 

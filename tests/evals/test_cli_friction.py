@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kiln.evals.compare import compare, render_markdown
-from kiln.evals.report import load_run
+from kiln.evals.batch.compare import compare, render_markdown
+from kiln.evals.batch.report import load_run
 
 FIX = Path(__file__).parents[1] / "fixtures"
 PROBLEM = FIX / "problems" / "relu.py"
@@ -96,7 +96,7 @@ def test_the_live_display_skips_langgraph_keys():
 
 def test_eval_dtype_reaches_every_check_of_an_agent_sample():
     """`kiln eval --mode agent --dtype bf16` used to check fp32: the run options had no dtype."""
-    from kiln.evals.jobs import BatchConfig
+    from kiln.evals.batch.jobs import BatchConfig
     from kiln.graphs.runner import make_options
 
     cfg = BatchConfig(mode="agent", dtype="bf16", trials=2, device="cpu", check_timeout=77)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kiln.evals.metrics import ProblemOutcome, SampleOutcome, fast_p, geomean, pass_at_k, summarize
+from kiln.evals.batch.metrics import ProblemOutcome, SampleOutcome, fast_p, geomean, pass_at_k, summarize
 
 
 def s(problem: str, sample: int = 0, *, correct: bool = False, eager: float | None = None,

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kiln.evals.jobs import BatchConfig, outcome_from_record
-from kiln.evals.store import ResultStore
+from kiln.evals.batch.jobs import BatchConfig, outcome_from_record
+from kiln.evals.batch.store import ResultStore
 
 FIX = Path(__file__).parents[1] / "fixtures"
 PROBLEM = FIX / "problems" / "relu.py"

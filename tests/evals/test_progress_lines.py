@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from kiln.agents.base import Usage
-from kiln.evals.progress import live_bar
+from kiln.evals.batch.progress import live_bar
 from kiln.graphs.progress import Progress
 from kiln.graphs.state import Candidate
 

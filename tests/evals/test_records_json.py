@@ -23,8 +23,8 @@ from pydantic import BaseModel, ValidationError
 MODULES = [
     "kiln.tools.records", "kiln.tools.profile.records", "kiln.agents.base", "kiln.agents.llm.usage",
     "kiln.agents.llm.transport", "kiln.graphs.state", "kiln.graphs.summary", "kiln.graphs.context",
-    "kiln.graphs.reward", "kiln.graphs.rules", "kiln.evals.metrics", "kiln.evals.jobs", "kiln.evals.batch",
-    "kiln.evals.compare",
+    "kiln.graphs.reward", "kiln.graphs.rules", "kiln.evals.batch.metrics", "kiln.evals.batch.jobs", "kiln.evals.batch.run",
+    "kiln.evals.batch.compare",
 ]
 FLOATS = [math.nan, math.inf, -math.inf, 1.7e308, -5e-324, 0.0]
 INTS = [2**70, -(2**63), 0]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kiln.evals.compare import compare
-from kiln.evals.report import load_run, write_report
+from kiln.evals.batch.compare import compare
+from kiln.evals.batch.report import load_run, write_report
 
 
 def test_report_files_and_numbers(filled_run: Path) -> None:

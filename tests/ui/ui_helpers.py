@@ -31,8 +31,8 @@ def fixture_statuses(run: Path = FIXTURE_RUN) -> dict[str, str]:
 def synth_batch(dest: Path, n: int, run: Path = FIXTURE_RUN, with_runs: bool = True) -> Path:
     """A finished agent-mode batch of `n` problems: the recorded run's real check records, cycled,
     stored through the real ResultStore; each problem gets a copy of the run as its run folder."""
-    from kiln.evals.jobs import BatchConfig, outcome_from_record
-    from kiln.evals.store import ResultStore
+    from kiln.evals.batch.jobs import BatchConfig, outcome_from_record
+    from kiln.evals.batch.store import ResultStore
     from kiln.tools.records import CheckRecord
 
     checks = sorted(run.glob("candidates/*/check.json"))
@@ -125,9 +125,9 @@ def kernelbench_batch(dest: Path, run: Path = FIXTURE_RUN) -> Path:
     config, problem list and environment) and filled through its real store: the recorded run's check
     records (ok, incorrect, compile error, rejected), one timeout, and three problems the built-in
     Coder does not support (no check record: the reason is the outcome's)."""
-    from kiln.evals.batch import Batch
-    from kiln.evals.jobs import BatchConfig, outcome_from_record
-    from kiln.evals.problems import ProblemRef
+    from kiln.evals.batch.jobs import BatchConfig, outcome_from_record
+    from kiln.evals.batch.problems import ProblemRef
+    from kiln.evals.batch.run import Batch
     from kiln.tools.records import CheckRecord
 
     def record(cid: str) -> CheckRecord:

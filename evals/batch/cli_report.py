@@ -25,8 +25,8 @@ def report(
     writable(folder, "--out" if out and other is not None else "report folder", folder=True)
     from rich.console import Console
 
-    from kiln.evals.compare import compare, nothing_in_common, render_markdown
-    from kiln.evals.report import load_run, metrics_table, write_report
+    from kiln.evals.batch.compare import compare, nothing_in_common, render_markdown
+    from kiln.evals.batch.report import load_run, metrics_table, write_report
 
     console = Console()
     if other is None:

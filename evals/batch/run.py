@@ -16,10 +16,10 @@ from typing import IO
 
 from pydantic import BaseModel
 
-from kiln.evals.jobs import BatchConfig, JobResult, check_options, job_dir_of, run_job, spent_in
-from kiln.evals.metrics import ProblemOutcome, SampleOutcome, summarize
-from kiln.evals.problems import ProblemRef
-from kiln.evals.store import ResultStore
+from kiln.evals.batch.jobs import BatchConfig, JobResult, check_options, job_dir_of, run_job, spent_in
+from kiln.evals.batch.metrics import ProblemOutcome, SampleOutcome, summarize
+from kiln.evals.batch.problems import ProblemRef
+from kiln.evals.batch.store import ResultStore
 from kiln.tools.errors import KilnInputError
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import JSON_SAFE

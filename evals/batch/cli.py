@@ -13,12 +13,12 @@ from kiln.tools.errors import KilnInputError
 from kiln.tools.flags import flag_error, writable
 
 if TYPE_CHECKING:
-    from kiln.evals.jobs import BatchConfig
-    from kiln.evals.problems import ProblemRef
+    from kiln.evals.batch.jobs import BatchConfig
+    from kiln.evals.batch.problems import ProblemRef
 
 
 def _problems(target: str, root: Path | None, levels: list[int], ids_spec: str | None) -> list[ProblemRef]:
-    from kiln.evals.problems import folder_problems, kernelbench_problems, parse_ids
+    from kiln.evals.batch.problems import folder_problems, kernelbench_problems, parse_ids
 
     ids = parse_ids(ids_spec)
     if target == "kernelbench":
@@ -99,7 +99,7 @@ def eval_(
     """Run kiln over many problems; resumable (rerun the same command to continue)."""
     from pydantic import ValidationError
 
-    from kiln.evals.jobs import BatchConfig
+    from kiln.evals.batch.jobs import BatchConfig
 
     if executor not in ("local", "ray"):
         raise KilnInputError(f"unknown --executor {executor!r}: use local or ray")
@@ -125,9 +125,9 @@ def eval_(
 
 def _run_batch(run_dir: Path, refs: list[ProblemRef], cfg: BatchConfig, evaluator, *, concurrency: int,  # noqa: ANN001
                executor: str, budget: tuple[float | None, int | None, float | None]) -> None:
-    from kiln.evals.batch import Batch, BatchBudget, write_metrics
+    from kiln.evals.batch.progress import run_with_progress
+    from kiln.evals.batch.run import Batch, BatchBudget, write_metrics
     from kiln.evals.executors import RayEvaluator
-    from kiln.evals.progress import run_with_progress
 
     usd, tokens, minutes = budget
     batch = Batch(run_dir, refs, cfg, evaluator, concurrency=concurrency,
@@ -140,8 +140,8 @@ def _run_batch(run_dir: Path, refs: list[ProblemRef], cfg: BatchConfig, evaluato
         metrics = write_metrics(run_dir, batch.store, cfg, timed=timed, stopped=batch.stopped,
                                 elapsed_s=batch.elapsed_s, done_now=batch.done_now)
     except OSError as err:  # the figures are shown anyway; the samples are in results.sqlite
-        from kiln.evals.batch import group
-        from kiln.evals.metrics import summarize
+        from kiln.evals.batch.metrics import summarize
+        from kiln.evals.batch.run import group
 
         _print_summary(run_dir, summarize(group(batch.store.outcomes()), timed=timed))
         raise KilnInputError(f"could not write {run_dir / 'metrics.json'}: {err.strerror or err} (the figures "
@@ -152,7 +152,7 @@ def _run_batch(run_dir: Path, refs: list[ProblemRef], cfg: BatchConfig, evaluato
 def _print_summary(run_dir: Path, metrics: dict) -> None:
     from rich.console import Console
 
-    from kiln.evals.report import metrics_table
+    from kiln.evals.batch.report import metrics_table
 
     Console().print(metrics_table(metrics))
     Console().print(f"run directory: {run_dir}   (kiln report {run_dir})")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from kiln.evals.metrics import SampleOutcome
+from kiln.evals.batch.metrics import SampleOutcome
 from kiln.tools.errors import KilnInputError
 from kiln.tools.records import CheckRecord
 

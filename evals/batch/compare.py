@@ -6,7 +6,7 @@ import math
 
 from pydantic import BaseModel
 
-from kiln.evals.report import RunData
+from kiln.evals.batch.report import RunData
 from kiln.tools.records import JSON_SAFE
 
 

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from kiln.evals.metrics import SampleOutcome
-from kiln.evals.problems import ProblemRef
+from kiln.evals.batch.metrics import SampleOutcome
+from kiln.evals.batch.problems import ProblemRef
 from kiln.graphs.context import LoopOptions
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import JSON_SAFE, CheckOptions, CheckRecord

@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
 from kiln.evals import plots
-from kiln.evals.batch import group
-from kiln.evals.jobs import why_no_kernel
-from kiln.evals.metrics import BASELINES, FAST_P, summarize
-from kiln.evals.store import ResultStore
+from kiln.evals.batch.jobs import why_no_kernel
+from kiln.evals.batch.metrics import BASELINES, FAST_P, summarize
+from kiln.evals.batch.run import group
+from kiln.evals.batch.store import ResultStore
 from kiln.tools.errors import KilnInputError
 from kiln.tools.records import JSON_SAFE, CheckRecord, EnvRecord
 

@@ -12,17 +12,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column
 from rich.text import Text
 
-from kiln.evals.metrics import SampleOutcome, fast_p
+from kiln.evals.batch.metrics import SampleOutcome, fast_p
 
 if TYPE_CHECKING:
-    from kiln.evals.batch import Batch
+    from kiln.evals.batch.run import Batch
 
 FIELDS = "correct {correct} · fast_1 {fast1} · tokens {tokens} · cost ${cost}"
 
 
 def fields(outcomes: list[SampleOutcome], timed: bool) -> dict[str, str]:
     """The running figures: problems with a correct sample, fast_1 (— off a GPU), tokens, cost."""
-    from kiln.evals.batch import group
+    from kiln.evals.batch.run import group
 
     problems = group(outcomes)
     correct = sum(1 for p in problems if p.n_correct)
