@@ -120,11 +120,13 @@ def _root(
 
 def _flag_envvars(name: str, sub: Any) -> None:
     """Each option's variable is KILN_<COMMAND>_<FLAG> after the flag the user types (`check --json`
-    reads KILN_CHECK_JSON), not after the Python parameter's name (json_out)."""
+    reads KILN_CHECK_JSON), not after the Python parameter's name (json_out); a flag with two names
+    (`--check-timeout`, `--timeout`) reads either variable."""
     for param in sub.params:
         longs = [o for o in getattr(param, "opts", []) if o.startswith("--")]
         if getattr(param, "param_type_name", "") == "option" and longs and param.envvar is None:
-            param.envvar = f"{ENV_PREFIX}_{name}_{longs[0][2:]}".upper().replace("-", "_")
+            names = [f"{ENV_PREFIX}_{name}_{flag[2:]}".upper().replace("-", "_") for flag in longs]
+            param.envvar = names[0] if len(names) == 1 else names
             param.show_envvar = True
 
 
