@@ -49,10 +49,14 @@ def load_command(name: str) -> Any:
     its options read KILN_<COMMAND>_<FLAG>."""
     module, func = COMMANDS[name][0].split(":")
     sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-    sub.command(name)(getattr(importlib.import_module(module), func))
+    function = getattr(importlib.import_module(module), func)
+    sub.command(name)(function)
     command = typer.main.get_command(sub)
     command.name = name
     _flag_envvars(name, command)
+    from kiln.tools.cli_options import apply_help
+
+    apply_help(function, command.params)
     return command
 
 

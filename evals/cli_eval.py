@@ -51,6 +51,9 @@ def _validate_roles(cfg: BatchConfig) -> None:
                   device=loop.device)
 
 
+@o.described(budget_usd="per sample: stop its loop once this much is spent",
+             budget_tokens="per sample: stop its loop after this many tokens",
+             budget_minutes="per sample: stop its loop after this many minutes")
 def eval_(
     target: Annotated[str, typer.Argument(help="'kernelbench' (with --root) or a folder/file of problems")],
     root: Annotated[Path | None, typer.Option(help="local KernelBench clone")] = None,
@@ -70,9 +73,9 @@ def eval_(
     max_iters: o.MaxIters = o.MAX_ITERS,
     target_speedup: o.TargetSpeedup = o.TARGET_SPEEDUP,
     strategy: o.Strategy = o.STRATEGY,
-    budget_usd: o.described(o.BudgetUsd, "per sample: stop its loop once this much is spent") = None,
-    budget_tokens: o.described(o.BudgetTokens, "per sample: stop its loop after this many tokens") = None,
-    budget_minutes: o.described(o.BudgetMinutes, "per sample: stop its loop after this many minutes") = None,
+    budget_usd: o.BudgetUsd = None,
+    budget_tokens: o.BudgetTokens = None,
+    budget_minutes: o.BudgetMinutes = None,
     batch_budget_usd: Annotated[float | None, typer.Option(help="whole batch")] = None,
     batch_budget_tokens: Annotated[int | None, typer.Option(help="whole batch")] = None,
     batch_budget_minutes: Annotated[float | None, typer.Option(help="whole batch")] = None,

@@ -31,6 +31,8 @@ def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazi
     typer.echo(f"iterations: {summary.iterations}, tokens: {summary.tokens}, {cost}; run dir: {summary.run_dir}")
 
 
+@o.described(seed="fixed input seed (default: a fresh secret one per check); with --llm-cache, a rerun then "
+                   "replays the run exactly")
 def run(
     problem: Annotated[Path | None, typer.Argument(help="KernelBench-format problem file")] = None,
     lang: o.Lang = o.LANG,
@@ -54,8 +56,7 @@ def run(
     llm_cache: o.LlmCache = None,
     trials: o.Trials = o.TRIALS,
     check_timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
-    seed: o.described(o.Seed, "fixed input seed (default: a fresh secret one per check); with --llm-cache, a "
-                      "rerun then replays the run exactly") = None,
+    seed: o.Seed = None,
     isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
     shrink: o.Shrink = False,

@@ -27,6 +27,9 @@ def _config(**kw: Any):  # noqa: ANN202 - CurriculumConfig, imported lazily
         raise KilnInputError(flag_error(err)) from None
 
 
+@o.described(proposer_llm="PROVIDER:MODEL for the Proposer only, which writes the problems (overrides --llm)",
+             isolation="strict (refuse without the full OS sandbox) | best-effort: the sandbox of every check and "
+                       "probe")
 def curriculum(
     out: Annotated[Path, typer.Option(help="run directory (rerun the same command to resume)")] = Path("runs/curriculum"),
     rounds: Annotated[int, typer.Option(help="rounds of problem writing and sampling")] = 3,
@@ -37,20 +40,18 @@ def curriculum(
     max_ops: Annotated[int, typer.Option(help="ops per API set, 1-4")] = 3,
     llm: o.Llm = None,
     coder_llm: o.CoderLlm = None,
-    proposer_llm: o.described(o.ProposerLlm, "PROVIDER:MODEL for the Proposer only, which writes the problems "
-                              "(overrides --llm)") = None,
+    proposer_llm: o.ProposerLlm = None,
     base_url: o.BaseUrl = None,
+    seed: Annotated[int, typer.Option(help="drives every choice: the same seed plans the same rounds")] = 0,
     lang: o.Lang = o.LANG,
     device: o.Device = o.DEVICE,
-    seed: Annotated[int, typer.Option(help="drives every choice: the same seed plans the same rounds")] = 0,
     dtype: o.Dtype = o.DTYPE,
+    stress: Annotated[int, typer.Option(help="stress variants per module (0 or 1)")] = 1,
     trials: o.Trials = o.TRIALS,
     timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
-    stress: Annotated[int, typer.Option(help="stress variants per module (0 or 1)")] = 1,
-    speed_gate: Annotated[float, typer.Option(help="verified share a group needs before speed counts")] = 0.5,
-    isolation: o.described(o.Isolation, "strict (refuse without the full OS sandbox) | best-effort: the sandbox "
-                           "of every check and probe") = o.ISOLATION,
+    isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
+    speed_gate: Annotated[float, typer.Option(help="verified share a group needs before speed counts")] = 0.5,
     executor: o.Executor = "local",
     ray_address: o.RayAddress = None,
     cpu_slots: o.CpuSlots = None,

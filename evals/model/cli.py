@@ -40,6 +40,11 @@ def interpreter() -> None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+@o.described(max_iters="Coder rounds per op", budget_usd="whole model, split by share of time",
+             budget_tokens="whole model, split by share of time",
+             budget_minutes="the whole command: it ends within this (+5%) with the best kernels so far checked, "
+                            "bundled, reported",
+             dtype="fp32 | bf16 | fp16: the model is cast to it")
 def model(
     target: Annotated[str | None, typer.Argument(help="path/to/file.py:factory, timm:NAME, transformers:FAMILY?..., "
                                                       "diffusers:BLOCK?...")] = None,
@@ -50,13 +55,12 @@ def model(
     base_url: o.BaseUrl = None,
     lang: o.Lang = o.LANG,
     strategy: o.Strategy = o.STRATEGY,
-    max_iters: o.described(o.MaxIters, "Coder rounds per op") = o.MAX_ITERS,
-    budget_usd: o.described(o.BudgetUsd, "whole model, split by share of time") = None,
-    budget_tokens: o.described(o.BudgetTokens, "whole model, split by share of time") = None,
-    budget_minutes: o.described(o.BudgetMinutes, "the whole command: it ends within this (+5%) with the best "
-                                "kernels so far checked, bundled, reported") = None,
+    max_iters: o.MaxIters = o.MAX_ITERS,
+    budget_usd: o.BudgetUsd = None,
+    budget_tokens: o.BudgetTokens = None,
+    budget_minutes: o.BudgetMinutes = None,
     device: o.Device = o.DEVICE,
-    dtype: o.described(o.Dtype, "fp32 | bf16 | fp16: the model is cast to it") = o.DTYPE,
+    dtype: o.Dtype = o.DTYPE,
     top: Annotated[int, typer.Option(help="optimise this many op groups (the hottest), plus the fused pairs "
                                           "built on them")] = 8,
     min_share: Annotated[float, typer.Option(help="skip ops below this share of model time")] = 0.01,

@@ -12,6 +12,8 @@ from kiln.tools.errors import KilnInputError
 from kiln.tools.flags import writable
 
 
+@o.described(isolation="the profiled program's OS sandbox: strict (refuse without the full sandbox) | "
+                       "best-effort")
 def profile(
     problem: Annotated[Path | None, typer.Argument(help="problem file (KernelBench format)")] = None,
     candidate: Annotated[Path | None, typer.Argument(help="candidate file (ModelNew)")] = None,
@@ -21,8 +23,7 @@ def profile(
     rung: Annotated[str | None, typer.Option("--rung", help="force a rung: ncu | torch_profiler | static")] = None,
     import_: Annotated[Path | None, typer.Option("--import", help="analyze an existing .ncu-rep or ncu CSV")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the full report as JSON")] = None,
-    isolation: o.described(o.Isolation, "the profiled program's OS sandbox: strict (refuse without the full "
-                           "sandbox) | best-effort") = o.ISOLATION,
+    isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
 ) -> None:
     """Profile a candidate (ncu counters where allowed, else the torch profiler) and print the Judge's digest."""
