@@ -105,7 +105,8 @@ class JudgeInput(AgentRecord):
     profile_digest: str | None = None
     gpu: GpuFacts = Field(default_factory=GpuFacts)
     iteration: int = 0
-    best_speedup: float | None = None
+    best_speedup: float | None = Field(None, description="the best kernel's speedup (median) vs the target's baseline")
+    best_speedup_ci_low: float | None = Field(None, description="its 95% CI low end: what the target rule reads")
     target_speedup: float = 1.0
     iters_without_progress: int = 0
     stress_passed: bool = False

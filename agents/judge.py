@@ -13,7 +13,7 @@ from typing import Literal
 from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from kiln.agents import prompts
+from kiln.agents import prompts, stoprules
 from kiln.agents.base import JudgeDecision, JudgeInput, JudgeMode, NextStep
 from kiln.agents.checkcost import CheckCost, check_cost
 from kiln.agents.llm.client import LLMClient, clip, user_message
@@ -21,7 +21,6 @@ from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 from kiln.tools.profile.floors import Floors, floor_lines, floors
 from kiln.tools.records import CheckRecord
 
-ROOFLINE_STOP_PCT = 90.0
 PLAN_MAX_CHARS = 1200
 MAX_SOURCE_CHARS = 24000
 
@@ -45,10 +44,10 @@ def speed_measured(inp: JudgeInput) -> bool:
 
 
 def target_met(inp: JudgeInput) -> bool:
-    """On a GPU: best speedup >= target. Without one speed is not measured, so correctness is the goal."""
-    if inp.gpu.device == "cpu" and not speed_measured(inp):
-        return True
-    return inp.best_speedup is not None and inp.best_speedup >= inp.target_speedup
+    """The target rule (kiln.agents.stoprules) on the best kernel: its CI's low end must reach the
+    target. Without a GPU speed is not measured, so correctness is the goal."""
+    measured = inp.gpu.device != "cpu" or speed_measured(inp)
+    return stoprules.target_met(inp.best_speedup, inp.best_speedup_ci_low, inp.target_speedup, measured=measured)
 
 
 def physics_floors(check: CheckRecord) -> Floors | None:
@@ -64,12 +63,12 @@ def roofline_pct(inp: JudgeInput) -> float | None:
     return physics.pct_of_floor if physics else None
 
 
-def rule_roofline_pct(inp: JudgeInput) -> float | None:
-    """% of the roofline for the rules' own stop: None when the reference's FLOPs set that floor far
-    above the I/O floor (a simplification doing less work may beat it), so the Judge, told both
-    floors, decides; a stop it then asks for at >= 90% is allowed."""
+def floors_differ(inp: JudgeInput) -> bool:
+    """The reference's FLOPs set the floor far above the I/O floor: a simplification doing less work
+    may beat it, so the rules do not stop at the roofline; the Judge, told both floors, decides (a
+    stop it then asks for at the roofline is allowed)."""
     f = physics_floors(inp.check)
-    return None if f is not None and f.differ else roofline_pct(inp)
+    return f is not None and f.differ
 
 
 def cost_of(inp: JudgeInput) -> CheckCost:
@@ -98,8 +97,8 @@ def rule_decision(inp: JudgeInput, no_progress_k: int) -> JudgeDecision | None:
         why = f"speed target met and stress tests pass{retired}" if speed_measured(inp) else \
             f"correct and stress tests pass{retired}; speed not measured without a GPU"
         return _rule(inp, "stop", why, why)
-    pct = rule_roofline_pct(inp)
-    if pct is not None and pct >= ROOFLINE_STOP_PCT:
+    pct = roofline_pct(inp)
+    if stoprules.at_roofline(pct, floors_differ=floors_differ(inp)):
         why = f"at {pct:.0f}% of the roofline floor"
         return _rule(inp, "stop", why, why)
     return None
@@ -114,7 +113,7 @@ def enforce_rules(d: JudgeDecision, inp: JudgeInput) -> JudgeDecision:
         want, why = "repair", f"'{d.next}' refused: the kernel fails a check"
     elif correct and d.next == "stop" and not inp.stress_passed:
         want, why = "stress", "'stop' refused: the stress tests have not passed yet"
-    elif correct and d.next == "stop" and not target_met(inp) and (roofline_pct(inp) or 0) < ROOFLINE_STOP_PCT:
+    elif correct and d.next == "stop" and not target_met(inp) and not stoprules.at_roofline(roofline_pct(inp)):
         want, why = "optimize", "'stop' refused: target not met and below 90% of roofline"
     update: dict = {"mode": mode, "next": want}
     if why:
@@ -151,7 +150,7 @@ class LLMJudge:
             candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS),
             check_summary=prompts.render("check_summary.j2", check=inp.check, cost=cost_of(inp),
                                          floor_lines=floor_lines(f) if (f := physics_floors(inp.check)) else []),
-            profile_digest=inp.profile_digest, best_speedup=inp.best_speedup,
+            profile_digest=inp.profile_digest, best_speedup=inp.best_speedup, best_speedup_ci_low=inp.best_speedup_ci_low,
             target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
             no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,
             stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda", failing_case=inp.failing_case,

@@ -49,10 +49,14 @@ def load_command(name: str) -> Any:
     its options read KILN_<COMMAND>_<FLAG>."""
     module, func = COMMANDS[name][0].split(":")
     sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-    sub.command(name)(getattr(importlib.import_module(module), func))
+    function = getattr(importlib.import_module(module), func)
+    sub.command(name)(function)
     command = typer.main.get_command(sub)
     command.name = name
     _flag_envvars(name, command)
+    from kiln.tools.cli_options import apply_help
+
+    apply_help(function, command.params)
     return command
 
 
@@ -120,11 +124,13 @@ def _root(
 
 def _flag_envvars(name: str, sub: Any) -> None:
     """Each option's variable is KILN_<COMMAND>_<FLAG> after the flag the user types (`check --json`
-    reads KILN_CHECK_JSON), not after the Python parameter's name (json_out)."""
+    reads KILN_CHECK_JSON), not after the Python parameter's name (json_out); a flag with two names
+    (`--check-timeout`, `--timeout`) reads either variable."""
     for param in sub.params:
         longs = [o for o in getattr(param, "opts", []) if o.startswith("--")]
         if getattr(param, "param_type_name", "") == "option" and longs and param.envvar is None:
-            param.envvar = f"{ENV_PREFIX}_{name}_{longs[0][2:]}".upper().replace("-", "_")
+            names = [f"{ENV_PREFIX}_{name}_{flag[2:]}".upper().replace("-", "_") for flag in longs]
+            param.envvar = names[0] if len(names) == 1 else names
             param.show_envvar = True
 
 

@@ -31,6 +31,8 @@ def _print_summary(summary) -> None:  # noqa: ANN001 - RunSummary, imported lazi
     typer.echo(f"iterations: {summary.iterations}, tokens: {summary.tokens}, {cost}; run dir: {summary.run_dir}")
 
 
+@o.described(seed="fixed input seed (default: a fresh secret one per check); with --llm-cache, a rerun then "
+                   "replays the run exactly")
 def run(
     problem: Annotated[Path | None, typer.Argument(help="KernelBench-format problem file")] = None,
     lang: o.Lang = o.LANG,
@@ -40,10 +42,10 @@ def run(
     proposer_llm: o.ProposerLlm = None,
     base_url: o.BaseUrl = None,
     target_speedup: o.TargetSpeedup = o.TARGET_SPEEDUP,
-    target_baseline: o.TargetBaseline = "eager",
+    target_baseline: o.TargetBaseline = o.TARGET_BASELINE,
     max_iters: o.MaxIters = o.MAX_ITERS,
-    strategy: o.Strategy = "linear",
-    device: o.Device = "auto",
+    strategy: o.Strategy = o.STRATEGY,
+    device: o.Device = o.DEVICE,
     dtype: o.Dtype = o.DTYPE,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/<problem>-<time>)")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the run in this directory")] = None,
@@ -54,8 +56,7 @@ def run(
     llm_cache: o.LlmCache = None,
     trials: o.Trials = o.TRIALS,
     check_timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
-    seed: Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check); "
-                                             "with --llm-cache, a rerun then replays the run exactly")] = None,
+    seed: o.Seed = None,
     isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
     shrink: o.Shrink = False,
@@ -71,7 +72,8 @@ def run(
         dtype=dtype, check_timeout=check_timeout, seed=seed, llm_cache=llm_cache, isolation=isolation, bwrap=bwrap,
         shrink=shrink)
     from kiln.graphs.progress import Progress
-    from kiln.graphs.runner import resolve_device, resume_run, run_problem
+    from kiln.graphs.runner import resume_run, run_problem
+    from kiln.tools.device import resolve_device
 
     progress = Progress(live=not quiet)
     try:

@@ -1,6 +1,8 @@
-"""The command-line options of the loop, declared once for `kiln run` and `kiln eval`.
+"""The command-line options of the loop, declared once for `kiln run`, `kiln eval`, `kiln model` and
+`kiln curriculum` (each uses the ones it has). The check's own flags (`--trials`, `--isolation`, ...)
+are `kiln.tools.cli_options`', shared with `kiln check`, and re-exported here.
 
-Each flag's type, help text and default live here, once for both commands. The defaults are the
+Each flag's type, help text and default live here, once for every command. The defaults are the
 models' own (`LoopOptions`, `Budgets`, `CheckOptions`), written out so that `--help` imports no model
 (pydantic and the records are half a second of start-up); tests/evals/test_startup.py checks that
 each one equals its model's. `loop_options(...)` turns the flags into the one `LoopOptions` model; a
@@ -15,6 +17,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kiln.tools.cli_options import (  # noqa: F401 - the check's flags, re-exported for the loop's commands
+    CHECK_TIMEOUT,
+    DEVICE,
+    DTYPE,
+    ISOLATION,
+    TRIALS,
+    Bwrap,
+    CheckTimeout,
+    Device,
+    Dtype,
+    Isolation,
+    Seed,
+    Trials,
+    described,
+)
 from kiln.tools.errors import KilnConfigError
 
 if TYPE_CHECKING:
@@ -30,14 +47,15 @@ DEFAULTS: dict[str, tuple[str, str]] = {
     "CHECK_TIMEOUT": ("kiln.tools.records:CheckOptions", "timeout_s"),
     "DTYPE": ("kiln.tools.records:CheckOptions", "dtype"),
     "ISOLATION": ("kiln.tools.records:CheckOptions", "isolation"),
+    "DEVICE": ("kiln.tools.records:CheckOptions", "device"),
+    "STRATEGY": ("kiln.graphs.context:LoopOptions", "strategy"),
+    "TARGET_BASELINE": ("kiln.graphs.context:LoopOptions", "target_baseline"),
 }
 TARGET_SPEEDUP = 1.0
 MAX_ITERS = 8
 NO_PROGRESS = 4
-TRIALS = 2
-CHECK_TIMEOUT = 300.0
-DTYPE = "fp32"
-ISOLATION = "best-effort"
+STRATEGY = "linear"
+TARGET_BASELINE = "eager"
 
 Lang = Annotated[str, typer.Option(help="triton | cuda: the kernel language")]
 Llm = Annotated[str | None, typer.Option(help="PROVIDER:MODEL for every role (openai:..., anthropic:..., "
@@ -50,22 +68,17 @@ TargetSpeedup = Annotated[float, typer.Option(help="stop once the speedup's 95% 
 TargetBaseline = Annotated[str, typer.Option(help="eager | compile: what --target-speedup is measured against")]
 MaxIters = Annotated[int, typer.Option(help="Coder rounds at most")]
 Strategy = Annotated[str, typer.Option(help="linear | beam | mcts")]
-Device = Annotated[str, typer.Option(help="auto | cuda | cpu")]
-Dtype = Annotated[str, typer.Option(help="fp32 | bf16 | fp16: the dtype every check runs the problem in")]
 BudgetUsd = Annotated[float | None, typer.Option(help="stop once this much is spent (USD)")]
 BudgetTokens = Annotated[int | None, typer.Option(help="stop after this many tokens (input + output)")]
 BudgetMinutes = Annotated[float | None, typer.Option(help="stop after this many minutes; LLM requests in "
                                                          "flight are cut to fit")]
 NoProgress = Annotated[int, typer.Option(help="stop after K Coder rounds without a better kernel")]
-Trials = Annotated[int, typer.Option(help="correctness trials per case and input distribution")]
-CheckTimeout = Annotated[float, typer.Option("--check-timeout", "--timeout",
-                                             help="seconds per check (its stages share them)")]
-Seed = Annotated[int | None, typer.Option(help="fixed input seed (default: a fresh secret one per check)")]
-Isolation = Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks")]
-Bwrap = Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")]
 Shrink = Annotated[bool, typer.Option(help="on a CPU, when the problem is too large for Triton's interpreter, "
                                            "check it at smaller sizes (its size constants halved; said and "
                                            "recorded in run.json and summary.json)")]
+Executor = Annotated[str, typer.Option(help="local | ray")]
+RayAddress = Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one)")]
+CpuSlots = Annotated[int | None, typer.Option(help="parallel checks without a GPU")]
 LlmCache = Annotated[Path | None, typer.Option(help="LLM-response cache (SQLite) to reuse across runs")]
 
 
@@ -76,9 +89,9 @@ def default_run_dir(problem: Path) -> Path:
 def check_device(device: str) -> str:
     """The --device flag checked without importing torch; "auto" is validated as "cpu" until the
     device is resolved (`with_device`), after every other flag has been checked."""
-    if device not in ("auto", "cuda", "cpu"):
-        raise KilnConfigError(f"--device must be one of auto, cuda, cpu (got {device!r})")
-    return "cpu" if device == "auto" else device
+    from kiln.tools.device import check_device_name
+
+    return "cpu" if check_device_name(device) == "auto" else device
 
 
 def with_device(loop: LoopOptions, device: str) -> LoopOptions:

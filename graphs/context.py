@@ -32,17 +32,31 @@ _FLAT: dict[str, tuple[str, str]] = {
 }
 
 
-def fold_flat(data: Any) -> Any:
-    """Move flat keywords into their nested model; an explicit None leaves the default."""
+def fold_flat(data: Any, table: dict[str, tuple[str, str]] | None = None) -> Any:
+    """Move flat keywords into their nested model (`table`, default the loop's); an explicit None
+    leaves the default."""
     if not isinstance(data, dict):
         return data
-    out = {k: v for k, v in data.items() if k not in _FLAT}
-    for key, (group, field_) in _FLAT.items():
+    table = _FLAT if table is None else table
+    out = {k: v for k, v in data.items() if k not in table}
+    for key, (group, field_) in table.items():
         if key in data and data[key] is not None:
             nested = out.get(group)
             nested = dict(nested) if isinstance(nested, dict) else nested.model_dump() if nested else {}
             out[group] = {**nested, field_: data[key]}
     return out
+
+
+def fold_into_loop(data: Any, own: tuple[str, ...]) -> Any:
+    """For a product's options that embed `loop: LoopOptions` (the batch config, `kiln model`'s): the
+    keywords not its own (`own`) go into `loop`, flat or nested, as older records and the keyword API
+    give them."""
+    if not isinstance(data, dict):
+        return data
+    flat = {k: v for k, v in data.items() if k not in (*own, "loop")}
+    loop = data.get("loop")
+    loop = loop.model_dump() if isinstance(loop, BaseModel) else dict(loop or {})
+    return {k: v for k, v in data.items() if k in own} | {"loop": {**loop, **flat}}
 
 
 class LoopOptions(BaseModel):

@@ -52,10 +52,11 @@ def _judge_input(ctx: RunContext, state: RunState, cand: Candidate) -> JudgeInpu
     note = state.get("profiles", {}).get(cand.id)
     digest = (ctx.run_dir / note.digest_path).read_text() if note and note.digest_path else None
     b = best(state)
+    speedup, ci_low = speedup_for_target(b, ctx.options) if b else (None, None)
     return JudgeInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
                       candidate_src=source_of(ctx, cand) or "", check=record, profile_digest=digest, gpu=ctx.gpu,
                       iteration=state.get("iteration", 0),
-                      best_speedup=speedup_for_target(b, ctx.options)[0] if b else None,
+                      best_speedup=speedup, best_speedup_ci_low=ci_low,
                       target_speedup=ctx.options.target_speedup,
                       iters_without_progress=state.get("no_progress", 0),
                       stress_passed=stress_ok(state, cand), stress_cases=len(valid_case_names(state)),

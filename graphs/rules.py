@@ -1,8 +1,9 @@
 """Hard rules, enforced in code over the Judge, and the budget test the conditional edges use.
 
 - never stop as "solved" while the best kernel fails a check;
-- stop when the best is correct, its stress tests pass, and either the target is met (or speed
-  cannot be measured: CPU) or it is at >= 90% of its roofline;
+- stop when the best is correct, its stress tests pass, and either the target is met (the speedup's
+  CI low end reaches it, or speed cannot be measured: CPU) or it is at >= 90% of its roofline
+  (both rules: kiln.agents.stoprules);
 - go and stress the kernel first when that is all that is missing;
 - stop when a budget is spent, or after K Coder rounds without progress.
 """
@@ -13,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from kiln.agents import stoprules
 from kiln.graphs.context import RunOptions
 from kiln.graphs.state import Candidate, RunState
 from kiln.graphs.suite import active_names, is_current
@@ -53,24 +55,24 @@ def speedup_for_target(cand: Candidate, opts: RunOptions) -> tuple[float | None,
 
 
 def target_met(cand: Candidate, opts: RunOptions) -> tuple[bool, str]:
-    if cand.speedup_vs_eager is None:
-        return True, "correct; speed not measured on this device"
+    """The target rule (kiln.agents.stoprules: the CI's low end must reach it), with its reason."""
+    measured = cand.speedup_vs_eager is not None
     value, low = speedup_for_target(cand, opts)
-    if value is None:  # timed, but this baseline was not (e.g. torch.compile failed): never "met"
+    if not stoprules.target_met(value, low, opts.target_speedup, measured=measured):
         return False, ""
+    if not measured or value is None:
+        return True, "correct; speed not measured on this device"
     low = low if low is not None else value
-    if low >= opts.target_speedup:
-        return True, f"target met: {value:.2f}x vs {opts.target_baseline} (CI low {low:.2f}x)"
-    return False, ""
+    return True, f"target met: {value:.2f}x vs {opts.target_baseline} (CI low {low:.2f}x)"
 
 
 def at_roofline(cand: Candidate, opts: RunOptions) -> tuple[bool, str]:
-    """At the roofline's stop, unless the reference's FLOPs set that floor far above the I/O floor:
-    then a simplification that does less work may beat it, and the Judge (told both) decides."""
+    """The roofline rule (kiln.agents.stoprules), with its reason: not when the reference's FLOPs set
+    the floor far above the I/O floor (a simplification doing less work may beat it; the Judge,
+    told both, decides)."""
     pct = cand.pct_of_roofline
-    if (cand.floors_ratio or 0.0) >= DIFFER_X:
-        return False, ""
-    if pct is not None and pct >= opts.roofline_stop_pct:
+    if stoprules.at_roofline(pct, floors_differ=(cand.floors_ratio or 0.0) >= DIFFER_X,
+                             stop_pct=opts.roofline_stop_pct):
         return True, f"at {pct:.0f}% of its roofline"
     return False, ""
 

@@ -25,22 +25,11 @@ from kiln.graphs.progress import Progress
 from kiln.graphs.roles import Roles, resolve
 from kiln.graphs.rules import best
 from kiln.graphs.summary import RunSummary, build_summary
-from kiln.tools.errors import KilnConfigError, KilnInputError
+from kiln.tools.device import resolve_device
+from kiln.tools.errors import KilnInputError
 from kiln.tools.evaluator import Evaluator
 
 RUN_FILE = "run.json"
-
-
-def resolve_device(device: str) -> str:
-    if device not in ("auto", "cuda", "cpu"):
-        raise KilnConfigError(f"--device must be one of auto, cuda, cpu (got {device!r})")
-    if device == "cpu":
-        return device
-    import torch
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise KilnConfigError("--device cuda: no CUDA GPU is visible here (use --device cpu)")
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _gpu_facts(device: str) -> Any:
@@ -139,9 +128,12 @@ def _drive(ctx: RunContext, inp: dict | None, progress: Progress) -> RunSummary:
 
 def make_options(problem: Path, options: dict[str, Any], loop: LoopOptions | None = None) -> RunOptions:
     """RunOptions for `problem`: `loop`'s settings (when given), then keyword options, flat
-    (`trials=3`, `max_iters=4`, `llm=...`) or nested (`budgets={...}`). Raises ValidationError."""
+    (`trials=3`, `max_iters=4`, `llm=...`) or nested (`budgets={...}`). Raises ValidationError.
+    `loop`'s device is already resolved (the CLI did it, once); the Python API's `device=` (default
+    auto) is resolved here."""
     data = {**(loop.model_dump() if loop else {}), **options}
-    data["device"] = resolve_device(data.get("device", "auto"))
+    if loop is None or "device" in options:
+        data["device"] = resolve_device(data.get("device", "auto"))
     return RunOptions(**{**data, "problem": str(problem)})
 
 

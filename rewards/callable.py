@@ -77,10 +77,10 @@ class KilnReward:
                  params: RewardParams | None = None, seed: int = 0, cache: Path | str | None = None,
                  timeout_s: float = 300.0, max_workers: int | None = None, problem_key: str = "problem") -> None:
         if evaluator is None:
-            from kiln.evals.curriculum.cli import _device
             from kiln.evals.curriculum.executors import build_executors
+            from kiln.tools.device import resolve_device
 
-            device = _device(device)
+            device = resolve_device(device)  # the reward's entry point (a Python API): resolved once, here
             evaluator, _ = build_executors(executor, device, ray_address=ray_address)
         elif device == "auto":
             device = "cpu"

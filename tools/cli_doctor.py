@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from kiln.tools import cli_options as o
 from kiln.tools.records import Record
 
 Status = Literal["OK", "WARN", "FAIL"]
@@ -236,10 +237,11 @@ def render(items: list[DoctorItem]) -> None:
     Console().print(table)
 
 
+@o.described(bwrap="bubblewrap binary to probe (default: on PATH)")
 def doctor(
     json_out: Annotated[bool, typer.Option("--json", help="print the items as JSON instead of a table")] = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="compile cache to inspect (default: kiln's)")] = None,
-    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary to probe (default: on PATH)")] = None,
+    bwrap: o.Bwrap = None,
 ) -> None:
     """Check GPUs, driver, CUDA, nvcc, torch, Triton, Nsight Compute, the compile cache and the sandbox."""
     from kiln.tools.compile import default_cache_root

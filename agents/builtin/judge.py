@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from kiln.agents import stoprules
 from kiln.agents.base import JudgeDecision, JudgeInput, Usage
 from kiln.agents.builtin import space
 from kiln.agents.builtin.source import read_header
@@ -74,10 +75,11 @@ class BuiltinJudge:
     def _optimize_or_stop(self, inp: JudgeInput, pct: float | None, evidence: list[str]) -> JudgeDecision:
         c = inp.check
         head = read_header(inp.candidate_src)
-        sp = c.speedup_vs_eager
-        if pct is not None and pct >= self.roofline_pct:
+        eager = c.timing.speedups.get("eager") if c.timing and c.timing.measured else None
+        sp, low = (eager.value, eager.ci_low) if eager else (None, None)
+        if stoprules.at_roofline(pct, stop_pct=self.roofline_pct):
             return _decision("optimization", f"at {pct:.0f}% of its roofline", "stop", stop="near roofline", evidence=evidence)
-        if sp is not None and sp >= inp.target_speedup and inp.target_speedup > 0:
+        if sp is not None and stoprules.target_met(sp, low, inp.target_speedup) and inp.target_speedup > 0:
             return _decision("optimization", f"{sp:.2f}x meets the target", "stop", stop="target met", evidence=evidence)
         if head is not None and space.exhausted(head.family, head.visited):
             return _decision("optimization", "configuration search exhausted", "stop", stop="search exhausted", evidence=evidence)

@@ -42,16 +42,6 @@ def _evaluator(executor: str, ray_address: str | None, device: str, cpu_slots: i
     return SlottedEvaluator(LocalEvaluator(), gpus, cpu_slots)
 
 
-def _resolve_device(device: str) -> str:
-    if device not in ("auto", "cuda", "cpu"):
-        raise KilnInputError(f"--device must be one of auto, cuda, cpu (got {device!r})")
-    if device == "auto":
-        from kiln.evals.executors import visible_gpus
-
-        return "cuda" if visible_gpus() else "cpu"
-    return device
-
-
 def _validate_roles(cfg: BatchConfig) -> None:
     """Fail at start (missing provider package, key, unknown name), not once per problem."""
     from kiln.agents.registry import resolve_roles
@@ -61,6 +51,9 @@ def _validate_roles(cfg: BatchConfig) -> None:
                   device=loop.device)
 
 
+@o.described(budget_usd="per sample: stop its loop once this much is spent",
+             budget_tokens="per sample: stop its loop after this many tokens",
+             budget_minutes="per sample: stop its loop after this many minutes")
 def eval_(
     target: Annotated[str, typer.Argument(help="'kernelbench' (with --root) or a folder/file of problems")],
     root: Annotated[Path | None, typer.Option(help="local KernelBench clone")] = None,
@@ -75,21 +68,21 @@ def eval_(
     proposer_llm: o.ProposerLlm = None,
     base_url: o.BaseUrl = None,
     lang: o.Lang = o.LANG,
-    device: o.Device = "auto",
+    device: o.Device = o.DEVICE,
     dtype: o.Dtype = o.DTYPE,
     max_iters: o.MaxIters = o.MAX_ITERS,
     target_speedup: o.TargetSpeedup = o.TARGET_SPEEDUP,
-    strategy: o.Strategy = "linear",
-    budget_usd: Annotated[float | None, typer.Option(help="per sample: stop its loop once this much is spent")] = None,
-    budget_tokens: Annotated[int | None, typer.Option(help="per sample: stop its loop after this many tokens")] = None,
-    budget_minutes: Annotated[float | None, typer.Option(help="per sample: stop its loop after this many minutes")] = None,
+    strategy: o.Strategy = o.STRATEGY,
+    budget_usd: o.BudgetUsd = None,
+    budget_tokens: o.BudgetTokens = None,
+    budget_minutes: o.BudgetMinutes = None,
     batch_budget_usd: Annotated[float | None, typer.Option(help="whole batch")] = None,
     batch_budget_tokens: Annotated[int | None, typer.Option(help="whole batch")] = None,
     batch_budget_minutes: Annotated[float | None, typer.Option(help="whole batch")] = None,
     concurrency: Annotated[int, typer.Option(help="jobs in flight (LLM-bound work)")] = 8,
-    executor: Annotated[str, typer.Option(help="local | ray")] = "local",
-    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one)")] = None,
-    cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
+    executor: o.Executor = "local",
+    ray_address: o.RayAddress = None,
+    cpu_slots: o.CpuSlots = None,
     check_timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
     trials: o.Trials = o.TRIALS,
     isolation: o.Isolation = o.ISOLATION,
@@ -115,7 +108,9 @@ def eval_(
         cfg = BatchConfig(mode=mode, samples=samples, loop=loop)
     except ValidationError as err:
         raise KilnInputError(flag_error(err)) from None
-    device = _resolve_device(device)
+    from kiln.tools.device import resolve_device
+
+    device = resolve_device(device)
     cfg = cfg.model_copy(update={"loop": o.with_device(cfg.loop, device)})
     _validate_roles(cfg)
     _run_batch(run_dir, refs, cfg, _evaluator(executor, ray_address, device, cpu_slots),

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from kiln.evals.batch.metrics import SampleOutcome
 from kiln.evals.batch.problems import ProblemRef
-from kiln.graphs.context import LoopOptions
+from kiln.graphs.context import LoopOptions, fold_into_loop
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import JSON_SAFE, CheckOptions, CheckRecord
 
@@ -36,12 +36,7 @@ class BatchConfig(BaseModel):
     @classmethod
     def _fold(cls, data: Any) -> Any:
         """Flat keywords (`BatchConfig(llm=..., trials=1)`) go into `loop`."""
-        if not isinstance(data, dict):
-            return data
-        flat = {k: v for k, v in data.items() if k not in ("mode", "samples", "loop")}
-        loop = data.get("loop")
-        loop = loop.model_dump() if isinstance(loop, BaseModel) else dict(loop or {})
-        return {k: v for k, v in data.items() if k in ("mode", "samples")} | {"loop": {**loop, **flat}}
+        return fold_into_loop(data, ("mode", "samples"))
 
 
 class CandidateRow(BaseModel):

@@ -9,33 +9,27 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kiln.graphs import cli_options as o
 from kiln.tools.errors import KilnInputError
 
 console = Console(stderr=True)
-
-
-def _device(device: str) -> str:
-    if device not in ("auto", "cuda", "cpu"):
-        raise KilnInputError(f"--device must be auto, cuda or cpu, not {device!r}")
-    if device == "auto":
-        from kiln.evals.executors import visible_gpus
-
-        return "cuda" if visible_gpus() else "cpu"
-    return device
 
 
 def _config(**kw: Any):  # noqa: ANN202 - CurriculumConfig, imported lazily
     from pydantic import ValidationError
 
     from kiln.evals.curriculum.config import CurriculumConfig
+    from kiln.tools.flags import flag_error
 
     try:
         return CurriculumConfig(**kw)
     except ValidationError as err:
-        first = err.errors()[0]
-        raise KilnInputError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+        raise KilnInputError(flag_error(err)) from None
 
 
+@o.described(proposer_llm="PROVIDER:MODEL for the Proposer only, which writes the problems (overrides --llm)",
+             isolation="strict (refuse without the full OS sandbox) | best-effort: the sandbox of every check and "
+                       "probe")
 def curriculum(
     out: Annotated[Path, typer.Option(help="run directory (rerun the same command to resume)")] = Path("runs/curriculum"),
     rounds: Annotated[int, typer.Option(help="rounds of problem writing and sampling")] = 3,
@@ -44,34 +38,34 @@ def curriculum(
     families: Annotated[str | None, typer.Option(help="comma-separated families (default: all)")] = None,
     catalogue: Annotated[list[Path], typer.Option(help="extra family file, TOML or JSON (repeatable)")] = [],  # noqa: B006
     max_ops: Annotated[int, typer.Option(help="ops per API set, 1-4")] = 3,
-    llm: Annotated[str | None, typer.Option(help="PROVIDER:MODEL for every role, or builtin")] = None,
-    coder_llm: Annotated[str | None, typer.Option()] = None,
-    proposer_llm: Annotated[str | None, typer.Option(help="writes the problems")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")] = None,
-    lang: Annotated[str, typer.Option(help="triton | cuda")] = "triton",
-    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16")] = "fp32",
-    trials: Annotated[int, typer.Option(help="correctness trials per input distribution")] = 2,
-    timeout: Annotated[float, typer.Option(help="seconds per check")] = 300.0,
+    llm: o.Llm = None,
+    coder_llm: o.CoderLlm = None,
+    proposer_llm: o.ProposerLlm = None,
+    base_url: o.BaseUrl = None,
     seed: Annotated[int, typer.Option(help="drives every choice: the same seed plans the same rounds")] = 0,
+    lang: o.Lang = o.LANG,
+    device: o.Device = o.DEVICE,
+    dtype: o.Dtype = o.DTYPE,
     stress: Annotated[int, typer.Option(help="stress variants per module (0 or 1)")] = 1,
+    trials: o.Trials = o.TRIALS,
+    timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
+    isolation: o.Isolation = o.ISOLATION,
+    bwrap: o.Bwrap = None,
     speed_gate: Annotated[float, typer.Option(help="verified share a group needs before speed counts")] = 0.5,
-    isolation: Annotated[str, typer.Option(help="strict | best-effort: the OS sandbox for checks and probes")
-                         ] = "best-effort",
-    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary (default: on PATH)")] = None,
-    executor: Annotated[str, typer.Option(help="local | ray")] = "local",
-    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one)")] = None,
-    cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
+    executor: o.Executor = "local",
+    ray_address: o.RayAddress = None,
+    cpu_slots: o.CpuSlots = None,
     concurrency: Annotated[int | None, typer.Option(help="samples in flight (default 2 per slot)")] = None,
 ) -> None:
     """Write problems at the Coder's frontier, check k samples each, export rewards and training data."""
     from kiln.evals.curriculum.rewards import RewardParams
     from kiln.evals.curriculum.runner import build, finish
+    from kiln.tools.device import resolve_device
 
     cfg = _config(rounds=rounds, per_round=per_round, samples=samples, max_ops=max_ops, llm=llm,
                   families=[f.strip() for f in families.split(",") if f.strip()] if families else None,
                   catalogues=[str(c) for c in catalogue], coder_llm=coder_llm, proposer_llm=proposer_llm,
-                  base_url=base_url, lang=lang, device=_device(device), dtype=dtype, trials=trials,
+                  base_url=base_url, lang=lang, device=resolve_device(device), dtype=dtype, trials=trials,
                   check_timeout_s=timeout, seed=seed, stress=stress, reward=RewardParams(speed_gate=speed_gate),
                   isolation=isolation, bwrap=bwrap)
     cur = build(cfg, out, executor=executor, ray_address=ray_address, cpu_slots=cpu_slots, concurrency=concurrency)

@@ -33,9 +33,8 @@ def coder_task(module: ModuleRow, sample: int, cfg: CurriculumConfig, gpu: Any) 
 
 def check_options(cfg: CurriculumConfig, module: ModuleRow, sample: int, cases: list[Path]) -> CheckOptions:
     """The check's secret seed is fixed per (run seed, module, sample): a rerun checks on the same inputs."""
-    return CheckOptions(device=cfg.device, dtype=cfg.dtype, trials=cfg.trials, timeout_s=cfg.check_timeout_s,
-                        cases=[str(c) for c in cases], seed=derive_seed(cfg.seed, module.id, sample),
-                        isolation=cfg.isolation, bwrap=cfg.bwrap)
+    return cfg.check.model_copy(update={"cases": [str(c) for c in cases],
+                                        "seed": derive_seed(cfg.seed, module.id, sample)})
 
 
 def completion_text(reply: Any) -> str:

@@ -46,13 +46,13 @@ class Curriculum:
         self.gpu, self.concurrency = gpu, max(1, concurrency)
         self.notify = on_event or (lambda kind, payload: None)
         self.budget = Budget.for_device(cfg.device)
-        self.box = Sandboxing(isolation=cfg.isolation, bwrap=cfg.bwrap)
+        self.box = Sandboxing(isolation=cfg.check.isolation, bwrap=cfg.check.bwrap)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.store = CurriculumStore(run_dir / "curriculum.sqlite")
         old = self.store.get_meta("config")
         if old is None:
             self.store.set_meta("config", cfg.model_dump())
-        elif old != cfg.model_dump():
+        elif CurriculumConfig.model_validate(old).model_dump() != cfg.model_dump():  # older runs stored it flat
             raise KilnInputError(f"{run_dir} holds a curriculum with other settings; use another --out to start fresh")
 
     def run(self) -> None:

@@ -38,17 +38,17 @@ def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_addr
     from kiln.evals.batch.jobs import gpu_facts
     from kiln.tools.sandbox.box import sandbox_for
 
-    sandbox_for(cfg.isolation, cfg.bwrap)  # --isolation strict without the full sandbox: refused at start
+    sandbox_for(cfg.check.isolation, cfg.check.bwrap)  # --isolation strict without the full sandbox: refused at start
     catalogue = load_catalogue([Path(p) for p in cfg.catalogues]).restrict(cfg.families)
-    roles = resolve_roles(cfg.llm, coder=cfg.coder_llm, proposer=cfg.proposer_llm, base_url=cfg.base_url,
-                          lang=cfg.lang, device=cfg.device, case_timeout_s=None)
+    roles = resolve_roles(cfg.roles.llm, coder=cfg.roles.coder_llm, proposer=cfg.roles.proposer_llm,
+                          base_url=cfg.roles.base_url, lang=cfg.lang, device=cfg.device, case_timeout_s=None)
     if evaluator is None or prober is None:
         evaluator, prober = build_executors(executor, cfg.device, ray_address=ray_address, cpu_slots=cpu_slots)
     slots = getattr(evaluator, "n_slots", 1)
     from kiln.agents.curriculum.validate import Budget
 
     writer = problem_writer(roles, lang=cfg.lang, stress=cfg.stress, time_ms=Budget.for_device(cfg.device).time_ms)
-    return Curriculum(out, cfg, catalogue=catalogue, writer=writer, coder_for=_coder_for(roles, cfg.device, Sandboxing(isolation=cfg.isolation, bwrap=cfg.bwrap)),
+    return Curriculum(out, cfg, catalogue=catalogue, writer=writer, coder_for=_coder_for(roles, cfg.device, Sandboxing(isolation=cfg.check.isolation, bwrap=cfg.check.bwrap)),
                       evaluator=evaluator, prober=prober, gpu=gpu_facts(cfg.device),
                       concurrency=concurrency or max(2, 2 * slots), on_event=on_event)
 

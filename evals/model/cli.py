@@ -10,39 +10,26 @@ import typer
 
 from kiln.graphs import cli_options as o
 from kiln.tools.errors import KilnConfigError, KilnInputError
-from kiln.tools.flags import writable
+from kiln.tools.flags import flag_error, writable
 
 
 def _device(device: str) -> str:
-    if device not in ("auto", "cuda", "cpu"):
-        raise KilnConfigError(f"--device must be auto, cuda or cpu, not {device!r}")
-    if device == "cpu":
-        interpreter()
-        return device
-    import torch
+    """The device, resolved once; a CPU run calls its kernels under Triton's interpreter."""
+    from kiln.tools.device import resolve_device
 
-    if device == "cuda" and not torch.cuda.is_available():
-        raise KilnConfigError("--device cuda: no CUDA GPU is visible here (use --device cpu)")
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    dev = resolve_device(device)
+    if dev == "cpu":
+        interpreter()
+    return dev
 
 
 def _check_roles(oo) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazily)
     """A missing provider package, key or unknown name fails now, not once per op after profiling."""
     from kiln.agents.registry import resolve_roles
-    from kiln.evals.model.optimise import batch_config
 
-    loop = batch_config(oo).loop
+    loop = oo.loop
     resolve_roles(loop.roles.llm, **loop.roles.kwargs(), lang=loop.lang, cache_path=None, budgets=loop.budgets,
                   device=loop.device)
-
-
-def _check_sandbox(oo) -> None:  # noqa: ANN001 - OptimiseOptions (imported lazily)
-    """`--isolation strict` without the full sandbox is refused now, in one line, as `kiln run` does."""
-    if oo.isolation not in ("strict", "best-effort"):
-        raise KilnConfigError(f"--isolation must be strict or best-effort, not {oo.isolation!r}")
-    from kiln.tools.sandbox.box import sandbox_for
-
-    sandbox_for(oo.isolation, oo.bwrap)
 
 
 def interpreter() -> None:
@@ -53,6 +40,11 @@ def interpreter() -> None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+@o.described(max_iters="Coder rounds per op", budget_usd="whole model, split by share of time",
+             budget_tokens="whole model, split by share of time",
+             budget_minutes="the whole command: it ends within this (+5%) with the best kernels so far checked, "
+                            "bundled, reported",
+             dtype="fp32 | bf16 | fp16: the model is cast to it")
 def model(
     target: Annotated[str | None, typer.Argument(help="path/to/file.py:factory, timm:NAME, transformers:FAMILY?..., "
                                                       "diffusers:BLOCK?...")] = None,
@@ -62,14 +54,13 @@ def model(
     proposer_llm: o.ProposerLlm = None,
     base_url: o.BaseUrl = None,
     lang: o.Lang = o.LANG,
-    strategy: o.Strategy = "linear",
-    max_iters: Annotated[int, typer.Option(help="Coder rounds per op")] = 8,
-    budget_usd: Annotated[float | None, typer.Option(help="whole model, split by share of time")] = None,
-    budget_tokens: Annotated[int | None, typer.Option(help="whole model, split by share of time")] = None,
-    budget_minutes: Annotated[float | None, typer.Option(help="the whole command: it ends within this (+5%) with "
-                                                              "the best kernels so far checked, bundled, reported")] = None,
-    device: o.Device = "auto",
-    dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16: the model is cast to it")] = "fp32",
+    strategy: o.Strategy = o.STRATEGY,
+    max_iters: o.MaxIters = o.MAX_ITERS,
+    budget_usd: o.BudgetUsd = None,
+    budget_tokens: o.BudgetTokens = None,
+    budget_minutes: o.BudgetMinutes = None,
+    device: o.Device = o.DEVICE,
+    dtype: o.Dtype = o.DTYPE,
     top: Annotated[int, typer.Option(help="optimise this many op groups (the hottest), plus the fused pairs "
                                           "built on them")] = 8,
     min_share: Annotated[float, typer.Option(help="skip ops below this share of model time")] = 0.01,
@@ -77,9 +68,9 @@ def model(
     e2e_tol: Annotated[float | None, typer.Option(help="relative L2 error allowed per output")] = None,
     patch: Annotated[str, typer.Option(help="faster (CI above 1) | correct (CPU: speed not measured)")] = "faster",
     trials: o.Trials = o.TRIALS,
-    timeout: Annotated[float, typer.Option(help="seconds per check")] = 300.0,
+    timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
     concurrency: Annotated[int, typer.Option(help="problems in flight")] = 4,
-    cpu_slots: Annotated[int | None, typer.Option(help="parallel checks without a GPU")] = None,
+    cpu_slots: o.CpuSlots = None,
     isolation: o.Isolation = o.ISOLATION,
     bwrap: o.Bwrap = None,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/model-<target>-<time>)")] = None,
@@ -106,20 +97,20 @@ def model(
             raise KilnInputError("give a TARGET (path/to/file.py:factory, timm:NAME, ...), or --resume RUN_DIR")
         if patch not in ("faster", "correct") or dtype not in ("fp32", "bf16", "fp16"):
             raise KilnConfigError("--patch must be faster or correct; --dtype fp32, bf16 or fp16")
+        if isolation not in ("strict", "best-effort"):
+            raise KilnConfigError(f"--isolation must be strict or best-effort, not {isolation!r}")
         dev = _device(device)
+        loop = o.loop_options(device=dev, llm=llm, coder_llm=coder_llm, judge_llm=judge_llm,
+                              proposer_llm=proposer_llm, base_url=base_url, lang=lang, strategy=strategy,
+                              max_iters=max_iters, budget_usd=budget_usd, budget_tokens=budget_tokens,
+                              budget_minutes=budget_minutes, trials=trials, dtype=dtype, check_timeout=timeout,
+                              isolation=isolation, bwrap=bwrap)  # the sandbox is checked here
         try:
-            oo = OptimiseOptions(llm=llm, coder_llm=coder_llm, judge_llm=judge_llm, proposer_llm=proposer_llm,
-                                base_url=base_url, lang=lang, strategy=strategy, device=dev, dtype=dtype,
-                                max_iters=max_iters, budget_usd=budget_usd, budget_tokens=budget_tokens,
-                                budget_minutes=budget_minutes, trials=trials, check_timeout_s=timeout,
-                                concurrency=concurrency, cpu_slots=cpu_slots, patch=patch, isolation=isolation,
-                                bwrap=bwrap)
+            oo = OptimiseOptions(loop=loop, concurrency=concurrency, cpu_slots=cpu_slots, patch=patch)
             opts = ModelRunOptions(target=target, device=dev, dtype=dtype, top=top, min_share=min_share, seeds=seeds,
                                    e2e_tol=e2e_tol, optimise=oo)
         except ValidationError as err:
-            first = err.errors()[0]
-            raise KilnConfigError(f"bad option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-        _check_sandbox(opts.optimise)
+            raise KilnConfigError(flag_error(err)) from None
         _check_roles(opts.optimise)
         stem = target.split("?")[0].replace("/", "_").replace(":", "-")[-40:]
         folder = out or Path("runs") / f"model-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"

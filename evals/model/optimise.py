@@ -14,14 +14,16 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kiln.evals.batch.jobs import BatchConfig, JobResult, run_job
 from kiln.evals.batch.problems import ProblemRef
 from kiln.evals.batch.run import Batch, BatchBudget
 from kiln.evals.model.budget import MIN_CHECK_S, Clock, DeadlineEvaluator
 from kiln.evals.model.records import OpGroup, OpOutcome
+from kiln.graphs.context import LoopOptions, fold_into_loop
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import CheckOptions, CheckRecord
 
@@ -30,29 +32,28 @@ CUT = ("time budget spent", "BudgetSpent", "the time budget left")
 
 
 class OptimiseOptions(BaseModel):
+    """How `kiln model` optimises its problems: `loop`, the one model `kiln run` builds (roles, budgets,
+    check options), and the options of model mode alone. Its budgets are the whole model's: USD and
+    tokens are split among the ops by share of time, `budgets.minutes` bounds the whole command."""
+
     model_config = ConfigDict(extra="forbid")
 
-    llm: str | None = None
-    coder_llm: str | None = None
-    judge_llm: str | None = None
-    proposer_llm: str | None = None
-    base_url: str | None = None
-    lang: str = "triton"
-    strategy: str = "linear"
-    device: str = "cpu"
-    dtype: str = "fp32"
-    max_iters: int = 8
-    budget_usd: float | None = Field(None, description="for the whole model; each op gets its share")
-    budget_tokens: int | None = None
-    budget_minutes: float | None = Field(None, description="the whole command (every stage), not per op")
-    trials: int = CheckOptions.model_fields["trials"].default  # the check's own default, as every command
-    check_timeout_s: float = 300.0
+    loop: LoopOptions = Field(default_factory=LoopOptions, description="each op's loop; budgets for the whole model")
     concurrency: int = 4
     cpu_slots: int | None = None
-    isolation: str = Field("best-effort", description="the OS sandbox of every check, as `kiln run --isolation`")
-    bwrap: str | None = None
     patch: str = Field("faster", description="faster: patch only kernels faster with confidence; correct: any "
                                              "correct kernel (CPU runs, where speed is not measured)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold(cls, data: Any) -> Any:
+        """Flat keywords (model_run.json of older runs: `llm`, `trials`, `check_timeout_s`, ...) go into `loop`."""
+        return fold_into_loop(data, ("concurrency", "cpu_slots", "patch"))
+
+    @property
+    def budget_minutes(self) -> float | None:
+        """The whole command's minutes (every stage), not per op."""
+        return self.loop.budgets.minutes
 
 
 class BudgetSpent(Exception):
@@ -60,16 +61,12 @@ class BudgetSpent(Exception):
 
 
 def batch_config(o: OptimiseOptions) -> BatchConfig:
-    return BatchConfig(mode="agent", llm=o.llm, coder_llm=o.coder_llm, judge_llm=o.judge_llm,
-                       proposer_llm=o.proposer_llm, base_url=o.base_url, lang=o.lang, device=o.device,
-                       dtype=o.dtype, max_iters=o.max_iters, strategy=o.strategy,
-                       budget_usd=o.budget_usd, budget_tokens=o.budget_tokens, budget_minutes=o.budget_minutes,
-                       check_timeout_s=o.check_timeout_s, trials=o.trials, isolation=o.isolation, bwrap=o.bwrap)
+    return BatchConfig(mode="agent", loop=o.loop)
 
 
 def check_options(o: OptimiseOptions) -> CheckOptions:
-    return CheckOptions(device=o.device, dtype=o.dtype, trials=o.trials, timeout_s=o.check_timeout_s,
-                        isolation=o.isolation, bwrap=o.bwrap)
+    """The confirmation check's options: the loop's own (`--trials`, `--isolation`, ...)."""
+    return o.loop.check
 
 
 def _split(total: float | int | None, share: float, integer: bool = False) -> float | int | None:
@@ -116,8 +113,8 @@ def evaluator_for(o: OptimiseOptions, clock: Clock) -> DeadlineEvaluator:
     from kiln.evals.executors import SlottedEvaluator, visible_gpus
     from kiln.tools.check import LocalEvaluator
 
-    inner = SlottedEvaluator(LocalEvaluator(), visible_gpus() if o.device == "cuda" else [], o.cpu_slots)
-    return DeadlineEvaluator(inner, clock, o.device)
+    inner = SlottedEvaluator(LocalEvaluator(), visible_gpus() if o.loop.device == "cuda" else [], o.cpu_slots)
+    return DeadlineEvaluator(inner, clock, o.loop.device)
 
 
 def rounds(folder: Path) -> list[Path]:

@@ -151,7 +151,7 @@ class Run:
         base = self.dir / "optimise"
         if ok:
             order = sorted(ok, key=lambda k: -groups[k].gain())
-            self.say(f"optimising {len(ok)} problem(s) with {o.llm or 'builtin'} ({o.device}), in order of "
+            self.say(f"optimising {len(ok)} problem(s) with {o.loop.roles.llm or 'builtin'} ({o.loop.device}), in order of "
                      f"expected gain: {', '.join(order)}")
             run_rounds(base, ok, groups, o, evaluator, self.clock, self.dir / "confirm", self.say)
         outcomes = []

@@ -90,3 +90,27 @@ def test_module_probes_take_a_gpu_slot_each() -> None:
     for t in threads:
         t.join()
     assert {s[0] for s in seen} == {0, 1, 2} and not _overlaps(seen)
+
+
+def test_the_config_embeds_the_check_and_roles_and_older_runs_resume(tmp_path: Path) -> None:
+    """A curriculum's config is the shared check and role models plus its own fields; the flat
+    config older runs stored still matches the same settings on a rerun."""
+    from kiln.evals.curriculum.store import CurriculumStore
+    from kiln.tools.errors import KilnInputError
+
+    cfg = CurriculumConfig(rounds=1, per_round=4, samples=2, device="cpu", trials=3, llm="builtin", seed=7,
+                           check_timeout_s=120.0, isolation="best-effort")
+    assert (cfg.check.trials, cfg.check.timeout_s, cfg.check.device, cfg.check.seed) == (3, 120.0, "cpu", None)
+    assert cfg.roles.llm == "builtin" and cfg.seed == 7 and cfg.device == "cpu"
+    old = {"rounds": 1, "per_round": 4, "samples": 2, "families": None, "catalogues": [], "max_ops": 3,
+           "attempts_factor": 3.0, "pool_factor": 6, "stress": 1, "llm": "builtin", "coder_llm": None,
+           "proposer_llm": None, "base_url": None, "lang": "triton", "device": "cpu", "dtype": "fp32", "trials": 3,
+           "check_timeout_s": 120.0, "seed": 7, "isolation": "best-effort", "bwrap": None,
+           "reward": cfg.reward.model_dump()}
+    CurriculumStore(tmp_path / "curriculum.sqlite").set_meta("config", old)
+    Curriculum(tmp_path, cfg, catalogue=None, writer=None, coder_for=lambda m: FixedCoder(),  # type: ignore[arg-type]
+               evaluator=SlottedEvaluator(Replay(), [0]), prober=LocalProber([0]))
+    changed = cfg.model_copy(update={"check": cfg.check.model_copy(update={"trials": 4})})
+    with pytest.raises(KilnInputError, match="other settings"):
+        Curriculum(tmp_path, changed, catalogue=None, writer=None, coder_for=lambda m: FixedCoder(),  # type: ignore[arg-type]
+                   evaluator=SlottedEvaluator(Replay(), [0]), prober=LocalProber([0]))

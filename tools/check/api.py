@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kiln.tools.device import resolve_device
 from kiln.tools.errors import KilnInputError
 from kiln.tools.records import (
     CheckOptions,
@@ -26,25 +27,9 @@ from kiln.tools.records import (
 )
 
 
-def resolve_device(device: str) -> str:
-    """auto: cuda when a GPU is visible. Asks NVML (milliseconds) before falling back to importing
-    torch (seconds), so the CLI can start its workers without waiting for torch."""
-    if device != "auto":
-        return device
-    if not Path("/dev/nvidiactl").exists():
-        return "cpu"
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return "cuda" if pynvml.nvmlDeviceGetCount() > 0 else "cpu"
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML: ask torch
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
+def _device(device: str) -> str:
+    """The CLI passes the device it resolved; only the Python API's default "auto" is resolved here."""
+    return resolve_device(device) if device == "auto" else device
 
 
 def _static_scan(source: str, filename: str, dtype: str, mode: str = "allowlist") -> list[Finding]:
@@ -89,7 +74,7 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     prob = load_problem(Path(problem))
     cases = [load_problem(Path(c), what="case", model_optional=True) for c in options.cases]
     rec = CheckRecord(problem=prob.path, candidate=str(Path(candidate).resolve()),
-                      device=resolve_device(options.device), dtype=options.dtype, status="error")
+                      device=_device(options.device), dtype=options.dtype, status="error")
     from kiln.tools.sandbox.box import sandbox_for  # strict without a full sandbox: refused here
 
     t_box = time.monotonic()

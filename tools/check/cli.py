@@ -10,10 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
+from kiln.tools import cli_options as o
 from kiln.tools.errors import KilnInputError
 from kiln.tools.records import CheckOptions
 
-DEVICES = ("auto", "cuda", "cpu")
 DTYPES = ("fp32", "bf16", "fp16")
 POLICIES = ("strict", "partial")
 STATIC = ("allowlist", "denylist")
@@ -29,26 +29,24 @@ def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
 def check(
     problem: Annotated[Path, typer.Argument(help="KernelBench-format problem file (Model, get_inputs, ...)")],
     candidate: Annotated[Path, typer.Argument(help="candidate file defining ModelNew")],
-    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16")] = "fp32",
-    trials: Annotated[int, typer.Option(help="trials per case and basic input distribution (the wide distributions "
-                                             "get half, at least one)")] = CheckOptions.model_fields["trials"].default,
+    device: o.Device = o.DEVICE,
+    dtype: o.Dtype = o.DTYPE,
+    trials: o.Trials = o.TRIALS,
     case: Annotated[list[Path] | None, typer.Option("--case", help="extra case file (problem format); repeatable")] = None,
-    timeout: Annotated[float, typer.Option(help="overall budget in seconds; stages get shares")] = 300.0,
+    timeout: o.CheckTimeout = o.CHECK_TIMEOUT,
     policy: Annotated[str, typer.Option(help="strict (no PyTorch compute) | partial")] = "partial",
     static: Annotated[str, typer.Option(help="allowlist (LLM-written code) | denylist (trusted hand-written)")] = "allowlist",
     atol: Annotated[float | None, typer.Option(help="absolute tolerance (default per dtype)")] = None,
     rtol: Annotated[float | None, typer.Option(help="relative tolerance (default per dtype)")] = None,
     no_time: Annotated[bool, typer.Option("--no-time", help="skip timing even on a GPU")] = False,
-    seed: Annotated[int | None, typer.Option(help="fixed seed (default: a fresh secret one)")] = None,
+    seed: o.Seed = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the full CheckRecord here")] = None,
-    isolation: Annotated[str, typer.Option(help="strict (refuse without the full OS sandbox) | best-effort")]
-    = "best-effort",
-    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary or unpacked .deb folder (default: on PATH)")]
-    = None,
+    isolation: o.Isolation = o.ISOLATION,
+    bwrap: o.Bwrap = None,
 ) -> None:
     """Compile, verify and (on a GPU) time one candidate against a problem."""
     from kiln.tools.check import check as run_check
+    from kiln.tools.device import check_device_name, resolve_device
     from kiln.tools.render import print_verdict
 
     if trials < 1 or timeout <= 0:
@@ -56,12 +54,14 @@ def check(
     from kiln.tools.flags import writable
 
     writable(json_out, "--json")  # before the check: a verdict is never lost to an unwritable path
+    check_device_name(device)
     options = CheckOptions(
-        device=_choice(device, DEVICES, "--device"), dtype=_choice(dtype, DTYPES, "--dtype"),
+        device=device, dtype=_choice(dtype, DTYPES, "--dtype"),
         trials=trials, cases=[str(c) for c in case or []], timeout_s=timeout,
         policy=_choice(policy, POLICIES, "--policy"), static=_choice(static, STATIC, "--static"), atol=atol,
         rtol=rtol, time=not no_time, seed=seed, isolation=_choice(isolation, ISOLATION, "--isolation"), bwrap=bwrap,
     )
+    options = options.model_copy(update={"device": resolve_device(device)})  # once, after every other flag
     record = _within(lambda: run_check(problem, candidate, options), options.timeout_s + WATCHDOG_SLACK_S,
                      problem, candidate, options)
     print_verdict(record)  # first: if writing the record still fails, the verdict was shown

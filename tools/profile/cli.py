@@ -7,23 +7,24 @@ from typing import Annotated
 
 import typer
 
+from kiln.tools import cli_options as o
 from kiln.tools.errors import KilnInputError
 from kiln.tools.flags import writable
 
 
+@o.described(isolation="the profiled program's OS sandbox: strict (refuse without the full sandbox) | "
+                       "best-effort")
 def profile(
     problem: Annotated[Path | None, typer.Argument(help="problem file (KernelBench format)")] = None,
     candidate: Annotated[Path | None, typer.Argument(help="candidate file (ModelNew)")] = None,
     device: Annotated[str, typer.Option(help="cuda (profile on the GPU) or cpu (compile-only SASS)")] = "cuda",
     level: Annotated[str, typer.Option(help="quick: SOL, launch, occupancy, warp state; full: + memory, compute, source")] = "quick",
-    dtype: Annotated[str, typer.Option(help="fp32 | bf16 | fp16")] = "fp32",
+    dtype: o.Dtype = o.DTYPE,
     rung: Annotated[str | None, typer.Option("--rung", help="force a rung: ncu | torch_profiler | static")] = None,
     import_: Annotated[Path | None, typer.Option("--import", help="analyze an existing .ncu-rep or ncu CSV")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the full report as JSON")] = None,
-    isolation: Annotated[str, typer.Option(help="the profiled program's OS sandbox: strict (refuse without the full "
-                                                "sandbox) | best-effort")] = "best-effort",
-    bwrap: Annotated[str | None, typer.Option(help="bubblewrap binary or unpacked .deb folder (default: on PATH)")]
-    = None,
+    isolation: o.Isolation = o.ISOLATION,
+    bwrap: o.Bwrap = None,
 ) -> None:
     """Profile a candidate (ncu counters where allowed, else the torch profiler) and print the Judge's digest."""
     from kiln.tools.profile.api import import_report, profile_candidate  # noqa: PLC0415 - keep CLI start fast
