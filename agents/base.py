@@ -138,9 +138,20 @@ class JudgeDecision(AgentRecord):
 
 
 class StressCase(AgentRecord):
+    """One stress case. A Proposer writes its name, source and rationale; once the graph has validated
+    it against the reference, the case lies in the run dir at `path` (the graph's state holds no
+    source) and the rest says what the reference made of it."""
+
     name: str = Field(description="file-stem-safe name, e.g. 'tile_edge_1025'")
-    source: str = Field(description="a problem-format module: Model, get_inputs, get_init_inputs")
+    source: str = Field("", description="a problem-format module: Model, get_inputs, get_init_inputs "
+                                        "(as proposed; empty once it lies at `path`)")
     rationale: str = ""
+    path: str = Field("", description="run-dir-relative case file (problem format), once validated")
+    valid: bool | None = Field(None, description="whether it passed validation against the reference; None: not yet")
+    reason: str = Field("", description="why rejected, or 'ok'")
+    round: int = Field(0, description="propose round that produced it")
+    reference_s: float | None = Field(None, description="the reference's forward on it, seconds (validation run)")
+    input_numel: int | None = Field(None, description="elements in its inputs")
 
 
 class ProposerInput(AgentRecord):

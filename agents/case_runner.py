@@ -7,11 +7,12 @@ limit and kills the whole process group when it is exceeded."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
 import traceback
+
+from kiln.tools.files import load_module
 
 
 def _run(case: str, device: str) -> dict:
@@ -47,11 +48,7 @@ def _nonfinite(outs: list) -> str | None:
 
 
 def _load(case: str):  # noqa: ANN202 - the problem module
-    spec = importlib.util.spec_from_file_location("kiln_stress_case", case)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(case, "kiln_stress_case", register=False)
 
 
 def _work(case: str) -> dict:

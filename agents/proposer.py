@@ -1,8 +1,10 @@
 """The LLM Proposer: stress-test cases for the current problem, aimed at the candidate.
 
-Each case comes back through structured output, then must pass two gates before it is returned:
-it is the problem's own `Model` with new inputs (static check), and the reference runs on it in a
-clean subprocess within the time limit. Refused cases are listed in `rejected` with the reason.
+Each case comes back through structured output and is screened before it is returned: a usable,
+new name, within the number asked for, and the problem's own `Model` with new inputs (static check).
+Refused cases are listed in `rejected` with the reason. The reference is not run here: whoever
+holds the cases runs it once per case, under its own isolation and case timeout (the graph:
+`kiln.graphs.cases.validate`; `kiln.agents.casecheck.run_case`).
 """
 
 from __future__ import annotations
@@ -12,12 +14,7 @@ from pydantic import BaseModel, Field
 
 from kiln.agents import prompts
 from kiln.agents.base import ProposerInput, ProposerReply, StressCase
-from kiln.agents.casecheck import (
-    NAME_OK,
-    runtime_error,
-    safe_name,
-    static_problem_error,
-)
+from kiln.agents.casecheck import NAME_OK, safe_name, static_problem_error
 from kiln.agents.checkcost import room_s
 from kiln.agents.facts import candidate_facts
 from kiln.agents.llm.client import LLMClient, clip, user_message
@@ -43,12 +40,8 @@ class ProposedCases(BaseModel):
 class LLMProposer:
     """Implements `kiln.agents.base.Proposer` on top of one chat model."""
 
-    def __init__(self, client: LLMClient, *, device: str = "cpu", case_timeout_s: float = 60.0,
-                 run_reference: bool = True) -> None:
+    def __init__(self, client: LLMClient) -> None:
         self.client = client
-        self.device = device
-        self.case_timeout_s = case_timeout_s
-        self.run_reference = run_reference
 
     def messages(self, inp: ProposerInput) -> list[BaseMessage]:
         from kiln.tools.inputs import DISTRIBUTIONS  # imports torch: only when a Proposer prompt is built
@@ -83,7 +76,7 @@ class LLMProposer:
         return ProposerReply(cases=cases, rejected=rejected, error=error, usage=reply.usage)
 
     def screen(self, drafts: list[CaseDraft], inp: ProposerInput) -> tuple[list[StressCase], list[str]]:
-        """Keep valid, new, runnable cases (at most `max_cases`); say why each other one went."""
+        """Keep valid, new cases (at most `max_cases`); say why each other one went."""
         taken = set(inp.existing_cases)
         cases: list[StressCase] = []
         rejected: list[str] = []
@@ -104,7 +97,4 @@ class LLMProposer:
             return "duplicate name"
         if n_kept >= inp.max_cases:
             return f"over the limit of {inp.max_cases} cases"
-        why = static_problem_error(draft.source, inp.problem_src)
-        if why is None and self.run_reference:
-            why = runtime_error(draft.source, device=self.device, timeout_s=self.case_timeout_s)
-        return why
+        return static_problem_error(draft.source, inp.problem_src)

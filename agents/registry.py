@@ -68,7 +68,7 @@ class Roles:
     coder: Coder
     judge: Judge
     proposer: Proposer
-    tracker: UsageTracker
+    tracker: UsageTracker = field(default_factory=UsageTracker)
     specs: dict[str, str] = field(default_factory=dict)
     redactor: Redactor = field(default_factory=Redactor)
     cache: SqliteLLMCache | None = None
@@ -79,12 +79,12 @@ class Roles:
         return self.tracker
 
 
-def role_specs(llm: str | None, overrides: Mapping[str, str | None], base_url: str | None) -> dict[str, LLMSpec]:
-    """The spec of each role: the per-role flag, else --llm, else builtin."""
+def role_specs(roles: RoleSpecs) -> dict[str, LLMSpec]:
+    """The spec of each role (`RoleSpecs.spec`: the per-role flag, else --llm, else builtin), parsed."""
     out = {}
     for role in ROLES:
-        text = overrides.get(role) or llm or "builtin"
-        out[role] = parse_spec(text, base_url=base_url if text.strip().lower().startswith("openai") else None)
+        text = roles.spec(role)
+        out[role] = parse_spec(text, base_url=roles.base_url if text.strip().lower().startswith("openai") else None)
     return out
 
 
@@ -108,7 +108,7 @@ def _model_name(spec: LLMSpec, script: Mapping[str, Any] | None) -> str:
     return spec.model
 
 
-def _role_object(role: str, client: LLMClient, device: str, no_progress_k: int, case_timeout_s: float | None) -> Any:
+def _role_object(role: str, client: LLMClient, no_progress_k: int) -> Any:
     from kiln.agents.coder import LLMCoder
     from kiln.agents.judge import LLMJudge
     from kiln.agents.proposer import LLMProposer
@@ -117,9 +117,7 @@ def _role_object(role: str, client: LLMClient, device: str, no_progress_k: int, 
         return LLMCoder(client)
     if role == "judge":
         return LLMJudge(client, no_progress_k=no_progress_k)
-    if case_timeout_s is None:  # the caller validates cases itself
-        return LLMProposer(client, device=device, run_reference=False)
-    return LLMProposer(client, device=device, case_timeout_s=case_timeout_s)
+    return LLMProposer(client)  # screens its cases statically: the caller runs each reference once
 
 
 def resolve_roles(
@@ -136,14 +134,12 @@ def resolve_roles(
     structured: str | None = None,
     device: str = "cpu",
     no_progress_k: int = 3,
-    case_timeout_s: float | None = 60.0,
     env: Mapping[str, str] | None = None,
 ) -> Roles:
     """Build the roles of one run. Fails fast (KilnConfigError) on any configuration problem.
 
-    `case_timeout_s`: the LLM Proposer runs the reference on each case it writes, in a clean
-    subprocess, and drops a case slower than this; None skips that run (the caller validates).
-    """
+    The LLM Proposer checks its cases statically only; the caller runs each case's reference, once,
+    under its own isolation and case timeout (`kiln.graphs.cases`, the curriculum's validation)."""
     from kiln.agents.llm.cache import SqliteLLMCache
     from kiln.agents.llm.client import LLMClient
     from kiln.agents.llm.scripted import load_script
@@ -151,7 +147,7 @@ def resolve_roles(
     env = os.environ if env is None else env
     if lang not in ("triton", "cuda"):
         raise KilnConfigError(f"unknown --lang {lang!r}; valid: triton, cuda")
-    specs = role_specs(llm, {"coder": coder, "judge": judge, "proposer": proposer}, base_url)
+    specs = role_specs(RoleSpecs(llm=llm, coder_llm=coder, judge_llm=judge, proposer_llm=proposer, base_url=base_url))
     if base_url and not any(s.provider == "openai" for s in specs.values()):
         raise KilnConfigError("--base-url needs an OpenAI-compatible spec: --llm openai:MODEL")
     scripts = {s.model: load_script(Path(s.model)) for s in specs.values() if s.provider == "scripted"}
@@ -178,6 +174,6 @@ def resolve_roles(
         client = LLMClient(role, chat, model_name=_model_name(spec, script), tracker=tracker,
                            redactor=redactor, settings=settings, method=structured_method(spec, structured),
                            label=str(spec), cache_breakpoints=spec.provider == "anthropic")
-        built[role] = _role_object(role, client, device, no_progress_k, case_timeout_s)
+        built[role] = _role_object(role, client, no_progress_k)
     return Roles(coder=built["coder"], judge=built["judge"], proposer=built["proposer"], tracker=tracker,
                  specs={r: str(s) for r, s in specs.items()}, redactor=redactor, cache=cache, chat_models=models)

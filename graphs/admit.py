@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kiln.agents.base import StressCase
 from kiln.agents.checkcost import CaseCost, CheckCost, check_cost, rate_at_least, room_s
 from kiln.graphs import rundir
 from kiln.graphs.checks import budget_of, correctness_budget_s, cost_of, run_check
 from kiln.graphs.context import RunContext
-from kiln.graphs.state import Candidate, StressCase, TimeEntry
+from kiln.graphs.state import Candidate, TimeEntry
 from kiln.graphs.suite import timed_out_case
 from kiln.tools.records import CheckRecord
 

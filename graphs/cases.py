@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kiln.agents.base import StressCase as ProposedCase
+from kiln.agents.base import StressCase
 from kiln.agents.casecheck import CaseRun, run_case, static_problem_error
 from kiln.agents.casecheck import safe_name as stem_safe
 from kiln.graphs import rundir, stop
 from kiln.graphs.context import RunContext
-from kiln.graphs.state import StressCase
 
 
 def static_problem(source: str, problem_src: str) -> str | None:
@@ -40,8 +39,9 @@ def safe_name(name: str, taken: set[str]) -> str:
     return out
 
 
-def validate(ctx: RunContext, case: ProposedCase, taken: set[str], round_: int) -> StressCase:
-    """Write the case into the run dir and validate it against the reference."""
+def validate(ctx: RunContext, case: StressCase, taken: set[str], round_: int) -> StressCase:
+    """Write the proposed case into the run dir and validate it against the reference: the same case,
+    now at its path (its source no longer held), with the verdict."""
     name = safe_name(case.name, taken)
     rel = f"cases/{name}.py"
     path = rundir.write(ctx.run_dir, rel, case.source)

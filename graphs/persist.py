@@ -15,6 +15,9 @@ from pydantic import BaseModel
 from kiln.graphs.state import RunState
 
 THREAD_ID = "kiln-run"
+LEGACY = {("kiln.graphs.state", "StressCase")}
+"""Names a checkpoint written before a record moved still carries (`kiln.graphs.state` re-exports
+them), so an older run dir resumes."""
 
 
 def _models_in(tp: object, out: set[type[BaseModel]]) -> None:
@@ -34,7 +37,7 @@ def state_allowlist() -> set[tuple[str, str]]:
     models: set[type[BaseModel]] = set()
     for hint in typing.get_type_hints(RunState, include_extras=True).values():
         _models_in(hint, models)
-    return {(m.__module__, m.__name__) for m in models}
+    return {(m.__module__, m.__name__) for m in models} | LEGACY
 
 
 def open_checkpointer(run_dir: Path) -> SqliteSaver:

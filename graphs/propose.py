@@ -12,7 +12,7 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from kiln.agents.base import ProposerInput, ProposerReply, Usage
+from kiln.agents.base import ProposerInput, ProposerReply, StressCase, Usage
 from kiln.graphs import rundir, stop
 from kiln.graphs.admit import admit
 from kiln.graphs.cases import problem_numel, safe_name, validate
@@ -20,7 +20,7 @@ from kiln.graphs.checks import apply_record, best_after, budget_of, check_candid
 from kiln.graphs.common import problem_name, problem_src, source_of, timed
 from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best
-from kiln.graphs.state import Candidate, RunState, StressCase, TimeEntry
+from kiln.graphs.state import Candidate, RunState, TimeEntry
 from kiln.graphs.suite import Suite, is_current
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from kiln.agents.llm.redact import MASK, SECRET_NAME
 from kiln.agents.llm.redact import redact as llm_redact
+from kiln.tools.files import write_atomic
 from kiln.tools.records import CheckOptions, CheckRecord
 
 _URL_USERINFO = re.compile(r"(https?://)[^/@\s]+@")
@@ -41,9 +42,7 @@ def redact_model(model: M) -> M:
 def write(run_dir: Path, rel: str, text: str) -> Path:
     path = run_dir / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(redact(text))
-    tmp.replace(path)
+    write_atomic(path, redact(text))
     return path
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, Field
 
-from kiln.agents.base import CoderMode, JudgeDecision, Usage
+from kiln.agents.base import CoderMode, JudgeDecision, StressCase, Usage
 from kiln.tools.records import JSON_SAFE
 
 T = TypeVar("T")
@@ -87,19 +87,6 @@ class Candidate(StateRecord):
     device_queries: list[str] = Field(default_factory=list, description="where its source asks which device it "
                                       "runs on ('line 80: `x.is_cuda`'): a check verifies one device's path only")
     feedback: str | None = Field(None, description="what a repair needs: error, mismatch, repro")
-
-
-class StressCase(StateRecord):
-    """One Proposer case after validation against the reference."""
-
-    name: str
-    path: str = Field(description="run-dir-relative case file (problem format)")
-    valid: bool
-    reason: str = Field("", description="why rejected, or 'ok'")
-    rationale: str = ""
-    round: int = Field(description="propose round that produced it")
-    reference_s: float | None = Field(None, description="the reference's forward on it, seconds (validation run)")
-    input_numel: int | None = Field(None, description="elements in its inputs")
 
 
 class TimeEntry(StateRecord):

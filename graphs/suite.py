@@ -17,9 +17,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kiln.agents.base import StressCase
 from kiln.agents.checkcost import CaseCost, CheckCost, check_cost, rate_at_least
 from kiln.graphs.context import RunContext
-from kiln.graphs.state import Candidate, RunState, StressCase
+from kiln.graphs.state import Candidate, RunState
 from kiln.tools.records import CheckRecord
 
 _TIMEOUT_AT = re.compile(r"timed out in stage correctness \(([^/()]+)/")

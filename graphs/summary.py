@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from kiln.agents.devicepath import verified_paths
+from kiln.agents.llm.usage import RoleTotals, add_usage
 from kiln.graphs.context import RunOptions
 from kiln.graphs.rules import best, cost_usd
 from kiln.graphs.shrink import ShrinkRecord
@@ -48,13 +49,6 @@ class IterationTimes(Summary):
     other_s: float = 0.0
 
 
-class RoleUsage(Summary):
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = None
-
-
 class RunSummary(Summary):
     status: str
     stop_reason: str | None = None
@@ -80,7 +74,7 @@ class RunSummary(Summary):
     input_tokens: int
     output_tokens: int
     cost_usd: float | None = Field(default=None, description="None when no model had a known price")
-    usage_by_role: dict[str, RoleUsage] = Field(default_factory=dict)
+    usage_by_role: dict[str, RoleTotals] = Field(default_factory=dict)
     per_iteration: list[IterationTimes] = Field(default_factory=list)
     wall_s: float = Field(description="seconds spent inside graph nodes")
     profile_skipped: list[str] = Field(default_factory=list, description="why candidates were not profiled")
@@ -95,15 +89,10 @@ def _per_iteration(state: RunState) -> list[IterationTimes]:
     return [IterationTimes(iteration=i, **{k: round(v, 3) for k, v in r.items()}) for i, r in sorted(rows.items())]
 
 
-def _by_role(state: RunState) -> dict[str, RoleUsage]:
-    out: dict[str, RoleUsage] = {}
+def _by_role(state: RunState) -> dict[str, RoleTotals]:
+    out: dict[str, RoleTotals] = {}
     for u in state.get("usage", []):
-        r = out.setdefault(u.role or "unknown", RoleUsage())
-        r.calls += 1
-        r.input_tokens += u.input_tokens
-        r.output_tokens += u.output_tokens
-        if u.cost_usd is not None:
-            r.cost_usd = (r.cost_usd or 0.0) + u.cost_usd
+        add_usage(out.setdefault(u.role or "unknown", RoleTotals()), u)
     return out
 
 

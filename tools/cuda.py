@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.tools.compile.errors import log_tail, trim_errors
+from kiln.tools.files import write_atomic
 from kiln.tools.records import CompileRecord
 
 _CACHE_DIR: Path | None = None
@@ -189,9 +190,7 @@ def compile_cubin(source: str, arch: str) -> tuple[bytes, CompileRecord]:
                                          log_tail=log_tail(exc.log), compile_s=time.perf_counter() - t0))
         raise
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(cubin)
-    tmp.replace(path)  # atomic: parallel candidates never read a half-written cubin
+    write_atomic(path, cubin)  # parallel candidates never read a half-written cubin
     return cubin, CompileRecord(ok=True, lang="cuda", backend=backend, compile_s=time.perf_counter() - t0)
 
 

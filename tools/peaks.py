@@ -16,7 +16,7 @@ import argparse
 import datetime as dt
 import functools
 import json
-import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from kiln.tools.files import write_atomic
 from kiln.tools.records import Record
 
 COPY_BYTES = 1 << 30
@@ -74,7 +75,8 @@ DATASHEET = {  # vendor numbers (dense), leads only
 
 
 def gpu_slug(name: str) -> str:
-    return "-".join(name.lower().replace("_", " ").split())
+    """A GPU's name as a key and a file-name part: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
 
 
 def known(gpu_name: str | None) -> Peaks:
@@ -138,9 +140,7 @@ def store(gpu_index: int, peaks: Peaks) -> None:
     data[key] = peaks.model_dump()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        tmp.replace(path)
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True))
     except OSError:
         pass  # an unwritable cache only costs a measurement next time
 

@@ -8,7 +8,6 @@ policies' own tests (run with TRITON_INTERPRET=1 on CPU); `kiln check` is the re
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -16,15 +15,13 @@ from types import ModuleType
 
 import torch
 
+from kiln.tools.files import load_module
+
 DISTRIBUTIONS = {"x1": 1.0, "x3": 3.0, "x0.01": 0.01, "neg": -1.0}
 
 
 def _load(path: str, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(path, name, register=False)
 
 
 def _device() -> str:

@@ -12,7 +12,6 @@ measures and writes what it saw as a JSON list to OUT, one report per module; th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import statistics
@@ -24,17 +23,14 @@ from typing import Any
 import torch
 
 from kiln.tools import inputs as kin
+from kiln.tools.files import load_module
 from kiln.tools.integrity import degenerate
 
 ATOL = RTOL = 1e-4
 
 
 def _load(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location("kiln_curriculum_module", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(path, "kiln_curriculum_module", register=False)
 
 
 class Subject:

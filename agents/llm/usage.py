@@ -84,7 +84,8 @@ class UsageSummary(BaseModel):
     unpriced_models: list[str] = Field(default_factory=list, description="models counted in tokens only")
 
 
-def _add(tot: RoleTotals, u: Usage) -> None:
+def add_usage(tot: RoleTotals, u: Usage) -> None:
+    """Count one call into a total."""
     tot.calls += 1
     tot.cached_calls += int(u.cached)
     tot.input_tokens += u.input_tokens
@@ -141,8 +142,8 @@ class UsageTracker:
             calls, failed = list(self._calls), dict(self._failed)
         out = UsageSummary(calls=calls, elapsed_s=round(self.elapsed_s(), 3))
         for u in calls:
-            _add(out.by_role.setdefault(u.role, RoleTotals()), u)
-            _add(out.total, u)
+            add_usage(out.by_role.setdefault(u.role, RoleTotals()), u)
+            add_usage(out.total, u)
         for role, n in failed.items():
             out.by_role.setdefault(role, RoleTotals()).failed_calls += n
             out.total.failed_calls += n

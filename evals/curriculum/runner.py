@@ -41,7 +41,7 @@ def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_addr
     sandbox_for(cfg.check.isolation, cfg.check.bwrap)  # --isolation strict without the full sandbox: refused at start
     catalogue = load_catalogue([Path(p) for p in cfg.catalogues]).restrict(cfg.families)
     roles = resolve_roles(cfg.roles.llm, coder=cfg.roles.coder_llm, proposer=cfg.roles.proposer_llm,
-                          base_url=cfg.roles.base_url, lang=cfg.lang, device=cfg.device, case_timeout_s=None)
+                          base_url=cfg.roles.base_url, lang=cfg.lang, device=cfg.device)
     if evaluator is None or prober is None:
         evaluator, prober = build_executors(executor, cfg.device, ray_address=ray_address, cpu_slots=cpu_slots)
     slots = getattr(evaluator, "n_slots", 1)

@@ -61,7 +61,7 @@ def hanging_up_url() -> str:
 
 def run(url: str, tmp_path: Path, budgets: Budgets | None = None, transport: TransportSettings = QUICK, **opts):
     roles = resolve_roles("openai:local-model", base_url=url, env={}, transport=transport,
-                          budgets=budgets or Budgets(), device="cpu", case_timeout_s=None)
+                          budgets=budgets or Budgets(), device="cpu")
     summary = run_problem(PROBLEM, out=tmp_path / "run", roles=roles, evaluator=NoChecks(), gpu=GpuFacts(),
                           device="cpu", max_iters=opts.pop("max_iters", 3), **opts)
     return summary, json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -46,7 +46,7 @@ def get_init_inputs():
 def test_scripted_llm_writes_a_module_that_is_validated_and_coded_confined(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"proposer": [f"Here it is.\n```python\n{MODULE}```\n", "no code, sorry"]}))
-    roles = resolve_roles(None, proposer=f"scripted:{script}", case_timeout_s=None)
+    roles = resolve_roles(None, proposer=f"scripted:{script}")
     writer = problem_writer(roles)
     assert isinstance(writer, LLMProblemWriter)
     cat = builtin_catalogue()

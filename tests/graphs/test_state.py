@@ -101,3 +101,22 @@ def test_langgraph_json_points_at_a_compiled_graph():
     assert {"code", "evaluate", "profile", "judge", "propose", "finish"} <= set(drawn.nodes)
     edges = {(e.source, e.target) for e in drawn.edges}
     assert {("judge", "code"), ("judge", "propose"), ("judge", "finish"), ("evaluate", "finish")} <= edges
+
+
+def test_a_checkpoint_written_before_stress_case_moved_to_agents_still_loads(tmp_path):
+    from pydantic import Field
+
+    class OldStressCase(BaseModel):  # graphs.state's own record before issue 27
+        name: str
+        path: str = Field(description="run-dir-relative case file")
+        valid: bool
+        reason: str = ""
+        rationale: str = ""
+        round: int
+
+    OldStressCase.__module__, OldStressCase.__name__, OldStressCase.__qualname__ = (
+        "kiln.graphs.state", "StressCase", "StressCase")
+    serde = open_checkpointer(tmp_path).serde
+    back = serde.loads_typed(serde.dumps_typed({"cases": [OldStressCase(name="n", path="cases/n.py", valid=True,
+                                                                        round=1)]}))
+    assert back["cases"] == [StressCase(name="n", path="cases/n.py", valid=True, round=1)]

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kiln.tools.files import write_atomic
+
 if TYPE_CHECKING:
     from kiln.tools.check.session import Session
 
@@ -58,9 +60,7 @@ def _read(path: Path) -> dict[str, Any] | None:
 def _write(path: Path, data: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, sort_keys=True))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(data, sort_keys=True))
     except OSError:
         pass  # an unwritable cache only costs the work again next time
 

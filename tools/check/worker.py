@@ -14,7 +14,7 @@ candidate's outputs, created beforehand (`kiln.tools.check.outputs`).
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import sys
 import time
@@ -24,6 +24,8 @@ from types import ModuleType
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
+
+from kiln.tools import files
 
 Role = Literal["reference", "candidate", "baseline"]
 
@@ -59,13 +61,7 @@ class WorkerError(Exception):
 
 def load_module(path: str, tag: str) -> ModuleType:
     """Import a problem, case or candidate file from its path under a unique module name."""
-    name = f"kiln_{tag}_{abs(hash(path)) % 10**8}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return files.load_module(path, f"kiln_{tag}_{abs(hash(path)) % 10**8}")
 
 
 def sync(device: str) -> None:

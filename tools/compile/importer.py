@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib.util
 import io
 import os
 import sys
@@ -20,6 +19,7 @@ from types import ModuleType
 
 from kiln.tools.compile.detect import cuda_backend, detect_lang
 from kiln.tools.compile.errors import locate_in_source, log_tail, python_error, trim_errors, triton_error
+from kiln.tools.files import load_module
 from kiln.tools.records import CompileRecord, Lang
 
 _LAST_IMPORTED: dict[str, str] = {}
@@ -95,14 +95,9 @@ def _prepare_cuda_build(source: str, device: str, cache_root: Path) -> tuple[Pat
 
 
 def _exec_module(path: Path, name: str) -> tuple[ModuleType, str]:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-        spec.loader.exec_module(module)
+        module = load_module(path, name)
     return module, buf.getvalue()
 
 

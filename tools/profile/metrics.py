@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from kiln.tools.peaks import gpu_slug
 from kiln.tools.records import Record
 
 # role -> names to try, best first. About 24 roles: what the roofline, the findings and the digest use.
@@ -118,10 +119,6 @@ def choose_metrics(available: set[str], gpu_name: str = "", full: set[str] | Non
 def unchecked_metrics() -> MetricSet:
     """The first name of every role, used when `--query-metrics` could not be read."""
     return MetricSet(chosen={r: n[0] for r, n in CURATED.items() if r not in SECTION_ONLY}, checked=False)
-
-
-def gpu_slug(gpu_name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-") or "unknown-gpu"
 
 
 def load_cached(cache_dir: Path, gpu_name: str) -> MetricSet | None:

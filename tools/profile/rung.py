@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from kiln.tools.peaks import gpu_slug
 from kiln.tools.profile import ncu
-from kiln.tools.profile.metrics import gpu_slug
 from kiln.tools.profile.records import RungInfo
 from kiln.tools.profile.toolchain import available_tools
 

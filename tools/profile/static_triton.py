@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kiln.tools.profile.target import load_module
+from kiln.tools.files import load_module
 
 CALLS: list[tuple[Any, tuple, dict[str, Any]]] = []
 OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")

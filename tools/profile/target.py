@@ -9,7 +9,6 @@ in torch mode, DIR/trace.json (the profiler's Chrome trace: one event per kernel
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -17,18 +16,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kiln.tools.files import load_module
+
 RANGE = "kiln_candidate"
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
-
-def load_module(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"cannot import {path}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def build(problem: ModuleType, candidate: ModuleType, dtype: str, device: str) -> tuple[Any, Any, tuple]:

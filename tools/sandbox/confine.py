@@ -37,8 +37,8 @@ import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
+from kiln.tools.files import write_atomic
 from kiln.tools.sandbox import landlock, nsutil
 from kiln.tools.sandbox.nsutil import SandboxError
 
@@ -370,6 +370,4 @@ def wait_code(status: int) -> int:
 
 
 def write_status(path: str, code: int) -> None:
-    tmp = f"{path}.tmp"
-    Path(tmp).write_text(str(code))
-    os.replace(tmp, path)
+    write_atomic(path, str(code))

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kiln.tools.files import write_atomic
 from kiln.tools.sandbox.procs import Forked, Popened, _limits, pid_alive  # noqa: F401 - kiln's names for them
 
 ALLOW = {
@@ -79,10 +80,7 @@ class ProcResult(BaseModel):
 
 def beat(path: Path | str, stage: str, detail: str = "") -> None:
     """Worker side: announce the current stage (atomic rewrite, read by the parent)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"stage": stage, "detail": detail, "t": time.time()}, f)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"stage": stage, "detail": detail, "t": time.time()}))
 
 
 def read_beat(path: Path | None) -> dict:
