@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from kiln.tools.integrity import native_policy as N
-from kiln.tools.integrity.csource import CHit, Tok, host_indices, tokenize
+from kiln.tools.integrity.csource_lex import CHit, Tok, host_indices, tokenize
 
 _ASM = frozenset({"asm", "__asm__", "__asm"})
 _ATTR_DENIED = frozenset({"alias", "weakref", "weak", "ifunc", "symver", "constructor", "destructor", "section",
