@@ -169,8 +169,8 @@ class Lowerer:
             raise Unsupported("clamp with tensor bounds")
         if lo is None and hi is None:
             return b["input"]
-        if hi is None:
-            return self.un("clamp_min", b["input"], (float(lo),))
+        if hi is None:  # so lo is set (both None returned above)
+            return self.un("clamp_min", b["input"], (float(lo),))  # type: ignore[arg-type]
         if lo is None:
             return self.un("clamp_max", b["input"], (float(hi),))
         return self.un("clamp", b["input"], (float(lo), float(hi)))

@@ -8,7 +8,7 @@ no family here fuses a prologue."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -174,8 +174,9 @@ def _module_args(L: Lowering, mod: nn.Module, path: str, x: Any, name: str) -> d
     if name.startswith("conv"):
         if getattr(mod, "padding_mode", "zeros") != "zeros":
             raise Unsupported(f"convolution with padding_mode={mod.padding_mode!r}")
-        w = Ref(L.g.load(f"self.{path}.weight", tuple(mod.weight.shape)))
-        bias = None if mod.bias is None else Ref(L.g.load(f"self.{path}.bias", tuple(mod.bias.shape)))
+        weight, bias_t = cast(torch.Tensor, mod.weight), cast("torch.Tensor | None", mod.bias)  # nn.Module types them loosely
+        w = Ref(L.g.load(f"self.{path}.weight", tuple(weight.shape)))
+        bias = None if bias_t is None else Ref(L.g.load(f"self.{path}.bias", tuple(bias_t.shape)))
         keys = ("stride", "padding", "dilation", "groups") + (("output_padding",) if "transpose" in name else ())
         return {"input": x, "weight": w, "bias": bias} | {k: getattr(mod, k) for k in keys}
     names = [k for k, _ in SIGS[name][1:]]

@@ -98,7 +98,7 @@ def _anchors(g: KGraph, nodes: list[int]) -> list[int]:
 
 def _ancestry(g: KGraph, nodes: list[int]) -> dict[int, set[int]]:
     """For each node of a stage, the stage's anchors it depends on (itself included)."""
-    inside, out = set(nodes), {}
+    inside, out = set(nodes), dict[int, set[int]]()
     for i in nodes:
         deps = set().union(*(out.get(a, set()) for a in g.nodes[i].args if a in inside))
         out[i] = deps | ({i} if is_anchor(g.nodes[i]) else set())
