@@ -43,7 +43,7 @@ test: setup browser sandbox
 
 check: setup
 	$(BIN)/ruff check kiln tools agents graphs evals rewards tests
-	$(BIN)/mypy tools
+	$(BIN)/mypy kiln tools agents graphs evals rewards
 
 demo: $(BIN)/kiln
 	$(BIN)/kiln run examples/softmax.py

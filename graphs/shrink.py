@@ -63,7 +63,7 @@ def size_constants(source: str) -> dict[str, list[ast.Constant]]:
         name, value = node.targets[0].id, node.value
         items = value.elts if isinstance(value, ast.Tuple) else [value]
         if name in used and items and all(isinstance(v, ast.Constant) and type(v.value) is int for v in items):
-            out[name] = items  # type: ignore[assignment] - all ast.Constant, checked above
+            out[name] = [v for v in items if isinstance(v, ast.Constant)]  # all of them, checked above
     return out
 
 
@@ -115,7 +115,7 @@ def fit(source: str, path: Path, max_numel: int) -> tuple[str, dict[str, list[An
     """Halve the largest size constant until inputs + outputs hold at most `max_numel` elements, or
     nothing is left to halve. Returns the new source, NAME -> [old, new], and the new sizes."""
     consts = size_constants(source)
-    sizes = {(c.lineno, c.col_offset): int(c.value) for items in consts.values() for c in items}
+    sizes = {(c.lineno, c.col_offset): int(c.value) for items in consts.values() for c in items}  # type: ignore[arg-type]
     current = sizes_of(source, path)
     while sum(current) > max_numel:
         big = [k for k, v in sizes.items() if v >= 2 * MIN_SIZE]

@@ -74,7 +74,7 @@ def set_cache_dir(path: Path) -> None:
 def cache_dir() -> Path:
     if _CACHE_DIR is not None:
         return _CACHE_DIR
-    from kiln.tools.compile.importer import default_cache_root
+    from kiln.tools.compile.paths import default_cache_root
 
     return default_cache_root() / "cubin"
 

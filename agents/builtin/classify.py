@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kiln.agents.builtin.ir import KGraph
+from kiln.agents.builtin.plan import Plan
 from kiln.agents.builtin.problem import Unsupported
-
-
-@dataclass
-class Plan:
-    family: str  # "elementwise" | "row" | "matmul"
-    g: KGraph
-    live: list[int]
-    loads: list[int]  # live load nodes, in order; the kernel's tensor arguments
-    roles: dict[int, str]  # load node -> "full" | "vec" (row) / "vec_n" | "full" | "a" | "b" (matmul)
-    dims: tuple[int, int] = (0, 0)  # row family: first and last reduced dim (a contiguous range)
-    full_shape: tuple[int, ...] = ()
-    mm: int = -1
-    dim_attr: str | None = None  # row family: the Model attribute that names the reduced dim, if any
-    special: int = -1  # gnorm family: the group-norm node
 
 
 def classify(g: KGraph) -> Plan:
@@ -109,4 +94,3 @@ def _matmul(g: KGraph, live: list[int], loads: list[int]) -> Plan:
         else:
             raise Unsupported(f"an epilogue input of shape {list(s)} against the matmul output {list(out)}")
     return Plan("matmul", g, live, [a, b] + [i for i in loads if i not in (a, b)], roles, mm=mm)
-

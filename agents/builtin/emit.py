@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.ops import render
+from kiln.agents.builtin.plan import Plan
 
 IMPORTS = """import torch
 import torch.nn as nn

@@ -8,8 +8,8 @@ broadcastable shape, read through its expanded strides)."""
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.ir import KGraph
+from kiln.agents.builtin.plan import Plan
 from kiln.agents.builtin.problem import Unsupported
 
 KINDS = {"conv", "pool", "attn", "chanstats"}

@@ -14,8 +14,8 @@ fp32 uses `input_precision="tf32x3"` in every dot (fp32-level accuracy); bf16/fp
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
+from kiln.agents.builtin.plan import Plan
 
 FLASH = """
 @triton.jit

@@ -13,8 +13,8 @@ The input is viewed as (A, C, S): channel c's elements are A runs of S contiguou
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
+from kiln.agents.builtin.plan import Plan
 
 KERNELS = """
 @triton.jit

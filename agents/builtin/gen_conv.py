@@ -27,8 +27,8 @@ import math
 
 from kiln.agents.builtin import gen_conv_tune as T
 from kiln.agents.builtin import gen_epilogue as E
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
+from kiln.agents.builtin.plan import Plan
 
 CONV_SETUP = """pid = tl.program_id(0)
 g = tl.program_id(1)

@@ -4,9 +4,9 @@ GEMM (K would be the taps only). Shares the conv template's 5-D views, sizes and
 from __future__ import annotations
 
 from kiln.agents.builtin import gen_epilogue as E
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
 from kiln.agents.builtin.gen_conv import SPATIAL, indent, out_sizes, params, spatial_kwargs
+from kiln.agents.builtin.plan import Plan
 
 DW_BODY = E.patch_head("co", "COUT") + """
 ci = co // MULT

@@ -10,8 +10,8 @@ base(row) + col * stride3 (stride 0 where it is broadcast).
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import expr, input_exprs, op_line
+from kiln.agents.builtin.plan import Plan
 
 
 def _body(plan: Plan, load: str) -> list[str]:

@@ -8,8 +8,8 @@ where the input is broadcast), then the epilogue's ops run in fp32 and the resul
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import expr, input_exprs, op_line
+from kiln.agents.builtin.plan import Plan
 
 DIMS = ("n", "c", "d", "h", "w")
 

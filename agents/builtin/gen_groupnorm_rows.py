@@ -14,8 +14,8 @@ One read from DRAM, one write, one launch.
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
-from kiln.agents.builtin.gen_groupnorm import _affine, _epilogue, _kernel, _load_x
+from kiln.agents.builtin.gen_groupnorm_lines import _affine, _epilogue, _kernel, _load_x
+from kiln.agents.builtin.plan import Plan
 
 
 def rows_kernel(plan: Plan) -> str:

@@ -9,8 +9,8 @@ The epilogue reads bias vectors along N and full (M, N) tensors, then stores onc
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import expr, input_exprs, op_line
+from kiln.agents.builtin.plan import Plan
 
 
 def mm_kernel(plan: Plan) -> str:

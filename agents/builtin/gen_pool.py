@@ -14,8 +14,8 @@ Adaptive pooling: window [floor(o*I/O), ceil((o+1)*I/O)) per dim, at most MK tap
 from __future__ import annotations
 
 from kiln.agents.builtin import gen_epilogue as E
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import input_exprs
+from kiln.agents.builtin.plan import Plan
 
 HEAD = E.patch_head("c", "C") + """
 base = x_ptr + n.to(tl.int64) * sxn + c.to(tl.int64) * sxc"""

@@ -11,8 +11,8 @@ a looped kernel makes one pass per reduction level plus one for the output.
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import ancestors, expr, op_line
+from kiln.agents.builtin.plan import Plan
 
 
 class RowKernel:
@@ -219,23 +219,6 @@ class RowKernel:
 
 def layout_of(plan: Plan) -> str:
     return "rows" if plan.dims[1] == len(plan.full_shape) - 1 else "cols"
-
-
-def row_kernels(plan: Plan, cfg: dict | None = None) -> str:
-    """The kernels for the traced layout; both layouts (suffixes _r, _c) when the reduced dim is
-    a Model attribute (`dim=self.dim`) that other init inputs can change."""
-    from kiln.agents.builtin.gen_split import split_kernels, splittable
-    from kiln.agents.builtin.gen_split_levels import level_kernels, multi_splittable
-
-    pairs = [("rows", "_r"), ("cols", "_c")] if plan.dim_attr else [(layout_of(plan), "")]
-    out = ""
-    for layout, sfx in pairs:
-        evict = "evict_first" if (cfg or {}).get("evict", 1) else ""
-        out += RowKernel(plan, layout, False, f"_kiln_row_onepass{sfx}", evict).source()
-        out += RowKernel(plan, layout, True, f"_kiln_row_looped{sfx}").source()
-        out += split_kernels(plan, layout, sfx) if splittable(plan, layout) else ""
-        out += level_kernels(plan, layout, sfx) if multi_splittable(plan, layout) else ""
-    return out
 
 
 PROD_HELPER = '''

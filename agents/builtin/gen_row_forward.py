@@ -1,4 +1,5 @@
-"""ModelNew.forward for the row template: view the input as (M, R, N), allocate the output,
+"""The row template's kernels for a plan (`row_kernels`: one-pass, looped and split, per layout),
+and its ModelNew.forward: view the input as (M, R, N), allocate the output,
 pick the kernel (split / one-pass / looped) from the run-time sizes and launch it.
 
 When the reduced dim comes from a Model attribute (`dim=self.dim`), it is read at run time and
@@ -6,11 +7,25 @@ the layout follows it: N == 1 uses the rows kernels, otherwise the cols kernels.
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import contig, input_exprs
 from kiln.agents.builtin.gen_row import RowKernel, layout_of
-from kiln.agents.builtin.gen_split import split_forward, splittable
-from kiln.agents.builtin.gen_split_levels import level_forward, multi_splittable
+from kiln.agents.builtin.gen_split import split_forward, split_kernels, splittable
+from kiln.agents.builtin.gen_split_levels import level_forward, level_kernels, multi_splittable
+from kiln.agents.builtin.plan import Plan
+
+
+def row_kernels(plan: Plan, cfg: dict | None = None) -> str:
+    """The kernels for the traced layout; both layouts (suffixes _r, _c) when the reduced dim is
+    a Model attribute (`dim=self.dim`) that other init inputs can change."""
+    pairs = [("rows", "_r"), ("cols", "_c")] if plan.dim_attr else [(layout_of(plan), "")]
+    out = ""
+    for layout, sfx in pairs:
+        evict = "evict_first" if (cfg or {}).get("evict", 1) else ""
+        out += RowKernel(plan, layout, False, f"_kiln_row_onepass{sfx}", evict).source()
+        out += RowKernel(plan, layout, True, f"_kiln_row_looped{sfx}").source()
+        out += split_kernels(plan, layout, sfx) if splittable(plan, layout) else ""
+        out += level_kernels(plan, layout, sfx) if multi_splittable(plan, layout) else ""
+    return out
 
 
 def row_forward(plan: Plan, cfg: dict) -> str:

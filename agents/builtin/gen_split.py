@@ -7,8 +7,8 @@ before and after); softmax-like outputs keep the one-pass/looped kernels."""
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.gen_row import RowKernel
+from kiln.agents.builtin.plan import Plan
 
 FILL = {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}
 RED = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}

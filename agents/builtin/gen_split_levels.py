@@ -14,10 +14,10 @@ kernel (two-pass variance stays two-pass), more programs.
 
 from __future__ import annotations
 
-from kiln.agents.builtin.classify import Plan
 from kiln.agents.builtin.emit import ancestors, expr, op_line
 from kiln.agents.builtin.gen_row import RowKernel
 from kiln.agents.builtin.gen_split import SPLIT_WHEN, split_setup
+from kiln.agents.builtin.plan import Plan
 
 FILL = {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}
 RED = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}

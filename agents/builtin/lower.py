@@ -6,7 +6,6 @@ sum / R. The templates then only know loads, elementwise ops, reductions and one
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,33 +14,8 @@ import torch.nn as nn
 
 from kiln.agents.builtin import lower_tables as T
 from kiln.agents.builtin.ir import KGraph, Node
+from kiln.agents.builtin.lower_types import NOT_MINE, MaxPair, Ref, ShapeInt, TView
 from kiln.agents.builtin.problem import Problem, Unsupported
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A value in the DAG (python numbers stay numbers until used)."""
-
-    idx: int
-
-
-@dataclass(frozen=True)
-class TView:
-    """`.t()` of a 2-D tensor input: only usable as a matmul operand."""
-
-    expr: str
-    shape: tuple[int, ...]
-
-
-class ShapeInt(int):
-    """A size read from a tensor's shape at trace time: fine as a dim or a shape, never as a value."""
-
-
-@dataclass(frozen=True)
-class MaxPair:
-    """The (values, indices) result of torch.max/min with a dim; only the values are covered."""
-
-    values: Ref
 
 
 def _shape(n: torch.fx.Node) -> tuple[int, ...]:
@@ -119,7 +93,7 @@ class Lowerer:
     # ------------------------------------------------------------------ dispatch
 
     def _call(self, key: Any, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
-        from kiln.agents.builtin.lower_extra import NOT_MINE, extra_call
+        from kiln.agents.builtin.lower_extra import extra_call
 
         hit = extra_call(self, key, args, kwargs, n)  # conv, pooling, attention, views, ... (lower_extra)
         if hit is not NOT_MINE:
@@ -195,8 +169,8 @@ class Lowerer:
             raise Unsupported("clamp with tensor bounds")
         if lo is None and hi is None:
             return b["input"]
-        if hi is None:
-            return self.un("clamp_min", b["input"], (float(lo),))
+        if hi is None:  # so lo is set (both None returned above)
+            return self.un("clamp_min", b["input"], (float(lo),))  # type: ignore[arg-type]
         if lo is None:
             return self.un("clamp_max", b["input"], (float(hi),))
         return self.un("clamp", b["input"], (float(lo), float(hi)))

@@ -8,7 +8,7 @@ no family here fuses a prologue."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -16,10 +16,8 @@ import torch.nn as nn
 
 from kiln.agents.builtin import lower_tables as T
 from kiln.agents.builtin.ir import Node
+from kiln.agents.builtin.lower_types import Lowering, Ref, materialize, out_shape, ref_of
 from kiln.agents.builtin.problem import Unsupported
-
-if TYPE_CHECKING:
-    from kiln.agents.builtin.lower import Lowerer
 
 REQ = T.REQ
 CONV: T.Sig = (("input", REQ), ("weight", REQ), ("bias", None), ("stride", 1), ("padding", 0), ("dilation", 1),
@@ -40,14 +38,6 @@ for _d in (1, 2, 3):
              f"adaptive_avg_pool{_d}d": ADAP, f"adaptive_max_pool{_d}d": ADAP}  # fmt: skip
 
 
-def ref_of(x: Any, what: str) -> int:
-    from kiln.agents.builtin.lower import Ref
-
-    if not isinstance(x, Ref):
-        raise Unsupported(f"{what} of a non-tensor")
-    return x.idx
-
-
 def triple(v: Any, nsp: int, fill: int, what: str) -> tuple[int, ...]:
     """A per-dim parameter (int or tuple of nsp) as 3 ints, the missing leading dims set to `fill`."""
     vals = [v] * nsp if isinstance(v, int) else list(v)
@@ -58,13 +48,7 @@ def triple(v: Any, nsp: int, fill: int, what: str) -> tuple[int, ...]:
     return (fill,) * (3 - nsp) + tuple(int(a) for a in vals)
 
 
-def _out_shape(n: torch.fx.Node) -> tuple[int, ...]:
-    from kiln.agents.builtin.lower_extra import _out_shape as shp
-
-    return shp(n)
-
-
-def _bias(L: Lowerer, y: int, bias: Any, nsp: int) -> int:
+def _bias(L: Lowering, y: int, bias: Any, nsp: int) -> int:
     """y + bias viewed as (C, 1, ..., 1): an epilogue input along the channel dim."""
     if bias is None:
         return y
@@ -88,10 +72,7 @@ def _padding(pad: Any, w_shape: tuple[int, ...], dil: tuple[int, ...], stride: t
     return triple(pad, nsp, 0, "padding")
 
 
-def conv(L: Lowerer, b: dict[str, Any], nsp: int, transposed: bool, n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-    from kiln.agents.builtin.lower_extra import materialize
-
+def conv(L: Lowering, b: dict[str, Any], nsp: int, transposed: bool, n: torch.fx.Node) -> Any:
     x = materialize(L, ref_of(b["input"], "conv input"))
     w = ref_of(b["weight"], "conv weight")
     if L.g.nodes[w].kind != "load":
@@ -106,7 +87,7 @@ def conv(L: Lowerer, b: dict[str, Any], nsp: int, transposed: bool, n: torch.fx.
         raise Unsupported(f"conv groups {groups!r}")
     params = (float(nsp), float(transposed), float(groups), *map(float, stride + pad + dil + opad))
     node = Node("conv", op="conv_transpose" if transposed else "conv", args=(x, w), params=params,
-                shape=_out_shape(n))  # fmt: skip
+                shape=out_shape(n))  # fmt: skip
     return Ref(_bias(L, L.g.add(node), b["bias"], nsp))
 
 
@@ -120,28 +101,22 @@ def _pool_params(b: dict[str, Any], nsp: int, kind: str) -> tuple[float, ...]:
     return (float(nsp), *map(float, k + s + p + d), float(bool(b["ceil_mode"])), float(bool(cip)), float(div))
 
 
-def pool(L: Lowerer, b: dict[str, Any], nsp: int, kind: str, n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-    from kiln.agents.builtin.lower_extra import materialize
-
+def pool(L: Lowering, b: dict[str, Any], nsp: int, kind: str, n: torch.fx.Node) -> Any:
     if b.get("return_indices"):
         raise Unsupported("pooling with return_indices=True (forward returns several values)")
     x = materialize(L, ref_of(b["input"], "pooling input"))
     if len(L.g.nodes[x].shape) not in (nsp + 1, nsp + 2):
         raise Unsupported(f"{nsp}-D pooling of a {len(L.g.nodes[x].shape)}-D input")
-    node = Node("pool", op=kind, args=(x,), params=_pool_params(b, nsp, kind), shape=_out_shape(n))
+    node = Node("pool", op=kind, args=(x,), params=_pool_params(b, nsp, kind), shape=out_shape(n))
     return Ref(L.g.add(node))
 
 
-def adaptive(L: Lowerer, b: dict[str, Any], nsp: int, kind: str, n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-    from kiln.agents.builtin.lower_extra import materialize
-
+def adaptive(L: Lowering, b: dict[str, Any], nsp: int, kind: str, n: torch.fx.Node) -> Any:
     if b.get("return_indices"):
         raise Unsupported("adaptive pooling with return_indices=True (forward returns several values)")
     xi = ref_of(b["input"], "pooling input")
     shape = L.g.nodes[xi].shape
-    out = _out_shape(n)
+    out = out_shape(n)
     if all(v == 1 for v in out[-nsp:]):  # a global pool: a mean / max over the trailing dims
         red = "mean" if kind == "adaptive_avg" else "amax"
         dims = tuple(range(len(shape) - nsp, len(shape)))
@@ -151,10 +126,7 @@ def adaptive(L: Lowerer, b: dict[str, Any], nsp: int, kind: str, n: torch.fx.Nod
     return Ref(L.g.add(Node("pool", op=kind, args=(x,), params=params, shape=out)))
 
 
-def sdpa(L: Lowerer, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-    from kiln.agents.builtin.lower_extra import materialize
-
+def sdpa(L: Lowering, b: dict[str, Any], n: torch.fx.Node) -> Any:
     if b["attn_mask"] is not None or float(b["dropout_p"]) != 0.0 or b["enable_gqa"]:
         raise Unsupported("scaled_dot_product_attention with a mask, dropout or grouped-query heads")
     q, k, v = (materialize(L, ref_of(b[a], "attention operand")) for a in ("query", "key", "value"))
@@ -163,7 +135,7 @@ def sdpa(L: Lowerer, b: dict[str, Any], n: torch.fx.Node) -> Any:
         raise Unsupported(f"attention of shapes {list(sq)}, {list(sk)}, {list(sv)} (covered: (..., S, D), same batch dims)")
     scale = b["scale"]
     params = (float(bool(b["is_causal"])), float(scale) if scale is not None else 0.0)
-    return Ref(L.g.add(Node("attn", op="sdpa", args=(q, k, v), params=params, shape=_out_shape(n))))
+    return Ref(L.g.add(Node("attn", op="sdpa", args=(q, k, v), params=params, shape=out_shape(n))))
 
 
 def _fn(name: str):
@@ -198,21 +170,20 @@ MODULES: list[tuple[type, str]] = [
 ]  # fmt: skip
 
 
-def _module_args(L: Lowerer, mod: nn.Module, path: str, x: Any, name: str) -> dict[str, Any]:
-    from kiln.agents.builtin.lower import Ref
-
+def _module_args(L: Lowering, mod: nn.Module, path: str, x: Any, name: str) -> dict[str, Any]:
     if name.startswith("conv"):
         if getattr(mod, "padding_mode", "zeros") != "zeros":
             raise Unsupported(f"convolution with padding_mode={mod.padding_mode!r}")
-        w = Ref(L.g.load(f"self.{path}.weight", tuple(mod.weight.shape)))
-        bias = None if mod.bias is None else Ref(L.g.load(f"self.{path}.bias", tuple(mod.bias.shape)))
+        weight, bias_t = cast(torch.Tensor, mod.weight), cast("torch.Tensor | None", mod.bias)  # nn.Module types them loosely
+        w = Ref(L.g.load(f"self.{path}.weight", tuple(weight.shape)))
+        bias = None if bias_t is None else Ref(L.g.load(f"self.{path}.bias", tuple(bias_t.shape)))
         keys = ("stride", "padding", "dilation", "groups") + (("output_padding",) if "transpose" in name else ())
         return {"input": x, "weight": w, "bias": bias} | {k: getattr(mod, k) for k in keys}
     names = [k for k, _ in SIGS[name][1:]]
     return {"input": x} | {k: getattr(mod, k) for k in names if hasattr(mod, k)}
 
 
-def lower_module(L: Lowerer, mod: nn.Module, path: str, x: Any, n: torch.fx.Node) -> Any:
+def lower_module(L: Lowering, mod: nn.Module, path: str, x: Any, n: torch.fx.Node) -> Any:
     for cls, name in MODULES:
         if type(mod) is cls:
             return FUNCS[name](L, name, _module_args(L, mod, path, x, name), n)

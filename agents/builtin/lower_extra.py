@@ -7,7 +7,7 @@ it (`KGraph.cut`): an earlier kernel writes it, and the view is a load of that i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
@@ -17,13 +17,9 @@ import torch.nn.functional as F
 from kiln.agents.builtin import lower_conv as C
 from kiln.agents.builtin import lower_norms as N
 from kiln.agents.builtin import lower_tables as T
-from kiln.agents.builtin.lower import ShapeInt
+from kiln.agents.builtin.lower_types import NOT_MINE, Lowering, Ref, ShapeInt, materialize, out_shape
 from kiln.agents.builtin.problem import Unsupported
 
-if TYPE_CHECKING:
-    from kiln.agents.builtin.lower import Lowerer
-
-NOT_MINE = object()
 DEVICE = object()  # `x.device`: only ever passed on to torch.tensor(..., device=...)
 REQ = T.REQ
 
@@ -41,30 +37,13 @@ class DimInt(ShapeInt):
         return obj
 
 
-def _ref(L: Lowerer, x: Any, what: str) -> int:
-    from kiln.agents.builtin.lower import Ref
-
+def _ref(L: Lowering, x: Any, what: str) -> int:
     if not isinstance(x, Ref):
         raise Unsupported(f"{what} of a non-tensor")
     return x.idx
 
 
-def _out_shape(n: torch.fx.Node) -> tuple[int, ...]:
-    meta = n.meta.get("tensor_meta")
-    if meta is None or not hasattr(meta, "shape"):
-        raise Unsupported(f"`{n.target}` with no traced output shape")
-    return tuple(meta.shape)
-
-
-def materialize(L: Lowerer, idx: int) -> int:
-    """A load of node idx's value as an intermediate tensor (idx itself when it is a load)."""
-    node = L.g.nodes[idx]
-    if node.kind == "load":
-        return idx
-    return L.g.load(L.g.cut(idx), node.shape)
-
-
-def source_expr(L: Lowerer, idx: int) -> str:
+def source_expr(L: Lowering, idx: int) -> str:
     """How a stage names node idx's tensor: its input expression, or its intermediate's name."""
     idx = materialize(L, idx)
     return L.g.inputs[L.g.nodes[idx].input].expr
@@ -73,12 +52,12 @@ def source_expr(L: Lowerer, idx: int) -> str:
 # ---------------------------------------------------------------------------- shapes and views
 
 
-def _dims_of(L: Lowerer, x: Any) -> tuple[DimInt, ...]:
+def _dims_of(L: Lowering, x: Any) -> tuple[DimInt, ...]:
     idx = _ref(L, x, "shape")
     return tuple(DimInt(v, idx, d) for d, v in enumerate(L.g.nodes[idx].shape))
 
 
-def dim_expr(L: Lowerer, v: Any) -> str:
+def dim_expr(L: Lowering, v: Any) -> str:
     """A view argument as run-time Python: a DimInt names its tensor's size, ints stay ints."""
     if isinstance(v, DimInt):
         node = L.g.nodes[v.node]
@@ -95,13 +74,11 @@ def dim_expr(L: Lowerer, v: Any) -> str:
     return str(int(v))
 
 
-def _view(L: Lowerer, method: str, x: Any, args: list[Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def _view(L: Lowering, method: str, x: Any, args: list[Any], n: torch.fx.Node) -> Any:
     idx = _ref(L, x, f"`.{method}`")
     sizes = args[0] if len(args) == 1 and isinstance(args[0], tuple | list) else args
     text = ", ".join(dim_expr(L, a) for a in sizes)
-    return Ref(L.g.load(f"{source_expr(L, idx)}.{method}({text})", _out_shape(n)))
+    return Ref(L.g.load(f"{source_expr(L, idx)}.{method}({text})", out_shape(n)))
 
 
 VIEWS = {"view": "view", "reshape": "reshape", "flatten": "flatten", "unsqueeze": "unsqueeze", "squeeze": "squeeze"}
@@ -117,9 +94,7 @@ def _method_name(key: Any) -> str | None:
     return None
 
 
-def _views_and_friends(L: Lowerer, key: Any, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def _views_and_friends(L: Lowering, key: Any, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
     if key is getattr and len(args) == 2 and isinstance(args[0], Ref) and args[1] in ("shape", "device"):
         return _dims_of(L, args[0]) if args[1] == "shape" else DEVICE
     name = _method_name(key)
@@ -165,7 +140,7 @@ def _fn_name(key: Any) -> str | None:
 ALIASES = {torch.multiply: "mul", torch.subtract: "sub", torch.divide: "div"}
 
 
-def extra_call(L: Lowerer, key: Any, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
+def extra_call(L: Lowering, key: Any, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
     hit = _views_and_friends(L, key, args, kwargs, n)
     if hit is not NOT_MINE:
         return hit
@@ -180,18 +155,14 @@ def extra_call(L: Lowerer, key: Any, args: list[Any], kwargs: dict[str, Any], n:
     return _FUNCS[name](L, name, b, n)
 
 
-def _tensor(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def _tensor(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     v = b["data"]
     if isinstance(v, bool) or not isinstance(v, int | float) or b["dtype"] is not None:
         raise Unsupported("torch.tensor of anything but one Python number")
     return Ref(L.g.const(float(v)))
 
 
-def _logsumexp(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def _logsumexp(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     x, keep = b["input"], bool(b["keepdim"])
     red = {"input": x, "dim": b["dim"], "dtype": None}
     m = L._k_reduce("amax", red | {"keepdim": True}, n)
@@ -200,19 +171,19 @@ def _logsumexp(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> An
     return Ref(L.g.op("add", L.g.op("log", s.idx), m_out.idx))
 
 
-def _dropout(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+def _dropout(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     if float(b["p"]) == 0.0 or not b["training"]:
         return b["input"]
     raise Unsupported("dropout with p > 0 in training mode (a random output no kernel can match)")
 
 
-def _instance_norm(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+def _instance_norm(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     if not b["use_input_stats"]:
         raise Unsupported("instance_norm with running statistics")
     return N.instance_norm(L, b["input"], b["weight"], b["bias"], float(b["eps"]), n)
 
 
-def _batch_norm(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+def _batch_norm(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     return N.batch_norm_train(L, b["input"], b, n)
 
 
@@ -223,7 +194,7 @@ _FUNCS = {"tensor": _tensor, "logsumexp": _logsumexp, "dropout": _dropout, "inst
 # ---------------------------------------------------------------------------- modules
 
 
-def extra_module(L: Lowerer, mod: nn.Module, path: str, x: Any, n: torch.fx.Node) -> Any:
+def extra_module(L: Lowering, mod: nn.Module, path: str, x: Any, n: torch.fx.Node) -> Any:
     hit = C.lower_module(L, mod, path, x, n)
     if hit is not NOT_MINE:
         return hit

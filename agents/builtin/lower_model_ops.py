@@ -11,20 +11,16 @@ average pooling, lowered into the kernel DAG.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch.fx
 
 from kiln.agents.builtin.ir import Node
+from kiln.agents.builtin.lower_types import Lowering, Ref
 from kiln.agents.builtin.problem import Unsupported
 
-if TYPE_CHECKING:
-    from kiln.agents.builtin.lower import Lowerer
 
-
-def gnorm_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def gnorm_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     x = b["input"]
     if not isinstance(x, Ref) or len(L.g.nodes[x.idx].shape) < 2:
         raise Unsupported("group_norm of a non-tensor or a tensor with fewer than 2 dims")
@@ -44,7 +40,7 @@ def gnorm_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     return Ref(L.g.add(node))
 
 
-def pool_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+def pool_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     from kiln.agents.builtin.lower_rows import reduce_op
 
     size = b["output_size"]
@@ -56,9 +52,7 @@ def pool_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     return reduce_op(L, "mean", {"input": b["input"], "dim": (nd - 2, nd - 1), "keepdim": True, "dtype": None}, n)
 
 
-def bnorm_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def bnorm_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     x = b["input"]
     if b["training"] or not isinstance(x, Ref) or len(L.g.nodes[x.idx].shape) < 2:
         raise Unsupported("batch_norm in training mode (batch statistics)")

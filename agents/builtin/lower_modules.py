@@ -3,15 +3,13 @@ parameters are read as `self.<path>.weight`, which ModelNew owns because it runs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch.fx
 import torch.nn as nn
 
+from kiln.agents.builtin.lower_types import Lowering, Ref
 from kiln.agents.builtin.problem import Unsupported
-
-if TYPE_CHECKING:
-    from kiln.agents.builtin.lower import Lowerer
 
 ACTIVATIONS: dict[type, tuple[str, dict[str, str]]] = {
     nn.ReLU: ("relu", {}), nn.Sigmoid: ("sigmoid", {}), nn.Tanh: ("tanh", {}), nn.SiLU: ("silu", {}),
@@ -26,14 +24,12 @@ ACTIVATIONS: dict[type, tuple[str, dict[str, str]]] = {
 }  # fmt: skip
 
 
-def _param(L: Lowerer, mod: nn.Module, path: str, name: str) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def _param(L: Lowering, mod: nn.Module, path: str, name: str) -> Any:
     t = getattr(mod, name, None)
     return None if t is None else Ref(L.g.load(f"self.{path}.{name}", tuple(t.shape)))
 
 
-def lower_module(L: Lowerer, mod: nn.Module, path: str, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
+def lower_module(L: Lowering, mod: nn.Module, path: str, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
     if kwargs or len(args) != 1:
         raise Unsupported(f"module `{type(mod).__name__}` called with {len(args)} arguments")
     x = args[0]

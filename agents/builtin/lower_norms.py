@@ -4,20 +4,17 @@ the spatial dims (the row template), its per-channel affine an elementwise kerne
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch.fx
 import torch.nn as nn
 
 from kiln.agents.builtin.ir import Node
-from kiln.agents.builtin.lower_conv import ref_of
+from kiln.agents.builtin.lower_types import NOT_MINE, Lowering, Ref, materialize, ref_of
 from kiln.agents.builtin.problem import Unsupported
 
-if TYPE_CHECKING:
-    from kiln.agents.builtin.lower import Lowerer
 
-
-def _channel_view(L: Lowerer, v: Any, nd: int, what: str) -> int:
+def _channel_view(L: Lowering, v: Any, nd: int, what: str) -> int:
     vi = ref_of(v, what)
     node = L.g.nodes[vi]
     if node.kind != "load" or len(node.shape) != 1:
@@ -26,12 +23,9 @@ def _channel_view(L: Lowerer, v: Any, nd: int, what: str) -> int:
     return L.g.load(f"{expr}.view(1, -1{', 1' * (nd - 2)})", (1, node.shape[0]) + (1,) * (nd - 2))
 
 
-def batch_norm_train(L: Lowerer, x: Any, b: dict[str, Any], n: torch.fx.Node, nbt: str | None = None) -> Any:
+def batch_norm_train(L: Lowering, x: Any, b: dict[str, Any], n: torch.fx.Node, nbt: str | None = None) -> Any:
     """Batch statistics per channel (dim 1) over every other dim: a `chanstats` kernel writes
     (mean, rstd) and updates the running statistics as torch does; normalising is elementwise."""
-    from kiln.agents.builtin.lower import Ref
-    from kiln.agents.builtin.lower_extra import materialize
-
     xi = materialize(L, ref_of(x, "batch_norm input"))
     shape = L.g.nodes[xi].shape
     if len(shape) < 2:
@@ -56,11 +50,9 @@ def batch_norm_train(L: Lowerer, x: Any, b: dict[str, Any], n: torch.fx.Node, nb
     return Ref(y)
 
 
-def instance_norm(L: Lowerer, x: Any, w: Any, bias: Any, eps: float, n: torch.fx.Node, lead: int = 2) -> Any:
+def instance_norm(L: Lowering, x: Any, w: Any, bias: Any, eps: float, n: torch.fx.Node, lead: int = 2) -> Any:
     """Per-(sample, channel) statistics over the spatial dims: a layer norm over dims lead.. (the
     row template); a per-channel affine, which the row template cannot broadcast, runs after it."""
-    from kiln.agents.builtin.lower import Ref
-
     xi = ref_of(x, "instance_norm input")
     shape = L.g.nodes[xi].shape
     if len(shape) <= lead:
@@ -69,8 +61,6 @@ def instance_norm(L: Lowerer, x: Any, w: Any, bias: Any, eps: float, n: torch.fx
                                 "eps": eps}, n)  # fmt: skip
     if w is None and bias is None:
         return y
-    from kiln.agents.builtin.lower_extra import materialize
-
     yi, nd = materialize(L, y.idx), len(shape)
     if lead != 2:
         raise Unsupported("an affine instance_norm of an unbatched input")
@@ -81,10 +71,7 @@ def instance_norm(L: Lowerer, x: Any, w: Any, bias: Any, eps: float, n: torch.fx
     return Ref(yi)
 
 
-def norm_module(L: Lowerer, mod: nn.Module, path: str, x: Any, n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-    from kiln.agents.builtin.lower_extra import NOT_MINE
-
+def norm_module(L: Lowering, mod: nn.Module, path: str, x: Any, n: torch.fx.Node) -> Any:
     def param(name: str) -> Any:
         t = getattr(mod, name, None)
         return None if t is None else Ref(L.g.load(f"self.{path}.{name}", tuple(t.shape)))

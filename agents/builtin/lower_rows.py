@@ -3,21 +3,17 @@ into DAG nodes. Composite ops become reductions plus elementwise ops so one temp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 
 from kiln.agents.builtin.ir import Node
+from kiln.agents.builtin.lower_types import Lowering, MaxPair, Ref, TView, materialize
 from kiln.agents.builtin.problem import Unsupported
-
-if TYPE_CHECKING:
-    from kiln.agents.builtin.lower import Lowerer
 
 
 def _ref(x: Any, what: str) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
     if not isinstance(x, Ref):
         raise Unsupported(f"{what} of a non-tensor")
     return x
@@ -32,14 +28,12 @@ def _dims(dim: Any, nd: int) -> tuple[int, ...]:
     return tuple(sorted({d % nd for d in ds}))
 
 
-def _mean(L: Lowerer, x: int, dims: tuple[int, ...], keepdim: bool) -> int:
+def _mean(L: Lowering, x: int, dims: tuple[int, ...], keepdim: bool) -> int:
     s = L.g.reduce("sum", x, dims, keepdim)
     return L.g.op("div", s, L.g.add(Node("rsize")))
 
 
-def reduce_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import MaxPair, Ref
-
+def reduce_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     if name in ("max", "min") and isinstance(b["dim"], Ref):
         return L.bin("maximum" if name == "max" else "minimum", b["input"], b["dim"])
     if b.get("dtype") is not None:
@@ -54,9 +48,7 @@ def reduce_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any
     return MaxPair(out) if name in ("max", "min") and b["dim"] is not None else out
 
 
-def row_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def row_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     x = _ref(b["input"], name).idx
     nd = len(L.g.nodes[x].shape)
     if name in ("softmax", "log_softmax"):
@@ -70,7 +62,7 @@ def row_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     return Ref(_rms_norm(L, x, dims, b))
 
 
-def _softmax(L: Lowerer, x: int, dims: tuple[int, ...], log: bool) -> int:
+def _softmax(L: Lowering, x: int, dims: tuple[int, ...], log: bool) -> int:
     g = L.g
     z = g.op("sub", x, g.reduce("max", x, dims, True))
     e = g.op("exp", z)
@@ -78,7 +70,7 @@ def _softmax(L: Lowerer, x: int, dims: tuple[int, ...], log: bool) -> int:
     return g.op("sub", z, g.op("log", s)) if log else g.op("div", e, s)
 
 
-def _affine(L: Lowerer, y: int, w: Any, bias: Any) -> int:
+def _affine(L: Lowering, y: int, w: Any, bias: Any) -> int:
     if w is not None:
         y = L.g.op("mul", y, _ref(w, "norm weight").idx)
     if bias is not None:
@@ -86,7 +78,7 @@ def _affine(L: Lowerer, y: int, w: Any, bias: Any) -> int:
     return y
 
 
-def _layer_norm(L: Lowerer, x: int, dims: tuple[int, ...], b: dict[str, Any]) -> int:
+def _layer_norm(L: Lowering, x: int, dims: tuple[int, ...], b: dict[str, Any]) -> int:
     g = L.g
     d = g.op("sub", x, _mean(L, x, dims, True))  # two-pass variance: mean first, then (x-mean)^2
     var = _mean(L, g.op("mul", d, d), dims, True)
@@ -94,7 +86,7 @@ def _layer_norm(L: Lowerer, x: int, dims: tuple[int, ...], b: dict[str, Any]) ->
     return _affine(L, y, b["weight"], b["bias"])
 
 
-def _rms_norm(L: Lowerer, x: int, dims: tuple[int, ...], b: dict[str, Any]) -> int:
+def _rms_norm(L: Lowering, x: int, dims: tuple[int, ...], b: dict[str, Any]) -> int:
     g = L.g
     eps = b["eps"] if b["eps"] is not None else torch.finfo(torch.float32).eps
     ms = _mean(L, g.op("mul", x, x), dims, True)
@@ -102,23 +94,17 @@ def _rms_norm(L: Lowerer, x: int, dims: tuple[int, ...], b: dict[str, Any]) -> i
     return _affine(L, y, b["weight"], None)
 
 
-def _operand(L: Lowerer, x: Any) -> int:
-    from kiln.agents.builtin.lower import Ref, TView
-
+def _operand(L: Lowering, x: Any) -> int:
     if isinstance(x, TView):
         return L.g.load(x.expr, x.shape, transposed=True)
     if isinstance(x, Ref) and L.g.nodes[x.idx].kind == "load":
         return x.idx
     if isinstance(x, Ref):  # computed in forward: an earlier kernel writes it (pipeline.py)
-        from kiln.agents.builtin.lower_extra import materialize
-
         return materialize(L, x.idx)
     raise Unsupported("a matmul operand that is not a tensor")
 
 
-def matmul_op(L: Lowerer, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
-    from kiln.agents.builtin.lower import Ref
-
+def matmul_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     a = _operand(L, b["input"])
     other = b["other"] if name != "linear" else L._transpose(_ref(b["weight"], "linear weight"))
     w = _operand(L, other)

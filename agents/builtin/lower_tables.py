@@ -119,6 +119,6 @@ def unary_op(name: str, b: dict[str, Any]) -> tuple[str, tuple[float, ...]]:
 
 def fold(name: str, a: Any, b: Any) -> Any:
     """Constant-fold an op on two Python numbers."""
-    fns = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+    fns: dict[str, Callable[[Any, Any], Any]] = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
            "maximum": max, "minimum": min}  # fmt: skip
     return fns[name](a, b)

@@ -20,27 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
 
 from kiln.agents.builtin import space
-from kiln.agents.builtin.classify import Plan, classify
+from kiln.agents.builtin.classify import classify
+from kiln.agents.builtin.emit import input_exprs
+from kiln.agents.builtin.families import family_parts
 from kiln.agents.builtin.ir import Input, KGraph, Node
+from kiln.agents.builtin.plan import PipelinePlan, Plan, Stage
 from kiln.agents.builtin.problem import Problem, Unsupported
 
 MAX_ROUNDS = 64
 NAME_RE = re.compile(r"\bh\d+\b")
-
-
-@dataclass
-class Stage:
-    name: str  # the intermediate it writes ("out" for the last)
-    plan: Plan | None  # None: the value is a view of another stage's output (no kernel)
-    expr: str = ""  # for a view: its expression
-
-
-@dataclass
-class PipelinePlan(Plan):
-    stages: list[Stage] = field(default_factory=list)
 
 
 def is_anchor(n: Node) -> bool:
@@ -108,7 +98,7 @@ def _anchors(g: KGraph, nodes: list[int]) -> list[int]:
 
 def _ancestry(g: KGraph, nodes: list[int]) -> dict[int, set[int]]:
     """For each node of a stage, the stage's anchors it depends on (itself included)."""
-    inside, out = set(nodes), {}
+    inside, out = set(nodes), dict[int, set[int]]()
     for i in nodes:
         deps = set().union(*(out.get(a, set()) for a in g.nodes[i].args if a in inside))
         out[i] = deps | ({i} if is_anchor(g.nodes[i]) else set())
@@ -256,10 +246,8 @@ def _stage_args(exprs: list[str], fwd_args: list[str], names: set[str]) -> list[
 
 
 def stage_knobs(prob: Problem, plan: Plan, preset: int, dev: str) -> dict:
-    from kiln.agents.builtin.source import Analysis
-
     fam = plan.family
-    knobs = space.default(fam, Analysis(prob, plan).variant, dev)
+    knobs = space.default(fam, plan.variant, dev)
     visited: set[str] = set()
     for _ in range(preset):
         visited.add(space.key(knobs))
@@ -270,9 +258,6 @@ def stage_knobs(prob: Problem, plan: Plan, preset: int, dev: str) -> dict:
 
 def pipeline_parts(plan: PipelinePlan, cfg: dict, prob: Problem) -> tuple[str, str, str, str]:
     """(kernels, forward body, helpers, extra ModelNew methods) of a pipeline."""
-    from kiln.agents.builtin.emit import input_exprs
-    from kiln.agents.builtin.source import family_parts
-
     kernels, helpers, methods, fwd = [], [], [], []
     names = {s.name for s in plan.stages if s.name != "out"}
     for k, st in enumerate(plan.stages):

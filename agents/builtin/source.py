@@ -13,16 +13,12 @@ import threading
 from dataclasses import dataclass
 
 from kiln.agents.builtin import space
-from kiln.agents.builtin.classify import Plan, classify
-from kiln.agents.builtin.emit import HELPERS, IMPORTS, model_class
-from kiln.agents.builtin.extra_plans import FAMILIES as EXTRA_FAMILIES
-from kiln.agents.builtin.extra_plans import family_parts as extra_parts
-from kiln.agents.builtin.gen_elementwise import COLLAPSE_HELPER, ew_forward, ew_kernel
-from kiln.agents.builtin.gen_matmul import mm_forward, mm_kernel
-from kiln.agents.builtin.gen_row import PROD_HELPER, row_kernels
-from kiln.agents.builtin.gen_row_forward import row_forward
+from kiln.agents.builtin.classify import classify
+from kiln.agents.builtin.emit import IMPORTS, model_class
+from kiln.agents.builtin.families import family_parts
 from kiln.agents.builtin.lower import lower
-from kiln.agents.builtin.pipeline import PipelinePlan, pipeline_parts, plan_graph
+from kiln.agents.builtin.pipeline import pipeline_parts, plan_graph
+from kiln.agents.builtin.plan import PipelinePlan, Plan
 from kiln.agents.builtin.problem import Problem, Unsupported, trace
 
 HEADER = "# kiln-builtin: "
@@ -41,8 +37,7 @@ class Analysis:
     @property
     def variant(self) -> str:
         """The family, or "row_cols" for reductions over a dim that is not the last."""
-        p = self.plan
-        return "row_cols" if p.family == "row" and p.dims[1] != len(p.full_shape) - 1 else p.family
+        return self.plan.variant
 
 
 _CACHE: dict[str, Analysis] = {}
@@ -83,24 +78,6 @@ def _dim_attr(src: str, prob: Problem, plan: Plan) -> str | None:
         if other.family == "row" and other.dims == (alt, alt):
             return name
     return None
-
-
-def family_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
-    """(kernels, forward body, helpers) of one family's kernel for a plan and configuration."""
-    fam = plan.family
-    if fam in EXTRA_FAMILIES:
-        return extra_parts(plan, cfg)
-    if fam == "elementwise":
-        kernels, fwd, helpers = ew_kernel(plan), ew_forward(plan, cfg), HELPERS + COLLAPSE_HELPER
-    elif fam == "row":
-        kernels, fwd, helpers = row_kernels(plan, cfg), row_forward(plan, cfg), HELPERS + PROD_HELPER
-    elif fam == "gnorm":
-        from kiln.agents.builtin.gen_groupnorm import gn_forward, gn_kernels
-
-        kernels, fwd, helpers = gn_kernels(plan), gn_forward(plan, cfg), HELPERS + PROD_HELPER
-    else:
-        kernels, fwd, helpers = mm_kernel(plan), mm_forward(plan, cfg), ""
-    return kernels, fwd, helpers
 
 
 def render(an: Analysis, knobs: dict, visited: set[str]) -> str:

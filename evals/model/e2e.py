@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,6 @@ from kiln.evals.model.bundle import Bundle
 from kiln.evals.model.leaves import inputs_for_seed, tensor_leaves
 from kiln.evals.model.records import E2ERecord, OutputCheck
 from kiln.evals.model.targets import Target
-from kiln.tools.timing.stats import summarize
 
 TOL = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
 
@@ -113,58 +111,6 @@ def correct_groups(t: Target, bundle: Bundle, groups: list[str], seeds: int, tol
         dropped += [f"{g}: fails together with the others" for g in keep]
         return [], checks, dropped
     return keep, checks, dropped
-
-
-def peak_bytes(fn: Callable[[], Any]) -> int:
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    fn()
-    torch.cuda.synchronize()
-    return int(torch.cuda.max_memory_allocated())
-
-
-def time_us(fn: Callable[[], Any], max_s: float = 3.0, n_min: int = 30, n_max: int = 300) -> list[float]:
-    """Per-call CUDA-event times of fn() (after warm-up), until the CI is tight or time runs out."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    out: list[float] = []
-    start = time.monotonic()
-    while len(out) < n_max and (len(out) < n_min or time.monotonic() - start < max_s):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1e3)
-        if len(out) >= n_min and summarize(out).half_width_pct < 1.0:
-            break
-    return out
-
-
-def compiled(t: Target) -> Callable[[], Any]:
-    torch._dynamo.reset()
-    comp = torch.compile(t.model)
-
-    def fn() -> Any:
-        with torch.no_grad():
-            return comp(*t.args, **t.kwargs)
-    return fn
-
-
-def compile_samples(t: Target, max_s: float = 3.0) -> tuple[list[float], float, str]:
-    """(per-forward us of torch.compile of the model as it is now, compile seconds, error)."""
-    t0 = time.monotonic()
-    try:
-        fn = compiled(t)
-        fn()
-        torch.cuda.synchronize()
-        compile_s = time.monotonic() - t0
-        return time_us(fn, max_s), compile_s, ""
-    except Exception as err:  # noqa: BLE001 - a model torch.compile cannot compile: eager figures only
-        return [], time.monotonic() - t0, f"torch.compile failed: {type(err).__name__}: {err}"[:300]
-    finally:
-        torch._dynamo.reset()
 
 
 def run_e2e(t: Target, bundle: Bundle, groups: list[str], *, seeds: int, tol: float, device: str,

@@ -155,7 +155,7 @@ class Judge:
     def _keep_rms(self, ref: dict[str, Any]) -> None:
         for m in ref["meta"]:
             t = ref["tensors"].get(m["name"]) if m["kind"] == "tensor" else None
-            values = t["values"] if sketch.is_sketch(t) else t
+            values = t["values"] if t is not None and sketch.is_sketch(t) else t
             if isinstance(values, torch.Tensor) and values.is_floating_point() and values.numel():
                 f = values[torch.isfinite(values)].double()
                 rms = float(f.pow(2).mean().sqrt()) if f.numel() else 0.0

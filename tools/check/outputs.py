@@ -88,7 +88,7 @@ def write_raw(path: str, data: list[torch.Tensor]) -> None:
     try:
         for t in data:
             if t.numel():
-                view = memoryview(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+                view = t.contiguous().reshape(-1).view(torch.uint8).numpy().data  # a memoryview of the bytes
                 while view:
                     view = view[os.write(fd, view):]
     finally:

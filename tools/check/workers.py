@@ -12,6 +12,7 @@ import contextlib
 import secrets
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -200,5 +201,5 @@ def parse_reply(role: str, op: str, raw: dict[str, Any], handle: WorkerHandle | 
 
 
 def _first_error(exc: ValidationError) -> str:
-    e = exc.errors()[0] if exc.errors() else {}
+    e: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {}
     return f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}"[:200]

@@ -5,12 +5,12 @@ from kiln.tools.compile.detect import detect_lang, extract_cuda_sources
 from kiln.tools.compile.errors import trim_errors
 from kiln.tools.compile.importer import (
     classify_first_call_error,
-    default_cache_root,
     gpu_arch_list,
     import_candidate,
     source_hash,
 )
 from kiln.tools.compile.nvcc_check import nvcc_compile_check
+from kiln.tools.compile.paths import default_cache_root
 
 __all__ = [
     "classify_first_call_error",

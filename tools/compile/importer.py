@@ -27,14 +27,6 @@ _LAST_IMPORTED: dict[str, str] = {}
 its first-call errors (the worker imports exactly one candidate)."""
 
 
-def default_cache_root() -> Path:
-    """kiln's compile cache: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln."""
-    if os.environ.get("KILN_CACHE_DIR"):
-        return Path(os.environ["KILN_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kiln"
-
-
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 

@@ -1,4 +1,4 @@
-"""A small C/C++/CUDA tokenizer and the integrity rules for kernel source strings.
+"""The integrity rules for kernel source strings, on csource_lex's tokens.
 
 Comments, string and character literals are dropped (so a commented-out `cudaStreamCreate` is not
 a finding and a `"cudaStreamCreate"` string is not a call), line continuations are joined,
@@ -9,56 +9,10 @@ tokens, never at raw text, so spacing and comments can't hide a call.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from kiln.tools.integrity.csource_host import host_hits
+from kiln.tools.integrity.csource_lex import TOKEN, CHit, Tok, device_regions, tokenize
 from kiln.tools.integrity.ops import is_compute
-
-_TOKEN = re.compile(r"""
-    (?P<comment>//[^\n]*|/\*.*?\*/)
-  | (?P<string>R"(?P<delim>[^(\s]{0,16})\(.*?\)(?P=delim)"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
-  | (?P<ident>(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*~?[A-Za-z_]\w*)*)
-  | (?P<number>\.?\d[\w.]*)
-  | (?P<punct><<<|>>>|\#\#|->|::|[^\s\w])
-""", re.S | re.X)
-
-
-@dataclass(frozen=True)
-class Tok:
-    kind: str  # ident | number | punct | string
-    text: str
-    line: int
-
-
-def tokenize(src: str, *, strings: bool = False) -> list[Tok]:
-    """Tokens of one source; `strings` keeps string and character literals (kind "string", the raw
-    literal as text) for the rules that read them (asm labels, `_Pragma`)."""
-    src = src.replace("\\\r\n", "").replace("\\\n", "")
-    toks: list[Tok] = []
-    for m in _TOKEN.finditer(src):
-        kind = m.lastgroup if m.lastgroup != "delim" else "string"
-        if kind == "comment" or (kind == "string" and not strings):
-            continue
-        if kind == "string":
-            toks.append(Tok("string", m.group("string"), src.count("\n", 0, m.start()) + 1))
-            continue
-        line = src.count("\n", 0, m.start()) + 1
-        toks.append(Tok(kind or "punct", re.sub(r"\s+", "", m.group(0)), line))
-    return _paste(toks)
-
-
-def _paste(toks: list[Tok]) -> list[Tok]:
-    """`a ## b` -> `ab`, as the preprocessor would paste them."""
-    out: list[Tok] = []
-    i = 0
-    while i < len(toks):
-        t = toks[i]
-        while i + 2 < len(toks) and toks[i + 1].text == "##" and toks[i + 2].kind == "ident":
-            t = Tok("ident", t.text + toks[i + 2].text, t.line)
-            i += 2
-        out.append(t)
-        i += 1
-    return out
-
 
 STREAM = frozenset({
     "cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority", "cuStreamCreate",
@@ -89,22 +43,13 @@ _NOT_OPS = frozenset({"cuda", "native", "indexing", "nn", "functional", "autogra
                       "globalContext", "zeros", "empty", "getCurrentCUDAStream", "device", "dtype"})
 
 
-@dataclass(frozen=True)
-class CHit:
-    rule: str
-    token: str
-    line: int
-
-
 def scan_source(src: str, *, allowlist: bool = False) -> list[CHit]:
     """Every rule hit in one C/C++/CUDA source, with its line inside the source. `allowlist` adds
     the allowlist's C++ rules: no Python C API, no pybind11 beyond `py::arg`, and `csource_host`'s
     host-code rules (asm, symbol aliases, C library calls by allowlist)."""
-    from kiln.tools.integrity.csource_host import host_hits
-
     toks = tokenize(src)
     hits: list[CHit] = token_pastes(src) + host_hits(src) if allowlist else []
-    device = _device_regions(toks)
+    device = device_regions(toks)
     for i, t in enumerate(toks):
         if t.kind != "ident":
             continue
@@ -131,7 +76,7 @@ def token_pastes(src: str) -> list[CHit]:
     could see it, and no kernel needs one."""
     src = src.replace("\\\r\n", "").replace("\\\n", "")
     out = []
-    for m in _TOKEN.finditer(src):
+    for m in TOKEN.finditer(src):
         if m.lastgroup == "punct" and m.group(0) == "##":
             out.append(CHit("static.cpp-token-paste", "##", src.count("\n", 0, m.start()) + 1))
     return out
@@ -237,40 +182,3 @@ def _aten_has(name: str) -> bool:
         return hasattr(torch.ops.aten, name)
     except Exception:  # noqa: BLE001 - an odd name is simply not an ATen op
         return False
-
-
-@dataclass
-class _Regions:
-    host_methods: set[int]
-
-
-def _device_regions(toks: list[Tok]) -> _Regions:
-    """Token indices outside `__global__` / `__device__` function bodies (host code). A
-    `__host__ __device__` function runs on the host too: its body counts as host code."""
-    host: set[int] = set()
-    depth, device_depth, pending, also_host = 0, -1, False, False
-    for i, t in enumerate(toks):
-        if t.text in ("__global__", "__device__") and device_depth < 0:
-            pending = True
-        elif t.text == "__host__" and device_depth < 0:
-            also_host = True
-        elif t.text == "{":
-            if pending and not also_host and device_depth < 0:
-                device_depth, pending = depth, False
-            pending = pending and not also_host
-            also_host = False
-            depth += 1
-        elif t.text == "}":
-            depth -= 1
-            if depth == device_depth:
-                device_depth = -1
-        elif t.text == ";" and device_depth < 0:
-            pending = also_host = False  # a declaration, not a definition
-        if device_depth < 0:
-            host.add(i)
-    return _Regions(host)
-
-
-def host_indices(toks: list[Tok]) -> set[int]:
-    """Indices of the tokens in host code (see `_device_regions`)."""
-    return _device_regions(toks).host_methods

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from kiln.tools.integrity import native_policy as N
-from kiln.tools.integrity.csource import CHit, Tok, host_indices, tokenize
+from kiln.tools.integrity.csource_lex import CHit, Tok, host_indices, tokenize
 
 _ASM = frozenset({"asm", "__asm__", "__asm"})
 _ATTR_DENIED = frozenset({"alias", "weakref", "weak", "ifunc", "symver", "constructor", "destructor", "section",
@@ -192,7 +192,9 @@ def _match(toks: list[Tok], j: int, open_: str, close: str) -> int | None:
 
 
 def _statements(body: list[Tok]) -> list[list[Tok]]:
-    out, cur, depth = [], [], 0
+    out: list[list[Tok]] = []
+    cur: list[Tok] = []
+    depth = 0
     for t in body:
         depth += 1 if t.text in "({[" and t.kind == "punct" else -1 if t.text in ")}]" and t.kind == "punct" else 0
         if t.text == ";" and depth == 0:

@@ -88,7 +88,7 @@ def parse(data: bytes) -> ElfDynamic:
         raise ElfError("no PT_DYNAMIC segment: not a dynamically linked object")
     tags = _dynamic(r, *dyn)
     kind = {3: "shared", 2: "executable"}.get(e_type, "other")
-    return _assemble(r, tags, loads, machine=machine, elf_type=kind)  # type: ignore[arg-type]
+    return _assemble(r, tags, loads, machine=machine, elf_type=kind)
 
 
 def _segments(r: _Reader, phoff: int, phentsize: int, phnum: int) -> tuple[list[tuple[int, int, int]], tuple | None]:
@@ -132,7 +132,7 @@ def _assemble(r: _Reader, tags: list[tuple[int, int]], loads: list, *, machine: 
     symtab, count = _offset(loads, one[DT_SYMTAB]), _symbol_count(r, loads, one)
     versym = _offset(loads, one[DT_VERSYM]) if DT_VERSYM in one else None
     syms = [_symbol(r, symtab + 24 * i, name, versions, versym, i) for i in range(count)]
-    return ElfDynamic(machine=machine, elf_type=elf_type, symbols=syms,  # type: ignore[arg-type]
+    return ElfDynamic(machine=machine, elf_type=elf_type, symbols=syms,
                       needed=[name(v) for t, v in tags if t == DT_NEEDED],
                       runpath=[p for t, v in tags if t in (DT_RPATH, DT_RUNPATH) for p in name(v).split(":")],
                       soname=name(one[DT_SONAME]) if DT_SONAME in one else None)

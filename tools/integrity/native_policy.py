@@ -79,7 +79,7 @@ _MATH_NAME = re.compile(r"^(?:__)?(?P<base>[a-z0-9]+?)(?:f|l|f32|f64|f128|f32x|f
 def is_math(name: str) -> bool:
     """A libm function (`sqrtf`, `__expf_finite`, `sincos`)."""
     m = _MATH_NAME.match(name)
-    return bool(m) and (m.group("base") in _MATH or name in _MATH)
+    return m is not None and (m.group("base") in _MATH or name in _MATH)
 
 
 STD_DENIED = _words("""

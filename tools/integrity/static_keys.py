@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import string
-from _string import formatter_field_name_split  # type: ignore[import-not-found]
+from _string import formatter_field_name_split
 from collections.abc import Iterator
 
 from kiln.tools.integrity.resolve import Scope, _target_key

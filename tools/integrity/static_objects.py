@@ -221,7 +221,7 @@ class _ObjectVisitor(AllowlistVisitor):
         if name is not None and not self.scope.resolve(target):
             self._check_attr_name(name, node, target)
         native = isinstance(target, ast.Name) and target.id in self.native
-        if native and funcs & {"builtins.setattr", "builtins.delattr"}:
+        if native and isinstance(target, ast.Name) and funcs & {"builtins.setattr", "builtins.delattr"}:
             self.add("static.monkey-patch", f"setattr on {target.id}, a compiled kernel object", node)
 
     def _check_format(self, node: ast.Call) -> None:
