@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from kiln.agents.checkcost import CheckBudget, CheckCost
 from kiln.agents.targetwork import TargetWork
+from kiln.tools.profile.records import ProfileReport
 from kiln.tools.records import JSON_SAFE, CheckRecord, DType
 
 KernelLang = Literal["triton", "cuda"]
@@ -102,7 +103,8 @@ class JudgeInput(AgentRecord):
     problem_src: str
     candidate_src: str
     check: CheckRecord
-    profile_digest: str | None = None
+    profile: ProfileReport | None = Field(None, description="the candidate's profile (the LLM Judge's prompt renders "
+                                                            "its digest)")
     gpu: GpuFacts = Field(default_factory=GpuFacts)
     iteration: int = 0
     best_speedup: float | None = None
@@ -115,6 +117,14 @@ class JudgeInput(AgentRecord):
     cost: CheckCost | None = Field(None, description="what the check cost, per case, and its time budget")
     retired_cases: list[str] = Field(default_factory=list, description="stress cases retired unverified (too slow "
                                                                        "to check), named wherever stress is reported")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_old_digest(cls, data: object) -> object:
+        """Requests logged before the profile was typed carry its rendered digest, which cannot be read back."""
+        if isinstance(data, dict) and "profile_digest" in data:
+            data = {k: v for k, v in data.items() if k != "profile_digest"}
+        return data
 
 
 JudgeMode = Literal["correction", "too_slow", "optimization"]

@@ -114,10 +114,11 @@ class TimeEntry(StateRecord):
 
 
 class ProfileNote(StateRecord):
-    """Profile of one candidate: a digest for the Judge, or why there is none."""
+    """Profile of one candidate: its report for the Judge (and its digest, for people), or why there is none."""
 
     candidate: str
-    digest_path: str | None = None
+    report_path: str | None = Field(None, description="run-dir-relative ProfileReport JSON")
+    digest_path: str | None = Field(None, description="run-dir-relative rendered digest")
     skipped: str | None = Field(None, description="reason when not profiled")
     seconds: float = 0.0
 
