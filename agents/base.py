@@ -19,10 +19,11 @@ from kiln.tools.records import JSON_SAFE, CheckRecord, DType
 KernelLang = Literal["triton", "cuda"]
 CoderMode = Literal["generate", "repair", "optimize"]
 NextStep = Literal["repair", "optimize", "stress", "stop"]
-Failure = Literal["call", "budget", "reply"]
+Failure = Literal["call", "budget", "reply", "unsupported"]
 """Why a role produced nothing usable: the LLM call itself failed for good (server unreachable, an
-HTTP error after the retries, a malformed body), a budget was spent so no call was made, or the
-reply came back but held nothing usable (no code block, invalid structured output)."""
+HTTP error after the retries, a malformed body), a budget was spent so no call was made, the
+reply came back but held nothing usable (no code block, invalid structured output), or the role
+declined a problem it cannot do rather than fake a kernel (the built-in Coder outside its library)."""
 
 
 class AgentRecord(BaseModel):

@@ -156,7 +156,7 @@ def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Eval
     tokens = reply.usage.input_tokens + reply.usage.output_tokens
     if not reply.ok or not reply.source:
         (job_dir / "error.txt").write_text(reply.error or "no code")
-        status = "unsupported" if reply.error and "unsupported" in reply.error else "no_code"
+        status = "unsupported" if reply.failure == "unsupported" else "no_code"
         return JobResult(outcome=outcome_from_record(problem.key, sample, None, tokens=tokens,
                                                      cost_usd=reply.usage.cost_usd, status=status,
                                                      wall_s=time.monotonic() - start, reason=reply.error or "no code"))
@@ -200,7 +200,7 @@ def _agent(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evalua
         summary = run_problem(Path(problem.path), out=run, evaluator=evaluator, loop=cfg.loop)
     best_check = summary.best.check_path
     best = CheckRecord.model_validate_json(Path(best_check).read_text()) if best_check else None
-    status = None if best else ("unsupported" if "unsupported" in (summary.stop_reason or "") else summary.status)
+    status = None if best else summary.status
     outcome = outcome_from_record(problem.key, sample, best, tokens=summary.tokens, cost_usd=summary.cost_usd,
                                   wall_s=time.monotonic() - start, status=status, reason=summary.stop_reason)
     return JobResult(outcome=outcome, candidates=_candidate_rows(run),

@@ -3,7 +3,6 @@ its parent and the latest feedback, never the whole history)."""
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -151,9 +150,8 @@ def round_failure(children: list[Candidate]) -> dict:
 
 
 def unsupported_reason(cands: dict[str, Candidate], ids: list[str]) -> str | None:
-    """The built-in Coder says 'unsupported by the built-in coder' rather than faking a kernel."""
+    """Why the Coder declined a problem it cannot do rather than fake a kernel (its `unsupported` failure)."""
     for cid in ids:
-        err = cands[cid].coder_error or ""
-        if re.search(r"\bunsupported\b", err, re.IGNORECASE):
-            return err
+        if cands[cid].coder_failure == "unsupported":
+            return cands[cid].coder_error or "unsupported"
     return None

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kiln.graphs.context import RunOptions
-from kiln.graphs.state import Candidate, RunState
+from kiln.graphs.state import Candidate, RunState, RunStatus
 from kiln.graphs.suite import active_names, is_current
 from kiln.tools.profile.floors import DIFFER_X
 from kiln.tools.records import JSON_SAFE
@@ -24,7 +24,7 @@ class Verdict(BaseModel):
     model_config = JSON_SAFE
 
     goto: Literal["finish", "propose"]
-    status: str = "running"
+    status: RunStatus = "running"
     reason: str
 
 

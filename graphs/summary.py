@@ -11,7 +11,7 @@ from kiln.agents.devicepath import verified_paths
 from kiln.graphs.context import RunOptions
 from kiln.graphs.rules import best, cost_usd
 from kiln.graphs.shrink import ShrinkRecord
-from kiln.graphs.state import RunState
+from kiln.graphs.state import RunState, RunStatus
 from kiln.graphs.suite import active_names, is_current
 from kiln.tools.records import JSON_SAFE
 
@@ -56,7 +56,7 @@ class RoleUsage(Summary):
 
 
 class RunSummary(Summary):
-    status: str
+    status: RunStatus = Field(description="how the run ended (kiln.graphs.state.RunStatus)")
     stop_reason: str | None = None
     problem: str
     run_dir: str
