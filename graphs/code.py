@@ -103,7 +103,7 @@ def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: Code
     if not reply.ok or not reply.source:
         return cand.model_copy(update={"status": "no_code", "coder_error": rundir.redact(reply.error or "no usable code"),
                                        "coder_failure": reply.failure})
-    rel = f"candidates/{cid}/kernel.py"
+    rel = rundir.RunDir.candidate_rel(cid, "kernel.py")
     rundir.write(ctx.run_dir, rel, reply.source)
     return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16],
                                    "device_queries": device_queries(reply.source)})

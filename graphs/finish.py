@@ -11,6 +11,7 @@ from kiln.graphs.code import unsupported_reason
 from kiln.graphs.common import timed
 from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best, budget_spent, iterations_spent
+from kiln.graphs.rundir import RunDir
 from kiln.graphs.state import RunState, RunStatus
 from kiln.graphs.summary import build_summary, rewards_lines
 
@@ -50,10 +51,10 @@ def write_outputs(ctx: RunContext, final: RunState) -> None:
     """The best kernel as a standalone file, rewards.jsonl and summary.json."""
     b = best(final)
     if b is not None and b.source_path is not None:
-        rundir.write(ctx.run_dir, "best_kernel.py", (ctx.run_dir / b.source_path).read_text())
-    rundir.write(ctx.run_dir, "rewards.jsonl", rewards_lines(final, ctx.options.device))
+        rundir.write(ctx.run_dir, RunDir.BEST_KERNEL, (ctx.run_dir / b.source_path).read_text())
+    rundir.write(ctx.run_dir, RunDir.REWARDS, rewards_lines(final, ctx.options.device))
     summary = build_summary(final, ctx.options, ctx.run_dir)
-    rundir.write_json(ctx.run_dir, "summary.json", summary)
+    rundir.write_json(ctx.run_dir, RunDir.SUMMARY, summary)
     rundir.event(ctx.run_dir, "finish", status=final.get("status"), reason=final.get("stop_reason"))
 
 

@@ -47,7 +47,7 @@ def _profile_one(ctx: RunContext, cid: str, source_path: str) -> ProfileNote:
     secs = time.monotonic() - t0
     if report is None:
         return ProfileNote(candidate=cid, skipped=skipped or "no profile", seconds=secs)
-    rel, digest_rel = f"candidates/{cid}/profile.json", f"candidates/{cid}/profile.txt"
+    rel, digest_rel = rundir.RunDir.candidate_rel(cid, "profile.json"), rundir.RunDir.candidate_rel(cid, "profile.txt")
     rundir.write_json(ctx.run_dir, rel, report)
     rundir.write(ctx.run_dir, digest_rel, render_digest(report))  # for people; the Judge reads the report
     return ProfileNote(candidate=cid, report_path=rel, digest_path=digest_rel, seconds=secs)

@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from kiln.evals.batch import Batch, BatchBudget
-from kiln.evals.jobs import BatchConfig, JobResult, run_job
+from kiln.evals.jobs import BatchConfig, JobResult, run_job, run_of
 from kiln.evals.model.budget import MIN_CHECK_S, Clock, DeadlineEvaluator
 from kiln.evals.model.records import OpGroup, OpOutcome
 from kiln.evals.problems import ProblemRef
@@ -135,7 +135,7 @@ def _round_no(base: Path, p: Path) -> int | None:
 
 
 def _summary(folder: Path, key: str) -> dict | None:
-    path = folder / "problems" / key / "sample0" / "run" / "summary.json"
+    path = run_of(folder / "problems" / key / "sample0").summary
     return json.loads(path.read_text()) if path.exists() else None
 
 
