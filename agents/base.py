@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from kiln.agents.checkcost import CheckBudget, CheckCost
 from kiln.agents.targetwork import TargetWork
+from kiln.tools.profile.records import ProfileReport
 from kiln.tools.records import JSON_SAFE, CheckRecord, DType
 
 KernelLang = Literal["triton", "cuda"]
 CoderMode = Literal["generate", "repair", "optimize"]
 NextStep = Literal["repair", "optimize", "stress", "stop"]
-Failure = Literal["call", "budget", "reply"]
+Failure = Literal["call", "budget", "reply", "unsupported"]
 """Why a role produced nothing usable: the LLM call itself failed for good (server unreachable, an
-HTTP error after the retries, a malformed body), a budget was spent so no call was made, or the
-reply came back but held nothing usable (no code block, invalid structured output)."""
+HTTP error after the retries, a malformed body), a budget was spent so no call was made, the
+reply came back but held nothing usable (no code block, invalid structured output), or the role
+declined a problem it cannot do rather than fake a kernel (the built-in Coder outside its library)."""
 
 
 class AgentRecord(BaseModel):
@@ -102,7 +104,8 @@ class JudgeInput(AgentRecord):
     problem_src: str
     candidate_src: str
     check: CheckRecord
-    profile_digest: str | None = None
+    profile: ProfileReport | None = Field(None, description="the candidate's profile (the LLM Judge's prompt renders "
+                                                            "its digest)")
     gpu: GpuFacts = Field(default_factory=GpuFacts)
     iteration: int = 0
     best_speedup: float | None = Field(None, description="the best kernel's speedup (median) vs the target's baseline")
@@ -116,6 +119,14 @@ class JudgeInput(AgentRecord):
     cost: CheckCost | None = Field(None, description="what the check cost, per case, and its time budget")
     retired_cases: list[str] = Field(default_factory=list, description="stress cases retired unverified (too slow "
                                                                        "to check), named wherever stress is reported")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_old_digest(cls, data: object) -> object:
+        """Requests logged before the profile was typed carry its rendered digest, which cannot be read back."""
+        if isinstance(data, dict) and "profile_digest" in data:
+            data = {k: v for k, v in data.items() if k != "profile_digest"}
+        return data
 
 
 JudgeMode = Literal["correction", "too_slow", "optimization"]

@@ -19,6 +19,7 @@ from kiln.agents.checkcost import CheckCost, check_cost
 from kiln.agents.llm.client import LLMClient, clip, user_message
 from kiln.agents.llm.transport import BudgetExhausted, LLMCallError
 from kiln.tools.profile.floors import Floors, floor_lines, floors
+from kiln.tools.profile.render import render_digest
 from kiln.tools.records import CheckRecord
 
 PLAN_MAX_CHARS = 1200
@@ -150,7 +151,8 @@ class LLMJudge:
             candidate_src=clip(inp.candidate_src, MAX_SOURCE_CHARS),
             check_summary=prompts.render("check_summary.j2", check=inp.check, cost=cost_of(inp),
                                          floor_lines=floor_lines(f) if (f := physics_floors(inp.check)) else []),
-            profile_digest=inp.profile_digest, best_speedup=inp.best_speedup, best_speedup_ci_low=inp.best_speedup_ci_low,
+            profile_digest=render_digest(inp.profile) if inp.profile else None, best_speedup=inp.best_speedup,
+            best_speedup_ci_low=inp.best_speedup_ci_low,
             target_speedup=inp.target_speedup, iters_without_progress=inp.iters_without_progress,
             no_progress_k=self.no_progress_k, stress_cases=inp.stress_cases,
             stress_passed=inp.stress_passed, on_gpu=inp.gpu.device == "cuda", failing_case=inp.failing_case,

@@ -41,8 +41,7 @@ def _probe(ctx: RunContext, cand: Candidate, cases: list[StressCase],
            it: int) -> tuple[CheckRecord, CheckCost, list[TimeEntry]]:
     paths = [ctx.run_dir / c.path for c in cases]
     record = run_check(ctx, cand, paths, probe=True)
-    n = len(list((ctx.run_dir / "candidates" / cand.id).glob("probe*.json")))
-    rundir.write_json(ctx.run_dir, f"candidates/{cand.id}/probe{'' if n == 0 else f'_{n}'}.json", record)
+    rundir.write_json(ctx.run_dir, rundir.RunDir(ctx.run_dir).next_rel(cand.id, "probe"), record)
     cost = check_cost(record, budget_s=correctness_budget_s(ctx), cases=[c.name for c in cases],
                       running=timed_out_case(record))
     total = record.stages_s.get("total", sum(record.stages_s.values()))

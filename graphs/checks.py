@@ -105,8 +105,7 @@ def failed_case_names(record: CheckRecord) -> list[str]:
 
 def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: list[Path]) -> Candidate:
     """The candidate updated with a (new) check record, which is written next to its source."""
-    n = len(list((ctx.run_dir / "candidates" / cand.id).glob("check*.json")))
-    rel = f"candidates/{cand.id}/check{'' if n == 0 else f'_{n}'}.json"
+    rel = rundir.RunDir(ctx.run_dir).next_rel(cand.id, "check")
     rundir.write_json(ctx.run_dir, rel, record)
     r = reward_of(record)
     speedups = record.timing.speedups if record.timing and record.timing.measured else {}
@@ -123,7 +122,7 @@ def apply_record(ctx: RunContext, cand: Candidate, record: CheckRecord, cases: l
         "failed_cases": failed_case_names(record), "feedback": failure_text(record),
         "timed_out_case": timed_out_case(record),
     })
-    rundir.write_json(ctx.run_dir, f"candidates/{cand.id}/reward.json", {"candidate": cand.id, **r.model_dump()})
+    rundir.write_json(ctx.run_dir, rundir.RunDir.candidate_rel(cand.id, "reward.json"), {"candidate": cand.id, **r.model_dump()})
     return updated
 
 

@@ -3,7 +3,6 @@ its parent and the latest feedback, never the whole history)."""
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -104,7 +103,7 @@ def _write_child(ctx: RunContext, cid: str, parent: Candidate | None, task: Code
     if not reply.ok or not reply.source:
         return cand.model_copy(update={"status": "no_code", "coder_error": rundir.redact(reply.error or "no usable code"),
                                        "coder_failure": reply.failure})
-    rel = f"candidates/{cid}/kernel.py"
+    rel = rundir.RunDir.candidate_rel(cid, "kernel.py")
     rundir.write(ctx.run_dir, rel, reply.source)
     return cand.model_copy(update={"source_path": rel, "source_sha": rundir.sha(reply.source)[:16],
                                    "device_queries": device_queries(reply.source)})
@@ -151,9 +150,8 @@ def round_failure(children: list[Candidate]) -> dict:
 
 
 def unsupported_reason(cands: dict[str, Candidate], ids: list[str]) -> str | None:
-    """The built-in Coder says 'unsupported by the built-in coder' rather than faking a kernel."""
+    """Why the Coder declined a problem it cannot do rather than fake a kernel (its `unsupported` failure)."""
     for cid in ids:
-        err = cands[cid].coder_error or ""
-        if re.search(r"\bunsupported\b", err, re.IGNORECASE):
-            return err
+        if cands[cid].coder_failure == "unsupported":
+            return cands[cid].coder_error or "unsupported"
     return None

@@ -16,6 +16,7 @@ from kiln.agents.llm.usage import Budgets
 from kiln.agents.registry import RoleSpecs
 from kiln.graphs.shrink import ShrinkRecord
 from kiln.tools.evaluator import Evaluator
+from kiln.tools.profile.records import ProfileReport
 from kiln.tools.records import JSON_SAFE, CheckOptions
 
 Strategy = Literal["linear", "beam", "mcts"]
@@ -116,8 +117,8 @@ class RunOptions(LoopOptions):
                                          "target GPU's floors for them")
 
 
-ProfileFn = Callable[[Path, Path], tuple[str | None, str | None]]
-"""(problem, candidate) -> (digest, skip reason): exactly one of the two is None."""
+ProfileFn = Callable[[Path, Path], tuple[ProfileReport | None, str | None]]
+"""(problem, candidate) -> (profile, skip reason): exactly one of the two is None."""
 
 
 @dataclass(frozen=True)

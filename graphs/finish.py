@@ -11,12 +11,14 @@ from kiln.graphs.code import unsupported_reason
 from kiln.graphs.common import timed
 from kiln.graphs.context import RunContext
 from kiln.graphs.rules import best, budget_spent, iterations_spent
-from kiln.graphs.state import RunState
+from kiln.graphs.rundir import RunDir
+from kiln.graphs.state import RunState, RunStatus
 from kiln.graphs.summary import build_summary, rewards_lines
 
 
-def final_status(state: RunState, ctx: RunContext) -> tuple[str, str | None]:
-    status, reason = state.get("status") or "running", state.get("stop_reason")
+def final_status(state: RunState, ctx: RunContext) -> tuple[RunStatus, str | None]:
+    status: RunStatus = state.get("status") or "running"
+    reason = state.get("stop_reason")
     if status == "running":
         cands = state.get("candidates", {})
         last = [c for c in cands if cands[c].iteration == state.get("iteration", 0)]
@@ -35,7 +37,7 @@ def final_status(state: RunState, ctx: RunContext) -> tuple[str, str | None]:
     return no_code_status(state, status, reason)
 
 
-def no_code_status(state: RunState, status: str, reason: str | None) -> tuple[str, str | None]:
+def no_code_status(state: RunState, status: RunStatus, reason: str | None) -> tuple[RunStatus, str | None]:
     """When the Coder answered every time but never with a usable kernel, say so: that is the cause,
     whatever budget ran out meanwhile."""
     cands = list(state.get("candidates", {}).values())
@@ -49,10 +51,10 @@ def write_outputs(ctx: RunContext, final: RunState) -> None:
     """The best kernel as a standalone file, rewards.jsonl and summary.json."""
     b = best(final)
     if b is not None and b.source_path is not None:
-        rundir.write(ctx.run_dir, "best_kernel.py", (ctx.run_dir / b.source_path).read_text())
-    rundir.write(ctx.run_dir, "rewards.jsonl", rewards_lines(final, ctx.options.device))
+        rundir.write(ctx.run_dir, RunDir.BEST_KERNEL, (ctx.run_dir / b.source_path).read_text())
+    rundir.write(ctx.run_dir, RunDir.REWARDS, rewards_lines(final, ctx.options.device))
     summary = build_summary(final, ctx.options, ctx.run_dir)
-    rundir.write_json(ctx.run_dir, "summary.json", summary)
+    rundir.write_json(ctx.run_dir, RunDir.SUMMARY, summary)
     rundir.event(ctx.run_dir, "finish", status=final.get("status"), reason=final.get("stop_reason"))
 
 

@@ -27,6 +27,7 @@ from kiln.graphs.rules import (
 )
 from kiln.graphs.state import Candidate, RunState, TimeEntry
 from kiln.graphs.suite import active_cases
+from kiln.tools.profile.records import ProfileReport
 from kiln.tools.records import CheckRecord
 
 Goto = Literal["code", "propose", "finish"]
@@ -50,11 +51,12 @@ def _judge_input(ctx: RunContext, state: RunState, cand: Candidate) -> JudgeInpu
     assert cand.check_path is not None
     record = CheckRecord.model_validate_json((ctx.run_dir / cand.check_path).read_text())
     note = state.get("profiles", {}).get(cand.id)
-    digest = (ctx.run_dir / note.digest_path).read_text() if note and note.digest_path else None
+    profile = ProfileReport.model_validate_json((ctx.run_dir / note.report_path).read_text()) \
+        if note and note.report_path else None
     b = best(state)
     speedup, ci_low = speedup_for_target(b, ctx.options) if b else (None, None)
     return JudgeInput(problem_name=problem_name(ctx), problem_src=problem_src(ctx),
-                      candidate_src=source_of(ctx, cand) or "", check=record, profile_digest=digest, gpu=ctx.gpu,
+                      candidate_src=source_of(ctx, cand) or "", check=record, profile=profile, gpu=ctx.gpu,
                       iteration=state.get("iteration", 0),
                       best_speedup=speedup, best_speedup_ci_low=ci_low,
                       target_speedup=ctx.options.target_speedup,

@@ -1,5 +1,5 @@
-"""The profile node: a digest of each correct frontier candidate for the Judge, through
-`kiln.tools.profile` when on a GPU and available; otherwise a recorded reason and no digest."""
+"""The profile node: a profile of each correct frontier candidate for the Judge, through
+`kiln.tools.profile` when on a GPU and available; otherwise a recorded reason and no profile."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from kiln.graphs import rundir
 from kiln.graphs.common import emit, timed
 from kiln.graphs.context import ProfileFn, RunContext
 from kiln.graphs.state import ProfileNote, RunState, TimeEntry
+from kiln.tools.profile.records import ProfileReport
+from kiln.tools.profile.render import render_digest
 
 
 def make_profiler(device: str, isolation: str = "best-effort",
@@ -21,17 +23,17 @@ def make_profiler(device: str, isolation: str = "best-effort",
     if device != "cuda":
         return None, "CPU run: no GPU to profile"
     try:
-        from kiln.tools.profile import profile_candidate, render_digest
+        from kiln.tools.profile import profile_candidate
     except ImportError as err:
         return None, f"profiler not available ({err})"
 
-    def profile(problem: Path, candidate: Path) -> tuple[str | None, str | None]:
+    def profile(problem: Path, candidate: Path) -> tuple[ProfileReport | None, str | None]:
         try:
             report = profile_candidate(problem, candidate, level="quick", device="cuda", isolation=isolation,
                                        bwrap=bwrap)
         except Exception as err:  # noqa: BLE001 - a failed profile is a recorded reason, not a crash
             return None, f"profiler failed: {type(err).__name__}: {err}"
-        return render_digest(report), None
+        return report, None
 
     return profile, None
 
@@ -41,13 +43,14 @@ def _profile_one(ctx: RunContext, cid: str, source_path: str) -> ProfileNote:
         return ProfileNote(candidate=cid, skipped=str(ctx.extra.get("profile_skipped", "no profiler")))
     emit(stage="profile", candidate=cid)
     t0 = time.monotonic()
-    digest, skipped = ctx.profiler(ctx.problem, ctx.run_dir / source_path)
+    report, skipped = ctx.profiler(ctx.problem, ctx.run_dir / source_path)
     secs = time.monotonic() - t0
-    if digest is None:
-        return ProfileNote(candidate=cid, skipped=skipped or "no digest", seconds=secs)
-    rel = f"candidates/{cid}/profile.txt"
-    rundir.write(ctx.run_dir, rel, digest)
-    return ProfileNote(candidate=cid, digest_path=rel, seconds=secs)
+    if report is None:
+        return ProfileNote(candidate=cid, skipped=skipped or "no profile", seconds=secs)
+    rel, digest_rel = rundir.RunDir.candidate_rel(cid, "profile.json"), rundir.RunDir.candidate_rel(cid, "profile.txt")
+    rundir.write_json(ctx.run_dir, rel, report)
+    rundir.write(ctx.run_dir, digest_rel, render_digest(report))  # for people; the Judge reads the report
+    return ProfileNote(candidate=cid, report_path=rel, digest_path=digest_rel, seconds=secs)
 
 
 @timed("profile")

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from kiln.agents import stoprules
 from kiln.graphs.context import RunOptions
-from kiln.graphs.state import Candidate, RunState
+from kiln.graphs.state import Candidate, RunState, RunStatus
 from kiln.graphs.suite import active_names, is_current
 from kiln.tools.profile.floors import DIFFER_X
 from kiln.tools.records import JSON_SAFE
@@ -26,7 +26,7 @@ class Verdict(BaseModel):
     model_config = JSON_SAFE
 
     goto: Literal["finish", "propose"]
-    status: str = "running"
+    status: RunStatus = "running"
     reason: str
 
 

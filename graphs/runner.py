@@ -24,12 +24,13 @@ from kiln.graphs.profile import make_profiler
 from kiln.graphs.progress import Progress
 from kiln.graphs.roles import Roles, resolve
 from kiln.graphs.rules import best
-from kiln.graphs.summary import RunSummary, build_summary
+from kiln.graphs.rundir import RunDir
+from kiln.graphs.summary import RunSummary, build_summary, load_summary
 from kiln.tools.device import resolve_device
 from kiln.tools.errors import KilnInputError
 from kiln.tools.evaluator import Evaluator
 
-RUN_FILE = "run.json"
+RUN_FILE = RunDir.OPTIONS
 
 
 def _gpu_facts(device: str) -> Any:
@@ -74,12 +75,12 @@ def mark_stopped(run_dir: Path, opts: RunOptions | None = None) -> None:
         state, finished = dict(snapshot.values or {}), bool(snapshot.values) and not snapshot.next
     except Exception:  # noqa: BLE001 - an unreadable checkpoint: the summary of an empty state
         state, finished = {}, False
-    if opts is None or (finished and (run_dir / "summary.json").exists()):
+    if opts is None or (finished and RunDir(run_dir).summary.exists()):
         return  # Ctrl-C after the finish node: its summary stands
     reason = f"stopped by Ctrl-C; continue with: kiln run --resume {run_dir}"
     stopped = {**state, "status": "stopped", "stop_reason": reason}
     with contextlib.suppress(Exception):
-        rundir.write_json(run_dir, "summary.json", build_summary(stopped, opts, run_dir))
+        rundir.write_json(run_dir, RunDir.SUMMARY, build_summary(stopped, opts, run_dir))
         rundir.event(run_dir, "stopped", reason="Ctrl-C")
 
 
@@ -123,7 +124,7 @@ def _drive(ctx: RunContext, inp: dict | None, progress: Progress) -> RunSummary:
             raise
         mark_stopped(ctx.run_dir, ctx.options)
         raise stop.RunStopped(str(err) or "stopped by Ctrl-C") from None
-    return RunSummary.model_validate_json((ctx.run_dir / "summary.json").read_text())
+    return load_summary(ctx.run_dir)
 
 
 def make_options(problem: Path, options: dict[str, Any], loop: LoopOptions | None = None) -> RunOptions:
@@ -197,8 +198,8 @@ def resume_run(run_dir: Path, *, roles: Roles | None = None, evaluator: Evaluato
     ctx = make_context(opts, run_dir, roles, evaluator, gpu, profiler)
     graph = build_graph().compile(checkpointer=open_checkpointer(run_dir))
     snapshot = graph.get_state(run_config(recursion_limit(opts)))
-    if snapshot.values and not snapshot.next and (run_dir / "summary.json").exists():
-        return RunSummary.model_validate_json((run_dir / "summary.json").read_text())
+    if snapshot.values and not snapshot.next and RunDir(run_dir).summary.exists():
+        return load_summary(run_dir)
     rundir.event(run_dir, "resume", next=list(snapshot.next))
     inp = None if snapshot.values else {"status": "running", "iteration": 0}
     return _drive(ctx, inp, progress or Progress(live=False))

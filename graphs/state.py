@@ -13,7 +13,7 @@ from typing import Annotated, Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, Field
 
-from kiln.agents.base import CoderMode, JudgeDecision, StressCase, Usage
+from kiln.agents.base import CoderMode, Failure, JudgeDecision, StressCase, Usage
 from kiln.tools.records import JSON_SAFE
 
 T = TypeVar("T")
@@ -21,10 +21,17 @@ T = TypeVar("T")
 Stage = Literal["start", "code", "evaluate", "profile", "judge", "propose", "finish"]
 RunStatus = Literal["running", "solved", "solved_cpu_only", "stopped", "budget", "no_progress", "unsupported", "failed",
                     "llm_error", "no_code"]
-"""`llm_error`: a role's LLM call failed for good (server unreachable, HTTP errors after the retries, a
-malformed body); `no_code`: the Coder answered, but none of its replies held a usable kernel;
-`solved_cpu_only`: solved on a CPU run by a kernel that branches on the device, so only its CPU
-branch was verified and its CUDA branch never ran (`kiln.agents.devicepath`)."""
+"""Every status the loop writes (the state's, then `summary.json`'s, spelled the same in JSON).
+`running`: not finished (the state only); `solved`: the best kernel passes every check and met the
+target (or, without a GPU, is correct); `solved_cpu_only`: solved on a CPU run by a kernel that
+branches on the device, so only its CPU branch was verified and its CUDA branch never ran
+(`kiln.agents.devicepath`); `stopped`: the Judge stopped a correct kernel, Ctrl-C, or nothing else
+applied; `budget`: a budget (iterations, minutes, tokens, cost) ran out; `no_progress`: no better
+kernel in K rounds; `unsupported`: the Coder declined every child as a problem it cannot do (its
+`unsupported` failure), never faking a kernel; `failed`: the best kernel fails a check where the
+run would have been solved; `llm_error`: a role's LLM call failed for good (server unreachable,
+HTTP errors after the retries, a malformed body); `no_code`: the Coder answered, but none of its
+replies held a usable kernel."""
 
 
 # ----------------------------------------------------------------------------- reducers
@@ -67,7 +74,8 @@ class Candidate(StateRecord):
     source_path: str | None = Field(None, description="run-dir-relative kernel file")
     source_sha: str | None = None
     coder_error: str | None = Field(None, description="why the Coder's reply had no usable code")
-    coder_failure: str | None = Field(None, description="'call' (the LLM call failed), 'budget' or 'reply'")
+    coder_failure: Failure | None = Field(None, description="'call' (the LLM call failed), 'budget', 'reply' or "
+                                                            "'unsupported' (the Coder declined the problem)")
     status: str = Field("pending", description="'pending', 'no_code', or the CheckRecord status")
     correct: bool = False
     frac_passed: float = Field(0.0, description="the check's correctness score (groups passed / planned; "
@@ -101,10 +109,11 @@ class TimeEntry(StateRecord):
 
 
 class ProfileNote(StateRecord):
-    """Profile of one candidate: a digest for the Judge, or why there is none."""
+    """Profile of one candidate: its report for the Judge (and its digest, for people), or why there is none."""
 
     candidate: str
-    digest_path: str | None = None
+    report_path: str | None = Field(None, description="run-dir-relative ProfileReport JSON")
+    digest_path: str | None = Field(None, description="run-dir-relative rendered digest")
     skipped: str | None = Field(None, description="reason when not profiled")
     seconds: float = 0.0
 
@@ -156,7 +165,7 @@ class RunState(TypedDict, total=False):
     """Profile digest or skip reason, by candidate id."""
     tree: Annotated[dict[str, TreeStats], merge]
     """MCTS visit counts and value sums, by candidate id ('root' for the root)."""
-    status: Annotated[str, replace]
+    status: Annotated[RunStatus, replace]
     """'running' until the finish node sets the final status (a node may set it earlier to stop)."""
     llm_failures: Annotated[list[str], append]
     """'role: what failed' for every LLM call or reply that failed (the summary lists them)."""

@@ -11,8 +11,9 @@ from kiln.agents.devicepath import verified_paths
 from kiln.agents.llm.usage import RoleTotals, add_usage
 from kiln.graphs.context import RunOptions
 from kiln.graphs.rules import best, cost_usd
+from kiln.graphs.rundir import RunDir
 from kiln.graphs.shrink import ShrinkRecord
-from kiln.graphs.state import RunState
+from kiln.graphs.state import RunState, RunStatus
 from kiln.graphs.suite import active_names, is_current
 from kiln.tools.records import JSON_SAFE
 
@@ -50,7 +51,7 @@ class IterationTimes(Summary):
 
 
 class RunSummary(Summary):
-    status: str
+    status: RunStatus = Field(description="how the run ended (kiln.graphs.state.RunStatus)")
     stop_reason: str | None = None
     problem: str
     run_dir: str
@@ -62,6 +63,9 @@ class RunSummary(Summary):
     best: BestKernel
     iterations: int
     candidates: int = Field(description="kernels the Coder wrote (replies with usable code)")
+    candidate_ids: list[str] = Field(default_factory=list, description="those kernels' ids, in order: each has its "
+                                                                       "folder candidates/<id>/ (empty in summaries "
+                                                                       "written before this field)")
     replies_without_code: int = Field(0, description="Coder replies with no usable kernel")
     llm_failures: list[str] = Field(default_factory=list, description="'role: error' of every failed LLM call or "
                                                                       "unusable reply, in order")
@@ -79,6 +83,11 @@ class RunSummary(Summary):
     wall_s: float = Field(description="seconds spent inside graph nodes")
     profile_skipped: list[str] = Field(default_factory=list, description="why candidates were not profiled")
     shrunk: ShrinkRecord | None = Field(None, description="--shrink: the sizes checked, and the problem's own")
+
+
+def load_summary(run_dir: Path) -> RunSummary:
+    """A finished run's summary.json, typed (one written by an earlier kiln too: new fields have defaults)."""
+    return RunSummary.model_validate_json(RunDir(run_dir).summary.read_text())
 
 
 def _per_iteration(state: RunState) -> list[IterationTimes]:
@@ -102,7 +111,7 @@ def _best(state: RunState, run_dir: Path, device: str = "cpu") -> BestKernel:
     if b is None or b.source_path is None:
         return BestKernel()
     correct = b.correct and is_current(b, active_names(state))
-    return BestKernel(path=str(run_dir / "best_kernel.py"), candidate=b.id, correct=correct,
+    return BestKernel(path=str(run_dir / RunDir.BEST_KERNEL), candidate=b.id, correct=correct,
                       speedup_vs_eager=b.speedup_vs_eager, speedup_vs_compile=b.speedup_vs_compile,
                       reward=b.reward, check_path=str(run_dir / b.check_path) if b.check_path else None,
                       failed_cases=b.failed_cases, verified=verified_paths(b.device_queries, device))
@@ -132,6 +141,7 @@ def build_summary(state: RunState, opts: RunOptions, run_dir: Path) -> RunSummar
         run_dir=str(run_dir), device=opts.device, lang=opts.lang, strategy=opts.strategy, speed_measured=measured,
         note=note, best=b, iterations=state.get("iteration", 0),
         candidates=sum(c.source_path is not None for c in state.get("candidates", {}).values()),
+        candidate_ids=sorted(c.id for c in state.get("candidates", {}).values() if c.source_path is not None),
         replies_without_code=sum(c.source_path is None for c in state.get("candidates", {}).values()),
         llm_failures=state.get("llm_failures", [])[-50:],
         stress_cases=len(active_names(state)), stress_rounds=state.get("stress_rounds", 0),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from kiln.agents.base import CoderReply, CoderTask, Usage
+from kiln.agents.base import CoderReply, CoderTask, Failure, Usage
 from kiln.agents.builtin import space
 from kiln.agents.builtin.problem import BrokenProblem, Unsupported
 from kiln.agents.builtin.source import Analysis, analyze, read_header, render
@@ -31,11 +31,11 @@ class BuiltinCoder:
 
     def write(self, task: CoderTask) -> CoderReply:
         if task.lang != "triton":
-            return _fail(f"{UNSUPPORTED}--lang {task.lang} (the template library is Triton)")
+            return _fail(f"{UNSUPPORTED}--lang {task.lang} (the template library is Triton)", "unsupported")
         try:
             an = analyze(task.problem_src)
         except Unsupported as err:
-            return _fail(f"{UNSUPPORTED}{err}")
+            return _fail(f"{UNSUPPORTED}{err}", "unsupported")
         except BrokenProblem as err:
             raise KilnInputError(f"{task.problem_name}: the reference problem is broken: {err}") from None
         knobs, visited, note = self._choose(an, task)
@@ -107,5 +107,5 @@ def _optimize(fam: str, base: dict, visited: set[str], plan: str) -> tuple[dict 
     return nxt, visited, f"optimize: {json.dumps(nxt, sort_keys=True)} (from {json.dumps(base, sort_keys=True)})"
 
 
-def _fail(msg: str) -> CoderReply:
-    return CoderReply(ok=False, error=msg, raw="", usage=Usage(role="coder", model="builtin"))
+def _fail(msg: str, failure: Failure | None = None) -> CoderReply:
+    return CoderReply(ok=False, error=msg, failure=failure, raw="", usage=Usage(role="coder", model="builtin"))

@@ -7,23 +7,14 @@ meets the target, has made no progress for `patience` iterations, or the search 
 
 from __future__ import annotations
 
-import re
-
 from kiln.agents import stoprules
 from kiln.agents.base import JudgeDecision, JudgeInput, Usage
 from kiln.agents.builtin import space
 from kiln.agents.builtin.source import read_header
+from kiln.tools.profile.records import ProfileReport
 from kiln.tools.records import CheckRecord
 
-# how far the main kernel is from its roofline, in the order a profile digest states it best
-PCT_RES = [
-    re.compile(r"at (\d+(?:\.\d+)?)% of its \w+ roofline", re.I),
-    re.compile(r"at (\d+(?:\.\d+)?)% of copy bandwidth", re.I),
-    re.compile(r"(\d+(?:\.\d+)?)% of the \w+ roofline", re.I),
-    re.compile(r"DRAM (\d+(?:\.\d+)?)%", re.I),
-    re.compile(r"(\d+(?:\.\d+)?)\s*% of (?:peak|copy|roofline)", re.I),
-]
-SPILL_RE = re.compile(r"\[registers\.spills\]|spill[s]?\D{0,20}[1-9][\d,]* ?B|[1-9][\d,]* ?bytes spill", re.I)
+SPILL_RULE = "registers.spills"  # the profiler's finding for local-memory (spill) traffic
 KNOB_CYCLE = {
     "elementwise": [("block", "up"), ("num_warps", "up"), ("persistent", "up"), ("num_warps", "down")],
     "row": [("num_warps", "up"), ("tile", "up"), ("persistent", "up"), ("num_stages", "up"), ("num_warps", "down")],
@@ -87,7 +78,7 @@ class BuiltinJudge:
             return _decision("optimization", "no faster configuration lately", "stop", stop="no progress", evidence=evidence)
         fam = head.family if head is not None else "row"
         knob, direction = KNOB_CYCLE[fam][inp.iteration % len(KNOB_CYCLE[fam])]
-        if inp.profile_digest and SPILL_RE.search(inp.profile_digest):
+        if inp.profile is not None and spills(inp.profile):
             knob, direction = ("block" if fam in ("elementwise", "gnorm") else "tile"), "down"
         bound = "compute (matmul tiles)" if fam == "matmul" else "memory bandwidth"
         plan = f"Try one configuration step: {knob} {direction}.\nknob: {knob} {direction}"
@@ -95,18 +86,30 @@ class BuiltinJudge:
 
 
 def roofline_pct(c: CheckRecord, inp: JudgeInput) -> float | None:
-    """% of the roofline: the physics record's floor/measured, else the digest, else bytes/time."""
+    """% of the roofline: the physics record's floor/measured, else the profile's, else bytes/time."""
     phys = c.integrity.physics if c.integrity else None
     if phys is not None and phys.pct_of_floor is not None:
         return phys.pct_of_floor
-    for rx in PCT_RES if inp.profile_digest else []:
-        m = rx.search(inp.profile_digest or "")
-        if m:
-            return float(m.group(1))
+    if (pct := profile_pct(inp.profile)) is not None:
+        return pct
     if phys and phys.bytes_moved and c.timing and c.timing.candidate and inp.gpu.copy_gbps:
         gbps = phys.bytes_moved / (c.timing.candidate.median_us * 1e3)
         return 100.0 * gbps / inp.gpu.copy_gbps
     return None
+
+
+def profile_pct(p: ProfileReport | None) -> float | None:
+    """The main (slowest) kernel's % of its roofline, else its DRAM throughput as % of peak."""
+    main = p.kernels[0] if p is not None and p.kernels else None
+    if main is None:
+        return None
+    return main.roofline_pct if main.roofline_pct is not None else main.dram_pct
+
+
+def spills(p: ProfileReport) -> bool:
+    """A kernel of the profile moves local memory (register spills), by its bytes or the profiler's finding."""
+    findings = [*p.findings, *(f for k in p.kernels for f in k.findings)]
+    return any(k.spill_bytes for k in p.kernels) or any(f.rule == SPILL_RULE for f in findings)
 
 
 def _speed_evidence(c: CheckRecord, pct: float | None) -> list[str]:

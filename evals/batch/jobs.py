@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, model_validator
 from kiln.evals.batch.metrics import SampleOutcome
 from kiln.evals.batch.problems import ProblemRef
 from kiln.graphs.context import LoopOptions, fold_into_loop
+from kiln.graphs.rundir import RunDir
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import JSON_SAFE, CheckOptions, CheckRecord
 
@@ -99,6 +100,11 @@ def job_dir_of(run_dir: Path, problem: ProblemRef, sample: int) -> Path:
     return run_dir / "problems" / problem.key.replace("/", "__") / f"sample{sample}"
 
 
+def run_of(job_dir: Path) -> RunDir:
+    """The `kiln run` directory of an agent-mode job."""
+    return RunDir(job_dir / "run")
+
+
 def why_no_kernel(run_dir: Path, outcome: SampleOutcome) -> str:
     """Why a sample has no check record, for every batch output: the outcome's own words, else (a batch
     stored before outcomes kept them) its run's summary.json stop reason or its one-shot error.txt."""
@@ -106,7 +112,7 @@ def why_no_kernel(run_dir: Path, outcome: SampleOutcome) -> str:
         return outcome.why()
     job = run_dir / "problems" / outcome.problem.replace("/", "__") / f"sample{outcome.sample}"
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        return str(json.loads((job / "run" / "summary.json").read_text()).get("stop_reason") or "")
+        return str(json.loads(run_of(job).summary.read_text()).get("stop_reason") or "")
     with contextlib.suppress(OSError):
         return (job / "error.txt").read_text().strip()
     return ""
@@ -116,7 +122,7 @@ def spent_in(job_dir: Path) -> tuple[int, float | None]:
     """(tokens, USD) the sample's LLM calls cost so far, read from what it wrote: a sample that fails
     after paying for calls is stored with what it paid, not with 0."""
     usages = []
-    for path in sorted((job_dir / "run" / "llm").glob("*.json")) + [job_dir / "usage.json"]:
+    for path in [*run_of(job_dir).llm_calls(), job_dir / "usage.json"]:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             data = json.loads(path.read_text())
             usages.append(data["reply"]["usage"] if "reply" in data else data)
@@ -151,7 +157,7 @@ def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Eval
     tokens = reply.usage.input_tokens + reply.usage.output_tokens
     if not reply.ok or not reply.source:
         (job_dir / "error.txt").write_text(reply.error or "no code")
-        status = "unsupported" if reply.error and "unsupported" in reply.error else "no_code"
+        status = "unsupported" if reply.failure == "unsupported" else "no_code"
         return JobResult(outcome=outcome_from_record(problem.key, sample, None, tokens=tokens,
                                                      cost_usd=reply.usage.cost_usd, status=status,
                                                      wall_s=time.monotonic() - start, reason=reply.error or "no code"))
@@ -165,19 +171,14 @@ def _oneshot(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Eval
                      best_path=str(cand) if record.correct else None)
 
 
-def _last_check(folder: Path) -> Path | None:
-    """A candidate's final check record (re-checks against new stress cases are check_1.json, ...)."""
-    checks = sorted(folder.glob("check*.json"), key=lambda p: (len(p.name), p.name))
-    return checks[-1] if checks else None
-
-
-def _candidate_rows(run: Path) -> list[CandidateRow]:
+def _candidate_rows(run: RunDir, ids: list[str]) -> list[CandidateRow]:
+    """Each candidate's final check record (re-checks against new stress cases are check_1.json, ...)."""
     rows = []
-    for i, folder in enumerate(sorted((run / "candidates").glob("*"))):
-        check = _last_check(folder)
+    for i, cid in enumerate(ids):
+        check = run.last_check(cid)
         if check is None:
             continue
-        kernel = folder / "kernel.py"
+        kernel = run.kernel(cid)
         rows.append(CandidateRow(candidate=i, record=CheckRecord.model_validate_json(check.read_text()),
                                  source_path=str(kernel) if kernel.exists() else None))
     return rows
@@ -188,15 +189,15 @@ def _agent(problem: ProblemRef, sample: int, cfg: BatchConfig, evaluator: Evalua
     from kiln.graphs import resume_run, run_problem
 
     start = time.monotonic()
-    run = job_dir / "run"
-    if (run / "run.json").exists():
-        summary = resume_run(run, evaluator=evaluator)
+    run = run_of(job_dir)
+    if run.options.exists():
+        summary = resume_run(run.root, evaluator=evaluator)
     else:
-        summary = run_problem(Path(problem.path), out=run, evaluator=evaluator, loop=cfg.loop)
+        summary = run_problem(Path(problem.path), out=run.root, evaluator=evaluator, loop=cfg.loop)
     best_check = summary.best.check_path
     best = CheckRecord.model_validate_json(Path(best_check).read_text()) if best_check else None
-    status = None if best else ("unsupported" if "unsupported" in (summary.stop_reason or "") else summary.status)
+    status = None if best else summary.status
     outcome = outcome_from_record(problem.key, sample, best, tokens=summary.tokens, cost_usd=summary.cost_usd,
                                   wall_s=time.monotonic() - start, status=status, reason=summary.stop_reason)
-    return JobResult(outcome=outcome, candidates=_candidate_rows(run),
+    return JobResult(outcome=outcome, candidates=_candidate_rows(run, summary.candidate_ids or run.candidate_ids()),
                      best_path=summary.best.path if summary.best.correct else None)

@@ -18,12 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kiln.evals.batch.jobs import BatchConfig, JobResult, run_job
+from kiln.evals.batch.jobs import BatchConfig, JobResult, run_job, run_of
 from kiln.evals.batch.problems import ProblemRef
 from kiln.evals.batch.run import Batch, BatchBudget
 from kiln.evals.model.budget import MIN_CHECK_S, Clock, DeadlineEvaluator
 from kiln.evals.model.records import OpGroup, OpOutcome
 from kiln.graphs.context import LoopOptions, fold_into_loop
+from kiln.graphs.state import RunStatus
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import CheckOptions, CheckRecord
 
@@ -131,7 +132,7 @@ def _round_no(base: Path, p: Path) -> int | None:
 
 
 def _summary(folder: Path, key: str) -> dict | None:
-    path = folder / "problems" / key / "sample0" / "run" / "summary.json"
+    path = run_of(folder / "problems" / key / "sample0").summary
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -203,14 +204,15 @@ def _one_round(folder: Path, keys: list[str], problems: dict[str, Path], o: Opti
 def best_kernel(folders: list[Path], key: str) -> tuple[Path | None, str]:
     """The fastest correct kernel of one problem over all rounds (by its loop's speedup vs eager,
     then the latest), or why there is none."""
-    found, why = best_found(folders, key)
+    found, why, _ = best_found(folders, key)
     return (found[0], "") if found else (None, why)
 
 
-def best_found(folders: list[Path], key: str) -> tuple[tuple[Path, Path | None] | None, str]:
-    """((kernel, the loop's last check record of it) | None, why there is none)."""
+def best_found(folders: list[Path], key: str) -> tuple[tuple[Path, Path | None] | None, str, RunStatus | None]:
+    """((kernel, the loop's last check record of it) | None, why there is none, how the last run without
+    one ended: None when no run ended)."""
     best: tuple[float, int, Path, Path | None] | None = None
-    why = "no run (the time budget or an interruption stopped the batch before it)"
+    why, status = "no run (the time budget or an interruption stopped the batch before it)", None
     for i, folder in enumerate(folders):
         s = _summary(folder, key)
         if s is None:
@@ -223,8 +225,8 @@ def best_found(folders: list[Path], key: str) -> tuple[tuple[Path, Path | None] 
                     Path(b["check_path"]) if b.get("check_path") else None)
             best = rank if best is None or rank[:2] > best[:2] else best
         else:
-            why = s.get("stop_reason") or s.get("status") or "no correct kernel"
-    return ((best[2], best[3]), "") if best else (None, why)
+            why, status = s.get("stop_reason") or s.get("status") or "no correct kernel", s.get("status")
+    return ((best[2], best[3]), "", None) if best else (None, why, status)
 
 
 def confirm(problem: Path, kernel: Path, o: OptimiseOptions, evaluator: DeadlineEvaluator, out: Path
@@ -259,8 +261,8 @@ def confirmed(problem: Path, found: tuple[Path, Path | None], o: OptimiseOptions
         "no time to confirm it)"
 
 
-def decide(g: OpGroup, problem: Path, kernel: Path | None, why: str, rec: CheckRecord | None, patch: str
-           ) -> OpOutcome:
+def decide(g: OpGroup, problem: Path, kernel: Path | None, why: str, rec: CheckRecord | None, patch: str,
+           status: RunStatus | None = None) -> OpOutcome:
     """From the confirmation check: `patched` (pending the end-to-end check) when correct and faster than
     eager with confidence, or, with patch='correct' on a run where speed was not measured, correct.
     A correct kernel that is not faster alone is still tried in the model (`trial`): at model sizes a
@@ -268,7 +270,7 @@ def decide(g: OpGroup, problem: Path, kernel: Path | None, why: str, rec: CheckR
     out = OpOutcome(group=g.id, op=g.sig.op + (f" -> {g.tail.op}" if g.tail else ""), share=g.share,
                     problem=str(problem), kernel=str(kernel) if kernel else None)
     if kernel is None or rec is None:
-        out.status = "unsupported" if "unsupported" in why else ("not_run" if _not_run(why) else "incorrect")
+        out.status = "unsupported" if status == "unsupported" else ("not_run" if _not_run(why) else "incorrect")
         out.reason = why
         return out
     sp = rec.timing.speedups if rec.timing and rec.timing.measured else {}

@@ -156,10 +156,10 @@ class Run:
             run_rounds(base, ok, groups, o, evaluator, self.clock, self.dir / "confirm", self.say)
         outcomes = []
         for key, path in ok.items():
-            found, why = best_found(rounds(base), key)
+            found, why, status = best_found(rounds(base), key)
             rec, note = confirmed(path, found, o, evaluator, self.dir / "confirm" / f"{key}.json") if found \
                 else (None, "")
-            outcomes.append(decide(groups[key], path, found[0] if found else None, why, rec, o.patch))
+            outcomes.append(decide(groups[key], path, found[0] if found else None, why, rec, o.patch, status))
             outcomes[-1].reason += note
             self.say(f"  {key}: {outcomes[-1].status} ({outcomes[-1].reason})")
         return outcomes

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kiln.evals.batch.jobs import why_no_kernel
+from kiln.evals.batch.jobs import run_of, why_no_kernel
 from kiln.evals.batch.metrics import SampleOutcome, summarize
 from kiln.evals.batch.run import group
 from kiln.evals.ui import records, runview
@@ -125,8 +125,8 @@ def _running(roots: Roots, batch: Path, meta: dict, done: set[tuple[str, int]]) 
 
 
 def _live_job(roots: Roots, job: Path) -> dict:
-    run = job / "run"
-    if not (run / "run.json").is_file():
+    run = run_of(job).root
+    if not run_of(job).options.is_file():
         return {"run": None, "stage": "one-shot", "gpu": None, "last_t": mtime(job)}
     evs = records.events(run)
     gpu = None

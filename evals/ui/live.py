@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from kiln.evals.ui.discover import mtime
+from kiln.graphs.rundir import RunDir
 
 KEEPALIVE_S = 10.0
 
@@ -25,7 +26,8 @@ def _size(path: Path) -> int:
 
 
 def run_signature(run: Path) -> tuple:
-    return (_size(run / "events.jsonl"), mtime(run / "summary.json"), mtime(run / "llm"))
+    rd = RunDir(run)
+    return (_size(rd.events), mtime(rd.summary), mtime(rd.llm))
 
 
 def batch_signature(batch: Path, running: list[Path]) -> tuple:

@@ -11,6 +11,7 @@ from typing import Any
 
 from kiln.evals.ui import records
 from kiln.evals.ui.roots import read_json, read_text
+from kiln.graphs.rundir import RunDir
 
 _SHAPE = re.compile(r"\(([\d,\s]*)\)")
 
@@ -66,7 +67,7 @@ def repro(run: Path, opts: dict, cid: str, check: dict | None) -> str | None:
     if not check:
         return None
     rec = check["record"]
-    cmd = ["kiln", "check", str(opts.get("problem", "PROBLEM")), str(run / "candidates" / cid / "kernel.py")]
+    cmd = ["kiln", "check", str(opts.get("problem", "PROBLEM")), str(RunDir(run).kernel(cid))]
     if rec.get("seed") is not None:
         cmd += ["--seed", str(rec["seed"])]
     for case in check["cases"]:
@@ -103,7 +104,7 @@ def _proposer(calls: list[dict], src: str | None, evs: list[dict]) -> list[dict]
 def _coder(run: Path, call: dict) -> dict:
     reply = call.get("reply") or {}
     req = {k: v for k, v in (call.get("request") or {}).items() if k not in ("problem_src", "best_src", "last_src")}
-    raw_file = run / "llm" / call["file"].replace(".json", "_reply.md") if call.get("file") else None
+    raw_file = RunDir(run).llm / call["file"].replace(".json", "_reply.md") if call.get("file") else None
     return {"file": call.get("file"), "prompt": call.get("prompt"), "request": req,
             "raw": read_text(raw_file) if raw_file else None, "notes": reply.get("notes"), "usage": reply.get("usage"),
             "error": reply.get("error")}
@@ -115,20 +116,20 @@ def load(run: Path, cid: str) -> dict[str, Any] | None:
     ev = next((e for e in made if e.get("id") == cid), None)
     if ev is None:
         return None
-    src = read_text(run / "candidates" / cid / "kernel.py")
+    src = read_text(RunDir(run).kernel(cid))
     parent = ev.get("parent")
-    parent_src = read_text(run / "candidates" / parent / "kernel.py") if parent else None
+    parent_src = read_text(RunDir(run).kernel(parent)) if parent else None
     checks = _checks(run, cid, evs)
     latest = checks[-1]["record"] if checks else None
     calls = records.llm_calls(run)
     coder = records.coder_call_for(run, calls, [e["id"] for e in made]).get(cid, {})
     state = records.checkpoint_state(run)
-    opts = read_json(run / "run.json") or {}
+    opts = read_json(RunDir(run).options) or {}
     profile_ev = next((e for e in reversed(evs) if e.get("kind") == "profile" and e.get("id") == cid), None)
     return {"id": cid, "parent": parent, "mode": ev.get("mode"), "error": ev.get("error"), "source": src,
             "diff": diff_lines(parent_src, src), "checks": checks, "mismatches": mismatches(latest),
-            "profile": {"digest": read_text(run / "candidates" / cid / "profile.txt"),
-                        "report": read_json(run / "candidates" / cid / "profile.json"),
+            "profile": {"digest": read_text(RunDir(run).candidate(cid) / "profile.txt"),
+                        "report": read_json(RunDir(run).candidate(cid) / "profile.json"),
                         "skipped": (profile_ev or {}).get("skipped")},
             "judge": _judge(calls, src, cid, evs, state), "proposer": _proposer(calls, src, evs),
             "coder": _coder(run, coder) if coder else None, "repro": repro(run, opts, cid, checks[-1] if checks else None)}

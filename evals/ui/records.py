@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from kiln.evals.ui.roots import read_json, read_text
+from kiln.graphs.rundir import RunDir
 
 _CKPT_LOCK = threading.Lock()
 
 
 def events(run: Path) -> list[dict]:
     """Every complete line of events.jsonl (a half-written last line is skipped)."""
-    text = read_text(run / "events.jsonl") or ""
+    text = read_text(RunDir(run).events) or ""
     out = []
     for line in text.splitlines():
         try:
@@ -31,8 +32,7 @@ def events(run: Path) -> list[dict]:
 
 def check_files(run: Path, cid: str) -> list[Path]:
     """A candidate's check records in order: check.json, check_1.json, ..."""
-    folder = run / "candidates" / cid
-    return sorted(folder.glob("check*.json"), key=lambda p: (len(p.name), p.name))
+    return RunDir(run).check_files(cid)
 
 
 def last_check(run: Path, cid: str) -> dict | None:
@@ -44,7 +44,7 @@ def last_check(run: Path, cid: str) -> dict | None:
 def llm_calls(run: Path) -> list[dict]:
     """Each LLM call log with its file name and a time (the log's own `t`, else the file's mtime)."""
     out = []
-    for path in sorted((run / "llm").glob("*.json")):
+    for path in RunDir(run).llm_calls():
         data = read_json(path)
         if not isinstance(data, dict):
             continue
@@ -59,7 +59,7 @@ def coder_call_for(run: Path, calls: list[dict], order: list[str]) -> dict[str, 
     coder = [c for c in calls if c.get("role") == "coder"]
     out: dict[str, dict] = {}
     for k, cid in enumerate(order):
-        src = read_text(run / "candidates" / cid / "kernel.py")
+        src = read_text(RunDir(run).kernel(cid))
         match = next((c for c in coder if src and (c.get("reply") or {}).get("source") == src), None)
         out[cid] = match or (coder[k] if k < len(coder) else {})
     return out

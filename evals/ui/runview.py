@@ -12,6 +12,7 @@ from typing import Any
 
 from kiln.evals.ui import records
 from kiln.evals.ui.roots import read_json
+from kiln.graphs.rundir import RunDir
 
 STALE_S = 15 * 60  # a run with no event for this long and no finish is shown as interrupted
 
@@ -62,7 +63,7 @@ def _fold_events(evs: list[dict]) -> tuple[dict[str, dict], list[str]]:
 def _fill_from_records(run: Path, nodes: dict[str, dict]) -> None:
     for cid, node in nodes.items():
         rec = records.last_check(run, cid)
-        reward = read_json(run / "candidates" / cid / "reward.json")
+        reward = read_json(RunDir(run).candidate(cid) / "reward.json")
         if rec:
             node.update(status=rec.get("status", node["status"]), correct=bool(rec.get("correct")),
                         eager=speedup(rec, "eager"), compile=speedup(rec, "compile"),
@@ -131,8 +132,8 @@ def load(run: Path, *, with_state: bool = True) -> dict[str, Any]:
     _fill_from_records(run, nodes)
     state = records.checkpoint_state(run) if with_state else {}
     root = _fill_from_state(state, nodes)
-    summary = read_json(run / "summary.json")
-    opts = read_json(run / "run.json") or {}
+    summary = read_json(RunDir(run).summary)
+    opts = read_json(RunDir(run).options) or {}
     calls = records.llm_calls(run)
     start_t = evs[0].get("t") if evs else None
     node_list = [nodes[c] for c in order]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import jinja2
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from kiln.agents import prompts
-from kiln.agents.base import GpuFacts
+from kiln.agents.base import GpuFacts, JudgeInput
 from kiln.agents.coder import LLMCoder, clip
 from kiln.agents.judge import LLMJudge
 from kiln.agents.llm.client import LLMClient
@@ -15,10 +18,13 @@ from kiln.agents.llm.redact import Redactor
 from kiln.agents.llm.scripted import ScriptedChatModel
 from kiln.agents.llm.usage import UsageTracker
 from kiln.agents.proposer import LLMProposer
+from kiln.tools.profile.records import KernelProfile, ProfileReport
+from kiln.tools.profile.render import render_digest
 
 from .helpers import coder_task, judge_input, proposer_input
 
 STATIC = {"lang_triton.j2", "lang_cuda.j2", "check_cost.j2"}  # check_cost.j2: macros only
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TEMPLATES = sorted(p.name for p in prompts.PROMPTS_DIR.glob("*.j2"))
 
 
@@ -89,6 +95,25 @@ def test_judge_and_proposer_prompts_render_from_records():
     assert "speed is not measured" in user.content
     system, user = LLMProposer(client("proposer")).messages(proposer_input(existing_cases=["batch1"], max_cases=2))
     assert "verbatim" in system.content and "batch1" in user.content and "at most 2" in user.content
+
+
+def test_the_llm_judge_reads_the_profile_as_its_rendered_digest():
+    """The profile reaches the Judge typed; only the LLM Judge's prompt renders it, as `kiln profile` does."""
+    k = KernelProfile(name="triton_softmax", duration_us=140.0, dram_pct=41.0, bound="memory", roofline_pct=41.0)
+    report = ProfileReport(source="ncu", candidate="c.py", kernels=[k])
+    _, user = LLMJudge(client("judge")).messages(judge_input(profile=report))
+    assert "Profile digest:" in user.content and render_digest(report).strip() in user.content
+    _, bare = LLMJudge(client("judge")).messages(judge_input())
+    assert "Profile digest:" not in bare.content
+
+
+def test_judge_requests_logged_with_the_old_digest_field_still_load():
+    """Run directories written before the profile was typed logged `profile_digest` in each request."""
+    logged = sorted((FIXTURES / "ui" / "runs" / "relu-mcts" / "llm").glob("*_judge.json"))
+    assert logged
+    for path in logged:
+        request = json.loads(path.read_text())["request"]
+        assert "profile_digest" in request and JudgeInput.model_validate(request).profile is None
 
 
 def test_clip_keeps_head_and_tail():

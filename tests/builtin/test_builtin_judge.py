@@ -9,6 +9,7 @@ import pytest
 from kiln.agents.base import CoderTask, JudgeInput
 from kiln.agents.builtin import BuiltinCoder, BuiltinJudge, space
 from kiln.agents.builtin.source import analyze, render
+from kiln.tools.profile.records import KernelProfile, ProfileFinding, ProfileReport
 from kiln.tools.records import (
     CheckRecord,
     CompileRecord,
@@ -116,19 +117,36 @@ def test_exhausted_search_stops() -> None:
 
 
 def test_spills_in_the_profile_ask_for_smaller_tiles() -> None:
-    digest = "registers 255/thread, 1024 bytes spill stores\ndram throughput 61% of peak"
-    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile_digest=digest))
+    k = KernelProfile(name="k", registers_per_thread=255, spill_bytes=1024, dram_pct=61.0)
+    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile=_report(k)))
     assert d.next == "optimize" and "knob: tile down" in d.plan and "61% of roofline" in d.evidence
 
 
-def test_digest_verdict_line_is_read_not_the_l1_percentage() -> None:
-    """A digest as kiln.tools.profile renders it: zero spills, L1 % before the verdict."""
-    digest = ("1 kernel(s), 140.0 us of GPU time per forward\n"
-              "   regs 40; smem 0 B; spills 0 B\n"
-              "   memory units: DRAM 71%, L2 40%, L1 12% of peak\n"
-              "verdict: memory-bound at 71% of copy bandwidth (1.40x headroom): move fewer bytes")
-    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile_digest=digest))
+def test_a_spill_finding_alone_asks_for_smaller_tiles() -> None:
+    """A compile-only profile may know of spills only from the SASS (LDL/STL), as the profiler's finding."""
+    k = KernelProfile(name="k", findings=[ProfileFinding(rule="registers.spills", message="register spills: 4 LDL/STL")])
+    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile=_report(k)))
+    assert d.next == "optimize" and "knob: tile down" in d.plan
+
+
+def test_the_profile_roofline_is_read_not_the_l1_percentage() -> None:
+    """The main kernel's roofline %, typed: zero spills, L1 % lower than it."""
+    k = KernelProfile(name="k", duration_us=140.0, spill_bytes=0, dram_pct=71.0, l2_pct=40.0, l1_pct=12.0,
+                      bound="memory", roofline_pct=71.0, headroom_x=1.4)
+    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile=_report(k)))
     assert d.next == "optimize" and "71% of roofline" in d.evidence and "knob: tile down" not in d.plan
-    near = digest.replace("verdict: memory-bound at 71% of copy bandwidth", "verdict: the main kernel is at 93% of its memory roofline")
-    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile_digest=near))
+    near = k.model_copy(update={"roofline_pct": 93.0, "near_limit": True})
+    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile=_report(near)))
     assert d.next == "stop" and d.stop_reason == "near roofline"
+
+
+def test_the_judge_reads_the_main_kernel_not_a_later_one() -> None:
+    """The slowest kernel comes first; a small kernel's numbers after it do not decide."""
+    main = KernelProfile(name="main", duration_us=140.0, bound="memory", roofline_pct=40.0)
+    tail = KernelProfile(name="tail", duration_us=3.0, bound="memory", roofline_pct=95.0, near_limit=True)
+    d = BuiltinJudge().decide(_inp(_timed(None), stress_passed=True, target_speedup=10.0, profile=_report(main, tail)))
+    assert d.next == "optimize" and "40% of roofline" in d.evidence
+
+
+def _report(*kernels: KernelProfile) -> ProfileReport:
+    return ProfileReport(source="ncu", candidate="c.py", kernels=list(kernels))

@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from graph_helpers import PROBLEM, CountingEvaluator, case_source, kernel, reply
+from graph_helpers import PROBLEM, CountingEvaluator, case_source, judge, kernel, reply, run
 
-from kiln.agents.base import GpuFacts
+from kiln.agents.base import CoderReply, CoderTask, Failure, GpuFacts
+from kiln.agents.scripted import ScriptedJudge, ScriptedProposer
+from kiln.graphs.roles import Roles
 from kiln.graphs.rundir import events
 from kiln.graphs.runner import run_problem
 
@@ -101,3 +103,32 @@ def test_builtin_coder_says_unsupported_and_the_run_stops_without_a_fake_kernel(
     assert summary.status == "unsupported" and "unsupported by the built-in coder" in summary.stop_reason
     assert ev.calls == [] and summary.best.path is None and summary.iterations == 1
     assert not (tmp_path / "run" / "best_kernel.py").exists()
+
+
+class DecliningCoder:
+    """A Coder that answers every task with no kernel, and says why (a backend's shape, no LLM)."""
+
+    def __init__(self, error: str, failure: Failure) -> None:
+        self.error, self.failure, self.tasks = error, failure, 0
+
+    def write(self, task: CoderTask) -> CoderReply:
+        self.tasks += 1
+        return CoderReply(ok=False, error=self.error, failure=self.failure)
+
+
+def _declined(tmp_path: Path, coder: DecliningCoder):
+    r = Roles(coder, ScriptedJudge([judge("repair")]), ScriptedProposer([{"cases": []}]))
+    return run(tmp_path, r, max_iters=3)
+
+
+def test_unsupported_is_the_coders_failure_kind_not_a_word_in_its_error(tmp_path):
+    """Declined as unsupported, in whatever words: the run stops at once with that status."""
+    summary = _declined(tmp_path, coder := DecliningCoder("no template for op `sort`", "unsupported"))
+    assert summary.status == "unsupported" and summary.stop_reason == "no template for op `sort`"
+    assert coder.tasks == 1 and summary.iterations == 1
+
+
+def test_a_reply_that_mentions_unsupported_is_not_declined(tmp_path):
+    """A reply with no code is asked again, though its error says 'unsupported'."""
+    summary = _declined(tmp_path, coder := DecliningCoder("the reply says: unsupported dtype, no code", "reply"))
+    assert summary.status == "no_code" and coder.tasks == 3

@@ -7,6 +7,10 @@ import pytest
 from graph_helpers import TimedEvaluator, judge, kernel, reply, roles, run
 
 from kiln.graphs.rundir import events
+from kiln.tools.profile.records import KernelProfile, ProfileReport
+
+PROFILE = ProfileReport(source="ncu", candidate="kernel.py", kernels=[
+    KernelProfile(name="relu", duration_us=12.0, bound="memory", dram_pct=41.0, roofline_pct=41.0, grid=[5, 1, 1])])
 
 
 def test_optimize_after_pass_then_stop_at_target(tmp_path):
@@ -17,14 +21,16 @@ def test_optimize_after_pass_then_stop_at_target(tmp_path):
 
     def profiler(problem, candidate):  # stands in for kiln.tools.profile on a GPU
         profiled.append(candidate.read_text())
-        return "memory-bound: DRAM throughput 41% of peak; 4773 elements in 5 programs", None
+        return PROFILE, None
 
     summary = run(tmp_path, r, ev, target_speedup=1.5, max_iters=5, profiler=profiler)
 
     assert [t.mode for t in r.coder.tasks] == ["generate", "optimize"]
     assert profiled == [kernel("good"), kernel("good_wide")]  # each correct frontier kernel, once
-    assert "DRAM throughput 41%" in r.judge.inputs[0].profile_digest  # the digest reached the Judge
-    assert (tmp_path / "run" / "candidates" / "c0001" / "profile.txt").exists()
+    assert r.judge.inputs[0].profile == PROFILE  # the profile reached the Judge, typed
+    folder = tmp_path / "run" / "candidates" / "c0001"
+    assert ProfileReport.model_validate_json((folder / "profile.json").read_text()) == PROFILE
+    assert "DRAM 41%" in (folder / "profile.txt").read_text()  # its digest, for people
     second = r.coder.tasks[1]
     assert "2048-element blocks" in second.feedback and second.best_src == kernel("good")
     assert r.judge.inputs[0].check.correct and r.judge.inputs[0].target_speedup == 1.5

@@ -124,8 +124,14 @@ def test_only_confidently_faster_kernels_are_patched(tmp_path: Path) -> None:
     assert tie.trial and "tried in the model" in tie.reason  # the end-to-end check decides
     wrong = untimed.model_copy(update={"correct": False, "status": "incorrect"})
     assert decide(_group(), k, k, "", wrong, "correct").status == "incorrect"
-    assert decide(_group(), k, None, "unsupported by the built-in coder: op `conv2d`", None, "faster").status \
-        == "unsupported"
+    why = "unsupported by the built-in coder: op `conv2d`"
+    assert decide(_group(), k, None, why, None, "faster", status="unsupported").status == "unsupported"
+
+
+def test_unsupported_is_the_run_status_not_a_word_in_its_reason(tmp_path: Path) -> None:
+    """An LLM server refusing a parameter is an LLM error, though its message says 'unsupported'."""
+    why = "the Coder's LLM call failed: HTTP 400: unsupported parameter 'seed'"
+    assert decide(_group(), tmp_path / "k.py", None, why, None, "faster", status="llm_error").status == "incorrect"
 
 
 def test_the_model_decides_what_stays_patched() -> None:
