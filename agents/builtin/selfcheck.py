@@ -16,8 +16,10 @@ from types import ModuleType
 import torch
 
 from kiln.tools.files import load_module
+from kiln.tools.inputs import DISTRIBUTIONS as INPUT_DISTRIBUTIONS
 
-DISTRIBUTIONS = {"x1": 1.0, "x3": 3.0, "x0.01": 0.01, "neg": -1.0}
+DISTRIBUTIONS = {name: d.scale for name, d in INPUT_DISTRIBUTIONS.items() if not d.wide}
+"""The check's own input distributions (`kiln.tools.inputs`), the narrow ones: name -> scale."""
 
 
 def _load(path: str, name: str) -> ModuleType:

@@ -8,18 +8,15 @@ flight, and rerunning the same command skips what is already done. Baselines are
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from kiln.evals.batch.metrics import SampleOutcome
-from kiln.tools.errors import KilnInputError
 from kiln.tools.records import CheckRecord
+from kiln.tools.sqlite_store import SqliteStore
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS candidates (
     problem TEXT NOT NULL, sample INTEGER NOT NULL, candidate INTEGER NOT NULL,
     status TEXT NOT NULL, correct INTEGER NOT NULL, source_path TEXT, record TEXT NOT NULL,
@@ -37,47 +34,11 @@ CREATE TABLE IF NOT EXISTS baselines (
 """
 
 
-def refuse_emptied(path: Path) -> None:
-    """An empty store next to a batch's finished work was truncated, not new: starting over would
-    silently pay for every sample again."""
-    work = path.parent / "problems"
-    if path.exists() and path.stat().st_size == 0 and work.is_dir() and any(work.iterdir()):
-        raise KilnInputError(f"{path} is empty, but {path.parent} holds a batch's work ({work}): the store was "
-                             "truncated; restore it, or move the folder aside to start again")
-
-
-class ResultStore:
-    """Thread-safe: one connection guarded by a lock (writes are small and rare)."""
+class ResultStore(SqliteStore):
+    """Thread-safe (`SqliteStore`); a damaged or emptied store is refused in one line."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
-        refuse_emptied(path)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            ok = self._db.execute("PRAGMA quick_check").fetchone()
-            if ok is None or ok[0] != "ok":
-                raise sqlite3.DatabaseError(str(ok[0] if ok else "no answer"))
-            self._db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as err:
-            self._db.close()
-            raise KilnInputError(f"{path} is damaged ({err}): restore it, or move it aside to start the batch "
-                                 "again") from None
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    # -- meta
-    def set_meta(self, key: str, value: object) -> None:
-        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
-
-    def get_meta(self, key: str, default: object = None) -> object:
-        row = self._read_one("SELECT value FROM meta WHERE key = ?", (key,))
-        return json.loads(row[0]) if row else default
+        super().__init__(path, SCHEMA, what="batch", work=path.parent / "problems")
 
     # -- results
     def add_candidate(self, problem: str, sample: int, candidate: int, record: CheckRecord,
@@ -123,22 +84,3 @@ class ResultStore:
 
     def baselines(self) -> dict[str, dict]:
         return {r[0]: json.loads(r[1]) for r in self._read_all("SELECT problem, stats FROM baselines")}
-
-    # -- plumbing
-    def _write(self, sql: str, args: tuple) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(sql, args)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-
-    def _read_one(self, sql: str, args: tuple = ()) -> tuple | None:
-        with self._lock:
-            return self._db.execute(sql, args).fetchone()
-
-    def _read_all(self, sql: str, args: tuple = ()) -> list[tuple]:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
