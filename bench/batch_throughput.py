@@ -3,7 +3,7 @@
     python bench/batch_throughput.py RUN_ONE_GPU RUN_TWO_GPUS
 
 Each run directory holds results.sqlite (each finished sample's time) and, written by
-bench/kb_batch.sh beside it, RUN.start (the launch time). When the slower run was cut short by its
+`bench/device.sh kb_batch` beside it, RUN.start (the launch time). When the slower run was cut short by its
 time budget, the fair comparison is the time each run took to finish the same number k of samples
 (k = what the slower run finished), which this prints with the plain samples-per-hour figures.
 """

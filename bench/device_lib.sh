@@ -1,4 +1,4 @@
-# Sourced by each bench/device_*.sh script (after `set -u`, with its default time budget):
+# Sourced by bench/device.sh (after `set -u`, with its default time budget):
 #   DEFAULT_BUDGET_S=560; . "$(dirname "$0")/device_lib.sh"
 # $OUT, a deadline from $BUDGET_S, and the helpers every device call uses.
 OUT=${OUT:-/tmp/out}

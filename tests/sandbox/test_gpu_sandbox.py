@@ -1,4 +1,4 @@
-"""The sandbox on a CUDA GPU (the H200, `-m gpu`; bench/device_sandbox.sh runs these): CUDA, Triton
+"""The sandbox on a CUDA GPU (the H200, `-m gpu`; `bench/device.sh sandbox` runs these): CUDA, Triton
 and load_inline work in confined workers, a strict check passes, and a hostile candidate with the
 GPU's device nodes in reach still reaches nothing else."""
 
