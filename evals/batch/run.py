@@ -22,7 +22,6 @@ from kiln.evals.batch.problems import ProblemRef
 from kiln.evals.batch.store import ResultStore
 from kiln.tools.errors import KilnInputError
 from kiln.tools.evaluator import Evaluator
-from kiln.tools.files import write_atomic
 from kiln.tools.records import JSON_SAFE
 
 JobFn = Callable[[ProblemRef, int, BatchConfig, Evaluator, Path], JobResult]
@@ -96,7 +95,9 @@ def write_metrics(run_dir: Path, store: ResultStore, cfg: BatchConfig, *, timed:
         # throughput of this invocation only (a resumed batch counts what it finished itself)
         metrics["throughput"] = {"elapsed_s": round(elapsed_s, 1), "samples_done": done_now,
                                  "samples_per_hour": round(done_now * 3600 / elapsed_s, 1)}
-    write_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2))
+    tmp = run_dir / "metrics.json.tmp"
+    tmp.write_text(json.dumps(metrics, indent=2))
+    tmp.replace(run_dir / "metrics.json")
     return metrics
 
 
