@@ -65,8 +65,9 @@ def test_builtin_policies_end_to_end_through_kiln_run(tmp_path):
                           capture_output=True, text=True, timeout=600, env=os.environ.copy())
     summary = json.loads((run_dir / "summary.json").read_text())
     # the built-in kernel picks its grid (and, for some ops, its algorithm) from the device's SM count:
-    # a CPU run verifies its CPU branch only, so it is never plainly `solved` (issue 25) and exits 1
-    assert done.returncode == 1, (summary["status"], summary["stop_reason"], done.stderr[-2000:])
+    # a CPU run verifies its CPU branch only, so it is never plainly `solved` (issue 25); a correct kernel
+    # all the same, so kiln run exits 0 (the README's `make demo` must succeed on a CPU machine)
+    assert done.returncode == 0, (summary["status"], summary["stop_reason"], done.stderr[-2000:])
     assert summary["status"] == "solved_cpu_only" and summary["best"]["correct"]
     assert "verified: CPU branch only; the CUDA branch never ran" in done.stdout
     assert summary["stress_rounds"] >= 1 and summary["speed_measured"] is False

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,14 +57,19 @@ def test_a_problem_too_large_for_the_interpreter_is_one_line(tmp_path: Path) -> 
 def test_shrink_runs_it_says_so_and_records_both_sizes(tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = kiln_run(str(BIG), "--device", "cpu", "--shrink", "--max-iters", "1", "--out", str(run))
-    assert "kiln: --shrink: features 64 -> 16, dim1 256 -> 16, dim2 256 -> 16" in done.stderr, done.stderr[-2000:]
+    # how far it shrinks follows this machine's calibrated interpreter speed: read the sizes it chose
+    said = re.search(r"kiln: --shrink: features 64 -> (\d+), dim1 256 -> (\d+), dim2 256 -> (\d+) "
+                     r"\(input 67,108,864 -> ([\d,]+) elements", done.stderr)
+    assert said, done.stderr[-2000:]
+    features, dim1, dim2, n_after = (int(g.replace(",", "")) for g in said.groups())
+    assert features < 64 and dim1 < 256 and dim2 < 256 and n_after == 16 * features * dim1 * dim2
     assert "note: checked at smaller sizes" in done.stdout, done.stdout[-1500:]
     opts, summary = json.loads((run / "run.json").read_text()), json.loads((run / "summary.json").read_text())
     for rec in (opts["shrunk"], summary["shrunk"]):
         assert rec["original_problem"] == str(BIG) and rec["input_numel_before"] == 67_108_864
-        assert rec["input_numel_after"] == 65_536 and rec["estimate_s_after"] < rec["estimate_s_before"]
+        assert rec["input_numel_after"] == n_after and rec["estimate_s_after"] < rec["estimate_s_before"]
     copy = Path(opts["problem"])
-    assert copy.parent == run / "problem_shrunk" and "dim1 = 16" in copy.read_text()
+    assert copy.parent == run / "problem_shrunk" and f"dim1 = {dim1}" in copy.read_text()
     assert "features = 64" in BIG.read_text()  # the user's file is never changed
     first = json.loads((run / "candidates" / "c0001" / "check.json").read_text())
     assert first["status"] == "ok", first["reasons"]  # at the shrunk sizes the check fits its budget
