@@ -143,3 +143,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
 
     return subprocess.run([sys.executable, "-m", "kiln.evals.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def report_of(work: Path) -> Path:
+    """hostile.py's report: in its working dir, made first by the test where the worker's own dir is
+    locked (a check's workers may fill files there, not create them)."""
+    return work / "report.json"

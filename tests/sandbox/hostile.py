@@ -85,6 +85,8 @@ def probe(targets):
     if targets.get("daemon"):
         r["daemon"] = attempt(lambda: daemon(targets["daemon"]))
     r["tmp"] = attempt(lambda: write(os.path.join(os.environ["TMPDIR"], "scratch.txt")))
+    # a check's worker may not create files in its own dir (only in its tmp/, a scratch tmpfs kiln never
+    # reads): the tests that start one as a check worker make report.json first, for it to fill
     Path("report.json").write_text(json.dumps(r))
     return r
 

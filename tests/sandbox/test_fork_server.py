@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from kiln.tools.check import caches
+from kiln.tools.check.messages import CandCompile
 from kiln.tools.check.servers import fork_server_for
 from kiln.tools.check.worker import JobSpec
 from kiln.tools.check.workers import WorkerGone, WorkerHandle, worker_confinement, worker_env
 from kiln.tools.sandbox.box import Sandbox
-from tests.sandbox.conftest import Planted, assert_contained, gone_within, stage
+from tests.sandbox.conftest import Planted, assert_contained, gone_within, report_of, stage
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,8 @@ def start_candidate(box: Sandbox, server, planted: Planted, device: str = "cpu",
     planted.cleanup.append(cache)
     spec = JobSpec(role="candidate", candidate=str(check / "shared" / "hostile.py"), device=device,
                    work_dir=str(check / "candidate"), cache_root=str(cache))
+    (check / "candidate").mkdir(parents=True, exist_ok=True)
+    (check / "candidate" / "report.json").touch()  # for hostile.py to fill: it may not create files there
     h = WorkerHandle(spec, env=worker_env(spec, cache), zygote=server, backstop_s=120,
                      confinement=worker_confinement(spec, cache), sandbox=box)
     return h, check / "candidate"
@@ -43,11 +46,11 @@ def test_a_forked_candidate_reaches_nothing(box: Sandbox, server, planted: Plant
     token = f"33{time.monotonic_ns() % 10**6}.5"
     h, work = start_candidate(box, server, planted, daemon=token)
     try:
-        reply = h.call("compile", time.monotonic() + 120)
+        reply = h.call(CandCompile(), time.monotonic() + 120)
     finally:
         res = h.close()
-    assert reply["compile"]["ok"], reply
-    report = json.loads((work / "report.json").read_text())
+    assert reply.compile["ok"], reply
+    report = json.loads(report_of(work).read_text())
     assert_contained(report, planted)
     assert report["pids"] == [1, 2] and report["uid"] == 65534 and report["caps"] == "0000000000000000"
     assert report["kill_init"].startswith("PermissionError")
@@ -63,7 +66,7 @@ def test_a_hung_candidate_is_killed_through_the_server(box: Sandbox, server, pla
     h, _ = start_candidate(box, server, planted, daemon=token, linger_s=300)
     t0 = time.monotonic()
     with pytest.raises(WorkerGone) as gone:
-        h.call("compile", time.monotonic() + 4)
+        h.call(CandCompile(), time.monotonic() + 4)
     assert gone.value.timed_out and time.monotonic() - t0 < 30
     h.close()
     assert gone_within(token) and server.alive()

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from kiln.tools.check import caches
+from kiln.tools.check.messages import CandCompile
 from kiln.tools.check.servers import fork_server_for
 from kiln.tools.sandbox import scratch
 from kiln.tools.sandbox.box import Sandbox, _without_namespaces
 from kiln.tools.sandbox.confine import Confinement, Plan
 from kiln.tools.sandbox.isolation import run_isolated, scrubbed_env
-from tests.sandbox.conftest import Planted, assert_contained, gone_within
+from tests.sandbox.conftest import Planted, assert_contained, gone_within, report_of
 from tests.sandbox.test_confined import layered
 from tests.sandbox.test_fork_server import start_candidate
 
@@ -86,9 +87,9 @@ def test_a_hostile_gpu_worker_reaches_nothing(box: Sandbox, planted: Planted) ->
     token = f"35{time.monotonic_ns() % 10**6}.5"
     h, work = start_candidate(box, server, planted, daemon=token, device="cuda")
     try:
-        assert h.call("compile", time.monotonic() + 120)["compile"]["ok"]
+        assert h.call(CandCompile(), time.monotonic() + 120).compile["ok"]
     finally:
         h.close()
-    report = json.loads((work / "report.json").read_text())
+    report = json.loads(report_of(work).read_text())
     assert_contained(report, planted)
     assert report["pids"] == [1, 2] and gone_within(token)
