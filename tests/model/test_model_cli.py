@@ -53,7 +53,7 @@ def test_cnn_end_to_end_and_resume(tmp_path: Path) -> None:
     assert "cost model" in r["profile"]["share_of"] and set(r["stages_s"]) >= {"profile", "optimise", "e2e"}
     status = {o["group"].split("_")[0] if not o["group"].startswith("fused") else "fused": o["status"]
               for o in r["ops"]}
-    assert status.get("conv2d") == "unsupported"
+    assert status.get("conv2d") == "patched"  # the built-in conv family (issue 23) lowers it
     assert "patched" in status.values()
     assert r["e2e"]["passed"] and not r["e2e"]["measured"] and "no GPU" in r["e2e"]["note"]
     manifest = json.loads((out / "bundle" / "manifest.json").read_text())
