@@ -96,7 +96,7 @@ class RunDir:
         return files[-1] if files else None
 
     def cached_check(self, key: str) -> Path:
-        return self.root / self.CHECKS / f"{key}.json"
+        return CheckCache(self.root / self.CHECKS).path(key)
 
     def llm_calls(self) -> list[Path]:
         """Each LLM call's log (`NNNN_<role>.json`), in order."""
@@ -151,15 +151,34 @@ def check_key(source: str, case_paths: list[Path], options: CheckOptions) -> str
     return sha("\0".join(parts))[:24]
 
 
+@dataclass(frozen=True)
+class CheckCache:
+    """Check records by content key (`check_key`), one file each in `folder`: the loop's cache
+    (RUN_DIR/checks/) and model mode's confirmation checks (RUN_DIR/confirm/) both go through it, so
+    nothing already checked with the same source, options and cases is checked again."""
+
+    folder: Path
+
+    def path(self, key: str) -> Path:
+        return self.folder / f"{key}.json"
+
+    def get(self, key: str) -> CheckRecord | None:
+        path = self.path(key)
+        return CheckRecord.model_validate_json(path.read_text()) if path.is_file() else None
+
+    def put(self, key: str, record: CheckRecord) -> Path:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, redact(record.model_dump_json(indent=2)))
+        return path
+
+
 def cached_check(run_dir: Path, key: str) -> CheckRecord | None:
-    path = RunDir(run_dir).cached_check(key)
-    if not path.exists():
-        return None
-    return CheckRecord.model_validate_json(path.read_text())
+    return CheckCache(run_dir / RunDir.CHECKS).get(key)
 
 
 def store_check(run_dir: Path, key: str, record: CheckRecord) -> Path:
-    return write_json(run_dir, f"{RunDir.CHECKS}/{key}.json", record)
+    return CheckCache(run_dir / RunDir.CHECKS).put(key, record)
 
 
 def prompt_of(agent: object, request: BaseModel) -> str | None:

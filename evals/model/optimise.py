@@ -24,6 +24,7 @@ from kiln.evals.batch.run import Batch, BatchBudget
 from kiln.evals.model.budget import MIN_CHECK_S, Clock, DeadlineEvaluator
 from kiln.evals.model.records import OpGroup, OpOutcome
 from kiln.graphs.context import LoopOptions, fold_into_loop
+from kiln.graphs.rundir import CheckCache, check_key
 from kiln.graphs.state import RunStatus
 from kiln.tools.evaluator import Evaluator
 from kiln.tools.records import CheckOptions, CheckRecord
@@ -106,7 +107,7 @@ class Jobs:
         result = run_job(problem, sample, mine, evaluator, run_dir)
         kernel, _ = best_kernel(self.folders, problem.key)
         if kernel is not None:
-            confirm(Path(problem.path), kernel, self.o, self.evaluator, self.confirm_dir / f"{problem.key}.json")
+            confirm(Path(problem.path), kernel, self.o, self.evaluator, self.confirm_dir)
         return result
 
 
@@ -229,19 +230,20 @@ def best_found(folders: list[Path], key: str) -> tuple[tuple[Path, Path | None] 
     return ((best[2], best[3]), "", None) if best else (None, why, status)
 
 
-def confirm(problem: Path, kernel: Path, o: OptimiseOptions, evaluator: DeadlineEvaluator, out: Path
+def confirm(problem: Path, kernel: Path, o: OptimiseOptions, evaluator: DeadlineEvaluator, folder: Path
             ) -> CheckRecord:
-    """One more check of the best kernel in the model's dtype (cached in `out`, by kernel), before the
-    end-to-end check must start: the loop picked its best among several timed candidates, so the best
-    one's figure is re-measured on fresh inputs (a fresh secret seed) before it is believed."""
-    if out.exists():
-        saved = json.loads(out.read_text())
-        if saved.get("kernel") == str(kernel):
-            return CheckRecord.model_validate(saved["record"])
-    rec = evaluator.check(problem, kernel, check_options(o), until=evaluator.clock.tail_start())
-    out.parent.mkdir(parents=True, exist_ok=True)
+    """One more check of the best kernel in the model's dtype, before the end-to-end check must start:
+    the loop picked its best among several timed candidates, so the best one's figure is re-measured on
+    fresh inputs (a fresh secret seed) before it is believed. Kept in `folder` by content (the loop's
+    CheckCache): a later invocation does not confirm the same kernel under the same options again."""
+    options = check_options(o)
+    cache, key = CheckCache(folder), check_key(kernel.read_text(), [], options)
+    saved = cache.get(key)
+    if saved is not None:
+        return saved
+    rec = evaluator.check(problem, kernel, options, until=evaluator.clock.tail_start())
     if not budget_cut(rec):  # refused or cut by the budget: tried again by a later invocation
-        out.write_text(json.dumps({"kernel": str(kernel), "record": rec.model_dump(mode="json")}, indent=1))
+        cache.put(key, rec)
     return rec
 
 
@@ -250,11 +252,11 @@ def budget_cut(rec: CheckRecord) -> bool:
 
 
 def confirmed(problem: Path, found: tuple[Path, Path | None], o: OptimiseOptions, evaluator: DeadlineEvaluator,
-              out: Path) -> tuple[CheckRecord | None, str]:
+              folder: Path) -> tuple[CheckRecord | None, str]:
     """The confirmation check, or, when the budget left no time for it, the loop's own last check of
     the kernel (said so: the end-to-end check in the model is then what decides)."""
     kernel, loop_check = found
-    rec = confirm(problem, kernel, o, evaluator, out)
+    rec = confirm(problem, kernel, o, evaluator, folder)
     if not budget_cut(rec) or loop_check is None or not loop_check.exists():
         return rec, ""
     return CheckRecord.model_validate_json(loop_check.read_text()), " (the loop's own check: the time budget left " \

@@ -157,7 +157,7 @@ class Run:
         outcomes = []
         for key, path in ok.items():
             found, why, status = best_found(rounds(base), key)
-            rec, note = confirmed(path, found, o, evaluator, self.dir / "confirm" / f"{key}.json") if found \
+            rec, note = confirmed(path, found, o, evaluator, self.dir / "confirm") if found \
                 else (None, "")
             outcomes.append(decide(groups[key], path, found[0] if found else None, why, rec, o.patch, status))
             outcomes[-1].reason += note

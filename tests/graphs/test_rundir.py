@@ -66,3 +66,20 @@ def test_the_run_status_is_one_of_the_loops_own():
     for status in ("solved", "solved_cpu_only", "stopped", "budget", "no_progress", "unsupported", "failed",
                    "llm_error", "no_code"):
         assert RunSummary.model_validate({**data, "status": status}).status == status
+
+
+def test_one_check_cache_by_content_for_the_loop_and_model_mode(tmp_path: Path) -> None:
+    """The loop's cache (RUN_DIR/checks/) and model mode's confirmations (RUN_DIR/confirm/) are one
+    CheckCache: keyed by the source, the options but the seed, and the cases."""
+    from kiln.graphs.rundir import CheckCache, cached_check, check_key, store_check
+    from kiln.tools.records import CheckOptions, CheckRecord
+
+    rec = CheckRecord(problem="p.py", candidate="c.py", status="ok", correct=True)
+    key = check_key("src", [], CheckOptions(seed=1))
+    assert key == check_key("src", [], CheckOptions(seed=2)) != check_key("src", [], CheckOptions(trials=3))
+    assert cached_check(tmp_path, key) is None
+    path = store_check(tmp_path, key, rec)
+    assert path == RunDir(tmp_path).cached_check(key) and cached_check(tmp_path, key) == rec
+    confirm = CheckCache(tmp_path / "confirm")
+    assert confirm.get(key) is None and confirm.put(key, rec).parent == tmp_path / "confirm"
+    assert confirm.get(key) == rec

@@ -42,7 +42,7 @@ def test_cnn_end_to_end_and_resume(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     assert "optimising 3 op group(s) (--top 3" in proc.stdout and "plus 2 fused pair(s) on them" in proc.stdout
     assert f'kiln.load("{out / "bundle"}").apply(model)' in proc.stdout
-    confirms = [json.loads(p.read_text())["record"] for p in (out / "confirm").glob("*.json")]
+    confirms = [json.loads(p.read_text()) for p in (out / "confirm").glob("*.json")]  # the CheckCache's records
     assert confirms and all(c["isolation"]["level"] == level for c in confirms)  # --isolation reaches every check
     r = _report(out)
     line = next(ln for ln in proc.stdout.splitlines() if "in order of expected gain: " in ln)
