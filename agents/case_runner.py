@@ -27,7 +27,7 @@ def _run(case: str, device: str) -> dict:
         out = model(*inputs)
     if device == "cuda":
         torch.cuda.synchronize()
-    outs = out if isinstance(out, (tuple, list)) else [out]
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         return {"ok": False, "error": f"forward returned {type(out).__name__}, not tensors"}
     numel = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))

@@ -54,8 +54,9 @@ def device_queries(src: str) -> list[str]:
         return []
     found: dict[int, str] = {}
     for node in ast.walk(tree):
-        if _query(node) and getattr(node, "lineno", None) not in found:
-            found[node.lineno] = _dotted(node)[:80]
+        line = getattr(node, "lineno", None)
+        if line is not None and _query(node) and line not in found:
+            found[line] = _dotted(node)[:80]
     return [f"line {line}: `{text}`" for line, text in sorted(found.items())]
 
 

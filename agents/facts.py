@@ -119,7 +119,8 @@ def thresholds(tree: ast.AST, names: dict[str, set[int]]) -> list[str]:
             continue
         left, right = node.left, node.comparators[0]
         for var, bound in ((left, right), (right, left)):
-            values = names.get(bound.id, set()) if isinstance(bound, ast.Name) else {_int(bound)} - {None}
+            values = names.get(bound.id, set()) if isinstance(bound, ast.Name) \
+                else {v for v in (_int(bound),) if v is not None}
             if values and isinstance(var, ast.Name | ast.Attribute | ast.Subscript | ast.Call):
                 out += _branch_hint(node, var, values, pids)
     return sorted(set(out))
@@ -154,7 +155,8 @@ def unmasked(tree: ast.AST) -> tuple[int, int, list[int]]:
     """(tl.load/tl.store calls, how many read or write a block of offsets with no mask, their lines).
     A scalar access (one value per program, no tl.arange behind its offset) needs no mask."""
     total, lines = 0, []
-    for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] or [tree]:
+    fns: list[ast.AST] = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    for fn in fns or [tree]:
         vec = vector_names(fn)
         for node in ast.walk(fn):
             for name, mask_pos in (("load", 1), ("store", 2)):
@@ -187,8 +189,8 @@ def candidate_facts(src: str, limit: int = 12) -> list[str]:
     except SyntaxError as err:
         return [f"the source does not parse (line {err.lineno}); read it yourself"]
     names = constants(tree)
-    facts = [_constant_hint(name, v, names) for name in sorted(names) for v in sorted(names[name]) if v > 1]
-    facts = [f for f in facts if f]
+    hints = [_constant_hint(name, v, names) for name in sorted(names) for v in sorted(names[name]) if v > 1]
+    facts = [f for f in hints if f]
     facts += thresholds(tree, names)
     calls = _attr_calls(tree)
     if "next_power_of_2" in calls:

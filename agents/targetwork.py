@@ -35,12 +35,12 @@ class TargetWork(BaseModel):
 
         out = []
         io = floors(self.io_bytes, None, gbps=self.copy_gbps, tflops=None).io_floor_us
-        if io is not None:
+        if io is not None and self.io_bytes is not None:
             out.append(f"moving the {self.io_bytes / 1e6:.1f} MB of inputs, weights and outputs once: at least "
                        f"{io:.1f} us ({self.copy_gbps:.0f} GB/s copy bandwidth); no algorithm beats this")
         for unit, words in UNITS:
             alg = floors(None, self.flops, gbps=None, tflops=self.tflops.get(unit)).algorithm_floor_us
-            if alg is not None:
+            if alg is not None and self.flops is not None:
                 out.append(f"the reference's {self.flops / 1e9:.1f} GFLOP on {words}: at least {alg:.1f} us "
                            f"({self.tflops[unit]:.0f} TFLOP/s)")
         return out

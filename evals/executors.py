@@ -99,8 +99,8 @@ class RayEvaluator:
         import ray
 
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     ignore_reinit_error=True, **({} if address else {"num_cpus": os.cpu_count()}))
+            local: dict[str, Any] = {} if address else {"num_cpus": os.cpu_count()}
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, **local)
         gpus = ray.cluster_resources().get("GPU", 0) if use_gpus is None else use_gpus
         self.on_gpu = bool(gpus)
         self._task: Any = ray.remote(num_gpus=1 if self.on_gpu else 0, max_retries=0)(_remote_check)

@@ -142,12 +142,12 @@ def _diagnose(c: CheckRecord) -> tuple[str, list[str], str]:
 def _decision(mode: str, diagnosis: str, nxt: str, *, plan: str = "", stop: str | None = None,
               evidence: list[str] | None = None, bottleneck: str | None = None) -> JudgeDecision:  # fmt: skip
     return JudgeDecision(
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         diagnosis=diagnosis,
         bottleneck=bottleneck,
         evidence=evidence or [],
         plan=plan[:1200],
-        next=nxt,  # type: ignore[arg-type]
+        next=nxt,
         stop_reason=stop,
         usage=Usage(role="judge", model="builtin"),
     )

@@ -7,6 +7,7 @@ place, what is retried, how long it waits and what the final error says.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import random
 import threading
@@ -162,7 +163,7 @@ def call_with_retries(
     for attempt in range(1, settings.max_attempts + 1):
         timeout = attempt_timeout_s(settings, seconds_left())
         try:
-            return bounded(lambda t=timeout: fn(t), timeout if timeout is not None else settings.timeout_s)
+            return bounded(functools.partial(fn, timeout), timeout if timeout is not None else settings.timeout_s)
         except Exception as exc:  # noqa: BLE001 - every SDK error is classified below
             retry = is_retryable(exc) and attempt < settings.max_attempts
             if not retry:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -147,12 +148,12 @@ def cost_metrics(problems: Sequence[ProblemOutcome]) -> dict[str, float | int | 
 def summarize(problems: Sequence[ProblemOutcome], ks: Sequence[int] = (1,), *, timed: bool = True) -> dict:
     """The `metrics.json` body. `timed=False` (no GPU): every speed figure is None, not 0."""
     samples = [s for p in problems for s in p.samples]
-    geo = {b: geomean(v for p in problems if (v := p.best_speedup(b)) is not None) for b in BASELINES}
-    confident = {
+    geo: dict[str, Any] = {b: geomean(v for p in problems if (v := p.best_speedup(b)) is not None) for b in BASELINES}
+    confident: dict[str, Any] = {
         b: sum(1 for p in problems if any(s.correct and s.confident_faster.get(b) for s in p.samples))
         for b in BASELINES
     }
-    fast = {b: {str(p): fast_p(problems, b, p) for p in FAST_P} for b in BASELINES}
+    fast: dict[str, dict[str, Any]] = {b: {str(p): fast_p(problems, b, p) for p in FAST_P} for b in BASELINES}
     if not timed:
         geo = dict.fromkeys(BASELINES)
         confident = dict.fromkeys(BASELINES)

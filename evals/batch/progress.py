@@ -52,7 +52,7 @@ class TwoLineProgress(Progress):
 
 def live_bar(console: Console) -> Progress:
     """The terminal's bar: its fixed columns never wrap; the bar takes what is left (at least 10)."""
-    fixed = {"no_wrap": True}
+    fixed: dict[str, Any] = {"no_wrap": True}
     columns = [TextColumn("[bold]kiln eval", table_column=Column(**fixed)),
                BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=10)),
                MofNCompleteColumn(table_column=Column(**fixed)), TimeElapsedColumn(table_column=Column(**fixed))]
@@ -74,7 +74,7 @@ class Reporter:
         if self.bar is not None:
             self.bar.__enter__()
             self.task = self.bar.add_task("eval", total=self.total, completed=len(self.seen),
-                                          **fields(self.seen, self.timed))
+                                          **dict[str, Any](fields(self.seen, self.timed)))
         else:
             left = self.total - len(self.seen)
             self.plain(f"kiln eval: {left} of {self.total} samples to run ({len(self.seen)} already done)")
@@ -93,7 +93,7 @@ class Reporter:
             self.seen.append(outcome)
         if error:
             self.plain(f"job failed: {error}")
-        figures = fields(self.seen, self.timed)
+        figures: dict[str, Any] = fields(self.seen, self.timed)
         if self.bar is not None:
             self.bar.update(self.task, completed=len(self.seen), **figures)
         else:

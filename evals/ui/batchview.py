@@ -62,8 +62,8 @@ def _best_candidates(cands: list[tuple]) -> dict[str, dict]:
 def settings(cfg: dict) -> dict[str, Any]:
     """What the batch was asked, flat, as its page shows it: from today's config (the loop's options
     nested under `loop`) or an older store's flat one. A setting not stored is None, never guessed."""
-    loop = cfg.get("loop") if isinstance(cfg.get("loop"), dict) else cfg
-    roles, budgets, check = (loop.get(k) if isinstance(loop.get(k), dict) else {} for k in ("roles", "budgets", "check"))
+    loop: dict[str, Any] = cfg["loop"] if isinstance(cfg.get("loop"), dict) else cfg
+    roles, budgets, check = (loop[k] if isinstance(loop.get(k), dict) else {} for k in ("roles", "budgets", "check"))
     per_role = {r: roles.get(f"{r}_llm") for r in ("coder", "judge", "proposer") if roles.get(f"{r}_llm")}
     llm = roles.get("llm") or loop.get("llm") or loop.get("coder_llm") or ("builtin" if not per_role else None)
     llms = ", ".join([*([llm] if llm else []), *(f"{r} {v}" for r, v in per_role.items())])

@@ -69,7 +69,7 @@ def _named_in_batch(batch: Path, rel: str) -> bool:
     if rel in BATCH_FILES:
         return True
     match = JOB_FILE.match(rel)
-    return bool(match) and match[1] in _batch_keys(batch)
+    return match is not None and match[1] in _batch_keys(batch)
 
 
 def is_recorded(roots: Roots, path: Path) -> bool:

@@ -113,7 +113,8 @@ def usage_series(calls: list[dict], start_t: float | None, last_t: float | None)
     the calls' times fall inside the run (a copied or checked-out run's file times do not), else
     against the call's number."""
     calls = sorted(calls, key=lambda c: (c["t"], c.get("file", "")))
-    timed = bool(start_t and last_t) and all(start_t - 5 <= c["t"] <= last_t + 30 for c in calls) \
+    timed = start_t is not None and last_t is not None and bool(start_t and last_t) \
+        and all(start_t - 5 <= c["t"] <= last_t + 30 for c in calls) \
         and len({round(c["t"], 3) for c in calls}) > len(calls) // 2  # a copy gives every file one time
     points, tokens, cost, priced = [], 0, 0.0, False
     for i, c in enumerate(calls if timed else sorted(calls, key=lambda c: c.get("file", ""))):
