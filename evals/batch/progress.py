@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 FIELDS = "correct {correct} · fast_1 {fast1} · tokens {tokens} · cost ${cost}"
 
 
-def fields(outcomes: list[SampleOutcome], timed: bool) -> dict[str, str]:
+def fields(outcomes: list[SampleOutcome], timed: bool) -> dict[str, Any]:
     """The running figures: problems with a correct sample, fast_1 (— off a GPU), tokens, cost."""
     from kiln.evals.batch.run import group
 
@@ -74,7 +74,7 @@ class Reporter:
         if self.bar is not None:
             self.bar.__enter__()
             self.task = self.bar.add_task("eval", total=self.total, completed=len(self.seen),
-                                          **dict[str, Any](fields(self.seen, self.timed)))
+                                          **fields(self.seen, self.timed))
         else:
             left = self.total - len(self.seen)
             self.plain(f"kiln eval: {left} of {self.total} samples to run ({len(self.seen)} already done)")
@@ -93,7 +93,7 @@ class Reporter:
             self.seen.append(outcome)
         if error:
             self.plain(f"job failed: {error}")
-        figures: dict[str, Any] = fields(self.seen, self.timed)
+        figures = fields(self.seen, self.timed)
         if self.bar is not None:
             self.bar.update(self.task, completed=len(self.seen), **figures)
         else:
