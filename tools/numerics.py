@@ -151,6 +151,8 @@ def _element_data(native: torch.Tensor, high: torch.Tensor, mag: torch.Tensor | 
     """err = native - high (in high precision: the two agree to the native dtype's last bits),
     mag = max(|abs run|, |high|), the abs run's non-finite values replaced by |high|, and
     sens = |moved - high| (0 where either is not finite: no allowance from an overflow)."""
+    if native.device != high.device:  # `correctness.pack` keeps CPU copies; the high run stays on the GPU
+        native = native.to(high.device)
     err = torch.sub(native, high.to(torch.float64) if high.dtype != torch.float64 else high)
     m = high.to(MAG_DTYPE).abs_()
     if mag is not None:

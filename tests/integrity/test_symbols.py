@@ -211,3 +211,97 @@ def test_honest_cuda_extensions_import_only_allowed_symbols(kernel: Path, tmp_pa
     for so in built:
         findings = symbol_findings(so)
         assert [f for f in findings if f.severity == "reject"] == [], (so.name, findings)
+
+
+# ----------------------------------------------------------------------------- the candidate's own objects
+
+
+def _objects_and_so(folder: Path, name: str, src: str, *link: str) -> Path:
+    """`name.c` compiled to `name.o` and linked into `name.so` beside it, as torch's build dir leaves them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.c").write_text(src)
+    subprocess.run([CC, "-c", "-fPIC", "-O1", "-o", str(folder / f"{name}.o"), str(folder / f"{name}.c")],
+                   check=True, capture_output=True, timeout=120)
+    so = folder / f"{name}.so"
+    subprocess.run([CC, "-shared", "-o", str(so), str(folder / f"{name}.o"), *link], check=True, capture_output=True,
+                   timeout=120)
+    return so
+
+
+def _static_lib(folder: Path) -> Path:
+    """A static library whose own code calls getenv and syscall, as the static CUDA runtime does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rt.c").write_text('#include <stdlib.h>\n#include <unistd.h>\n'
+                                 'long rt_init(void) { return getenv("X") ? syscall(39) : 0; }\n')
+    subprocess.run([CC, "-c", "-fPIC", "-o", str(folder / "rt.o"), str(folder / "rt.c")], check=True, timeout=120)
+    subprocess.run(["ar", "rcs", str(folder / "librt_static.a"), str(folder / "rt.o")], check=True, timeout=60)
+    return folder / "librt_static.a"
+
+
+@needs_cc
+@pytest.mark.skipif(shutil.which("ar") is None, reason="no ar")
+def test_imports_of_a_statically_linked_library_are_reported_not_refused(tmp_path: Path) -> None:
+    """The H200's torch links CUDA's runtime statically into load_inline extensions: getenv, syscall
+    and secure_getenv appear in the .so though no line of the candidate calls them. With the build's
+    objects beside it, those are warnings; the candidate's own refused calls still refuse."""
+    lib = _static_lib(tmp_path / "lib")
+    so = _objects_and_so(tmp_path / "ext", "honest", "long rt_init(void);\nlong f(void) { return rt_init(); }\n", str(lib))
+    dyn = parse(collect(so))
+    assert {"getenv", "syscall"} <= {s.name for s in dyn.undefined()}
+    findings = symbol_findings(so)
+    assert _rejected(findings) == "", findings
+    assert any("linked in, not by the candidate's own" in f.evidence for f in findings), findings
+    hostile = _objects_and_so(tmp_path / "ext2", "hostile", '#include <stdlib.h>\nlong rt_init(void);\n'
+                              'long f(void) { return rt_init() + (getenv("HOME") != 0); }\n', str(lib))
+    assert "getenv" in _rejected(symbol_findings(hostile))
+
+
+@needs_cc
+@pytest.mark.skipif(shutil.which("ar") is None, reason="no ar")
+def test_without_its_objects_every_import_counts_as_the_candidates(tmp_path: Path) -> None:
+    lib = _static_lib(tmp_path / "lib")
+    so = _objects_and_so(tmp_path / "ext", "honest", "long rt_init(void);\nlong f(void) { return rt_init(); }\n", str(lib))
+    (tmp_path / "ext" / "honest.o").unlink()
+    assert "getenv" in _rejected(symbol_findings(so))
+
+
+@needs_cc
+@pytest.mark.skipif(shutil.which("ar") is None, reason="no ar")
+def test_a_refused_call_resolved_inside_the_extension_is_still_refused(tmp_path: Path) -> None:
+    """A library linked in statically that defines the refused function: the .so imports nothing
+    refused, but the candidate's object calls it."""
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    (lib_dir / "mine.c").write_text("int symlink(const char* a, const char* b) { return a == b; }\n")
+    subprocess.run([CC, "-c", "-fPIC", "-o", str(lib_dir / "mine.o"), str(lib_dir / "mine.c")], check=True, timeout=120)
+    subprocess.run(["ar", "rcs", str(lib_dir / "libmine.a"), str(lib_dir / "mine.o")], check=True, timeout=60)
+    so = _objects_and_so(tmp_path / "ext", "inside", '#include <unistd.h>\nint f(void) { return symlink("a", "b"); }\n',
+                         str(lib_dir / "libmine.a"))
+    assert "symlink" not in {s.name for s in parse(collect(so)).undefined()}
+    assert "symlink" in _rejected(symbol_findings(so))
+
+
+def test_an_object_file_that_is_not_one_fails_closed(tmp_path: Path) -> None:
+    from kiln.tools.integrity.elf import object_imports
+
+    with pytest.raises(ElfError):
+        object_imports(b"\x7fELF\x02\x01" + b"\0" * 10)
+    with pytest.raises(ElfError, match="relocatable"):
+        object_imports(Path("/bin/true").read_bytes())
+
+
+def test_an_allocation_overload_is_not_a_compute_op() -> None:
+    """ATen names a struct `{op}_{overload}`: `torch::empty(..., memory_format)` is
+    `at::_ops::empty_memory_format`, an allocation (the H200's honest load_inline kernels call it);
+    `at::_ops::sum_dim_IntList` is still the sum."""
+    from kiln.tools.integrity.elf import DynamicSymbol
+
+    def findings(sym: str) -> list:
+        dyn = ElfDynamic(machine=62, elf_type="shared", symbols=[
+            DynamicSymbol(name=sym, undefined=True, binding="global", kind="func")])
+        return [f for f in judge(dyn, default_policy()) if f.rule == "static.cpp-torch-op"]
+
+    assert findings("_ZN2at4_ops19empty_memory_format4callEN3c108ArrayRefIlEE") == []
+    assert findings("_ZN2at4_ops13empty_strided4callEv") == []
+    assert "sum" in findings("_ZN2at4_ops15sum_dim_IntList4callERKNS_6TensorE")[0].evidence
+    assert "log_softmax" in findings("_ZN2at4_ops15log_softmax_int4callEv")[0].evidence

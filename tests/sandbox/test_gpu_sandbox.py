@@ -42,7 +42,7 @@ a, b = torch.randn(4097, device="cuda"), torch.randn(4097, device="cuda")
 out = torch.empty_like(a)
 square_minus[(triton.cdiv(4097, 512),)](a, b, out, 4097, BLOCK=512)
 torch.cuda.synchronize()
-assert torch.allclose(out, a * a - b)
+assert torch.allclose(out, a * a - b, atol=1e-5)  # Triton fuses a*a-b into one FMA
 print("gpu ok", torch.cuda.get_device_name(0), flush=True)
 """
 

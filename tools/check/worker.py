@@ -80,7 +80,8 @@ def error_message(exc: BaseException) -> str:
     """
     text = f"{type(exc).__name__}: {exc}"
     if "NVML_SUCCESS == r" in text and "CUDACachingAllocator" in text:
-        return (f"torch.OutOfMemoryError: CUDA out of memory{_free_memory()} (torch's allocator raised an internal "
+        return (f"torch.OutOfMemoryError: CUDA out of memory: it could not allocate what it asked for{_free_memory()} "
+                "(torch's allocator raised an internal "
                 "assert because NVML may not list the GPU's processes inside kiln's sandbox)")
     return text
 

@@ -196,3 +196,36 @@ def _gnu_hash_count(r: _Reader, off: int) -> int:
             return last + 1
         last += 1
     raise ElfError("unterminated DT_GNU_HASH chain")
+
+
+SHT_SYMTAB = 2
+ET_REL = 1
+
+
+def object_imports(data: bytes) -> set[str]:
+    """The undefined symbols of an ELF64 relocatable object (a compiler's `.o`): what the code compiled
+    into it calls or reads from elsewhere, from its `.symtab` (a `.o` has no dynamic table; its section
+    headers are what the linker reads)."""
+    r = _Reader(data)
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
+        raise ElfError("not a 64-bit little-endian ELF file")
+    (e_type,) = r.unpack("<H", 16)
+    if e_type != ET_REL:
+        raise ElfError("not a relocatable object")
+    (shoff,) = r.unpack("<Q", 40)
+    shentsize, shnum = r.unpack("<HH", 58)
+    if shentsize < 64 or shnum > 1 << 16:
+        raise ElfError("bad section header table")
+    sections = [r.unpack("<IIQQQQIIQQ", shoff + i * shentsize) for i in range(shnum)]
+    out: set[str] = set()
+    for _name, sh_type, _flags, _addr, off, size, link, _info, _align, entsize in sections:
+        if sh_type != SHT_SYMTAB:
+            continue
+        if entsize != 24 or link >= len(sections) or size // 24 > MAX_SYMBOLS:
+            raise ElfError("bad symbol table")
+        str_off, str_size = sections[link][4], sections[link][5]
+        for i in range(size // 24):
+            st_name, _info, _other, st_shndx = r.unpack("<IBBH", off + 24 * i)
+            if st_shndx == 0 and st_name:
+                out.add(r.cstr(str_off + st_name, str_off + str_size))
+    return out

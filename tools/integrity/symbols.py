@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kiln.tools.integrity import native_policy as N
-from kiln.tools.integrity.elf import DynamicSymbol, ElfDynamic, ElfError, parse
+from kiln.tools.integrity.elf import DynamicSymbol, ElfDynamic, ElfError, object_imports, parse
 from kiln.tools.integrity.ops import is_compute
 from kiln.tools.records import Finding
 
@@ -110,18 +110,39 @@ def native_findings(top: Path, policy: NativePolicy | None = None) -> list[Findi
     return [f for p in sorted(paths) for f in symbol_findings(p, policy)]
 
 
+MAX_OBJECTS = 64
+
+
+def own_imports(build_dir: Path) -> set[str] | None:
+    """What the candidate's own compiled code imports: the undefined symbols of the `.o` files its
+    build left beside the extension (torch's build dir keeps them), or None when there are none (a
+    prebuilt `.so`: then every import of the `.so` counts as the candidate's). A library linked in
+    statically (the CUDA runtime on some installs: its `getenv`, `syscall`, `dlopen`) adds imports to
+    the `.so` that no line of the candidate calls; those are reported, not refused."""
+    objs = sorted(p for p in build_dir.iterdir() if p.name.endswith(".o") and not p.is_symlink())[:MAX_OBJECTS + 1]
+    if not objs or len(objs) > MAX_OBJECTS:
+        return None
+    out: set[str] = set()
+    for p in objs:
+        out |= object_imports(collect(p))
+    return out
+
+
 def symbol_findings(so_path: Path, policy: NativePolicy | None = None) -> list[Finding]:
-    """Every finding for one built extension; a file that can't be read or parsed is itself a
-    rejection (fail closed)."""
+    """Every finding for one built extension; a file that can't be read or parsed (the extension or
+    one of its objects) is itself a rejection (fail closed)."""
     try:
         dyn = parse(collect(so_path))
+        own = own_imports(so_path.parent)
     except (OSError, ElfError) as e:
         return [_finding(f"the extension can't be checked: {e}", so_path.name)]
-    return judge(dyn, policy or default_policy(), file=so_path.name)
+    return judge(dyn, policy or default_policy(), file=so_path.name, own=own)
 
 
-def judge(dyn: ElfDynamic, policy: NativePolicy, *, file: str | None = None) -> list[Finding]:
-    """Findings for one parsed extension: its libraries, its run path, each import."""
+def judge(dyn: ElfDynamic, policy: NativePolicy, *, file: str | None = None, own: set[str] | None = None) -> list[Finding]:
+    """Findings for one parsed extension: its libraries, its run path, each import. With `own` (what
+    the candidate's objects import), an import no object of the candidate's asks for came from a
+    library linked in: a refusal becomes a warning that says so."""
     # a library or run path nobody listed is reported, not refused: it can only load more native code into
     # the candidate's own process, which is out of reach anyway (docs/integrity.md), and toolchains differ
     out = [Finding(rule=RULE, severity="warn", evidence=f"links {lib}, which kernel extensions do not usually need",
@@ -133,7 +154,16 @@ def judge(dyn: ElfDynamic, policy: NativePolicy, *, file: str | None = None) -> 
         verdict = _judge_symbol(sym, module=module, policy=policy)
         if verdict:
             rule, sev, why = verdict
+            if sev == "reject" and own is not None and sym.name not in own:
+                sev, why = "warn", f"{why}; imported by a library linked in, not by the candidate's own compiled code"
             out.append(Finding(rule=rule, severity=sev, evidence=f"the extension imports {sym.name}: {why}", file=file))
+    imported = {sym.name for sym in dyn.undefined()}
+    for name in sorted((own or set()) - imported):  # resolved inside: a library linked in statically
+        verdict = _judge_symbol(DynamicSymbol(name=name, undefined=True, binding="global", kind="notype"),
+                                module=module, policy=policy)
+        if verdict and verdict[1] == "reject":
+            out.append(Finding(rule=verdict[0], severity="reject", file=file,
+                               evidence=f"its compiled code calls {name}, linked into the extension itself: {verdict[2]}"))
     rejects = [f for f in out if f.severity == "reject"]
     warns = [f for f in out if f.severity != "reject"][:MAX_FINDINGS]  # a hostile file names thousands: readable
     if len(rejects) > MAX_FINDINGS:
@@ -174,11 +204,29 @@ def _mangled(name: str) -> tuple[str, str, str] | None:
         return RULE, "reject", f"C++ threads, files or processes ({hit} in the mangled name)"
     m = _ATEN_OP.match(name)
     if m:
-        op = name[m.end():m.end() + int(m.group(1))]
+        op = _aten_op(name[m.end():m.end() + int(m.group(1))])
         return ("static.cpp-torch-op", "warn", f"host code calls the PyTorch op {op}") if is_compute(op) else None
     if name.startswith(("_ZN2at6native", "_ZN2at4cuda4blas")):
         return "static.cpp-torch-op", "warn", "host code calls an ATen kernel directly, below the dispatcher"
     return None
+
+
+_OVERLOAD_WORDS = frozenset({
+    "memory_format", "Tensor", "Scalar", "int", "dim", "names", "out", "self", "other", "default", "dtype",
+    "device", "layout", "SymInt", "symint", "start", "step", "Dimname", "generator", "correction", "str",
+    "bool", "float", "list", "IntList", "using", "ints", "src", "value", "sizes", "tensor", "mode", "source",
+    "storage", "offset", "like", "input", "index", "dimname", "format", "memory",
+})
+
+
+def _aten_op(struct: str) -> str:
+    """The operator an `at::_ops::` struct is for: ATen names the struct `{op}_{overload}`
+    (`empty_memory_format` is `empty.memory_format`), so an overload's words are dropped."""
+    words = struct.split("_")
+    for cut in range(1, len(words)):
+        if all(w in _OVERLOAD_WORDS for w in words[cut:]) and "_".join(words[:cut]):
+            return "_".join(words[:cut])
+    return struct
 
 
 def _other(name: str) -> tuple[str, str, str] | None:

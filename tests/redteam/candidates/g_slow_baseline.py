@@ -1,37 +1,26 @@
-"""RED TEAM, class 4 (slowing the eager baseline), against baselines timed in their own worker: the
-candidate's worker stays alive, idle, while kiln times the baselines right after the candidate's
-own timed loop. This honest Triton GEMM wraps its worker's `time_after` command (through
-`torch.sys.modules`) to start a thread that keeps the GPU busy with large matmuls for 30 s, after
-the thread count was taken: the baseline worker's kernels share the GPU with it and run slower.
-Today: `ok`, eager measured slow and the speedups inflated (expected). Stopped by a sandbox that
-freezes or ends the candidate's processes while anything else is timed (or baselines timed before
-it runs), and by the allowlist (`torch.sys`, threads)."""
+"""RED TEAM, class 4 (slowing the eager baseline), against baselines timed in their own worker after
+the candidate's worker is closed: kiln binds its command handlers before candidate code is imported,
+so wrapping a command no longer reaches anything; instead this honest Triton GEMM starts, at import,
+a detached process (its own session, through `torch.sys.modules["subprocess"]`) that keeps the GPU
+busy with large matmuls for 60 s, meant to outlive the worker and share the GPU with the baseline
+worker's timed kernels. Stopped by the sandbox ending everything a worker started when the worker
+ends (the fork server kills what a worker left behind; bubblewrap's PID namespace), and by the
+allowlist (`torch.sys`, subprocess)."""
 # ruff: noqa: F821 - the kernel comes from parts/matmul_kernel.py (# <include>)
-
-import time
 
 import torch
 
-_threading = torch.sys.modules["threading"]
-_CandidateWorker = torch.sys.modules["kiln.tools.check.candidate"].CandidateWorker
-_time_after = _CandidateWorker.op_time_after
-
-
-def _hog_the_gpu(seconds=30.0):
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    end = time.time() + seconds
-    while time.time() < end:
-        for _ in range(8):
-            a @ a
-        torch.cuda.synchronize()
-
-
-def _time_after_then_hog(self):
-    reply = _time_after(self)
-    _threading.Thread(target=_hog_the_gpu, daemon=True).start()
-    return reply
-
-
-_CandidateWorker.op_time_after = _time_after_then_hog
+_subprocess = torch.sys.modules.get("subprocess") or __import__("subprocess")
+_HOG = """
+import time, torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+end = time.time() + 60.0
+while time.time() < end:
+    for _ in range(8):
+        a @ a
+    torch.cuda.synchronize()
+"""
+_subprocess.Popen([torch.sys.executable, "-c", _HOG], start_new_session=True,
+                  stdin=_subprocess.DEVNULL, stdout=_subprocess.DEVNULL, stderr=_subprocess.DEVNULL)
 
 # <include matmul_kernel>
