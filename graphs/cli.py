@@ -80,8 +80,11 @@ def run(
         if loop is None:
             summary = resume_run(run_dir, progress=progress)
         else:
-            summary = run_problem(problem, out=run_dir, progress=progress,
-                                  loop=o.with_device(loop, resolve_device(device)))
+            loop = o.with_device(loop, resolve_device(device))
+            from kiln.tools.check.servers import warm_for
+
+            warm_for(loop.device, 0, loop.check.isolation, loop.check.bwrap)  # the first check's server starts beside the Coder
+            summary = run_problem(problem, out=run_dir, progress=progress, loop=loop)
     except KeyboardInterrupt:
         typer.echo(f"kiln: stopped; continue with: kiln run --resume {run_dir}", err=True)
         raise

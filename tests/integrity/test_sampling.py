@@ -71,3 +71,33 @@ def test_sketch_uniform_positions_reach_the_top_of_a_2_pow_31_range() -> None:
     pos = sketch.positions((numel,), 5, 3000, 0)
     assert int((pos >= 2 * numel // 3).sum()) > 800 and int(pos.max()) < numel
 
+
+
+def test_a_sketch_names_the_device_its_positions_were_drawn_on() -> None:
+    """Positions are drawn on the output's device (microseconds on a GPU, where the CPU's draw of
+    4 Mi positions took 0.1-0.5 s a trial); the sketch says which, so the positions it reports a
+    mismatch at are the ones it sampled."""
+    t = torch.arange(70_000, dtype=torch.float32)
+    sk = sketch.make_sketch(t, 3, n_uniform=500, n_edge=20)
+    assert sk["device"] == "cpu"
+    pos = sketch.sketch_positions(sk)
+    assert pos.device.type == "cpu" and torch.equal(t[pos], sk["values"])
+
+
+@pytest.mark.gpu
+def test_two_processes_draw_the_same_positions_on_the_gpu() -> None:
+    """The candidate's and the reference's workers sample one output in two processes: a CUDA
+    generator with one seed gives both the same positions."""
+    import subprocess
+    import sys
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    code = ("import hashlib, torch; from kiln.tools import sketch; "
+            "p = sketch.positions_on('cuda', (8192, 4000), 12345); "
+            "print(hashlib.sha256(p.cpu().numpy().tobytes()).hexdigest())")
+    out = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          timeout=300).stdout.strip() for _ in range(2)}
+    assert len(out) == 1, out
+    p = sketch.positions_on("cuda", (8192, 4000), 12345)
+    assert int(p.min()) >= 0 and int(p.max()) < 8192 * 4000

@@ -62,7 +62,10 @@ def check(
         rtol=rtol, time=not no_time, seed=seed, isolation=_choice(isolation, ISOLATION, "--isolation"), bwrap=bwrap,
     )
     options = options.model_copy(update={"device": resolve_device(device)})  # once, after every other flag
-    _warm_server(options)
+    if options.fork_server:
+        from kiln.tools.check.servers import warm_for
+
+        warm_for(options.device, options.gpu_index, options.isolation, options.bwrap)
     record = _within(lambda: run_check(problem, candidate, options), options.timeout_s + WATCHDOG_SLACK_S,
                      problem, candidate, options)
     print_verdict(record)  # first: if writing the record still fails, the verdict was shown
@@ -70,24 +73,6 @@ def check(
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(record.model_dump_json(indent=2))
     raise typer.Exit(0 if record.status == "ok" else 1)
-
-
-def _warm_server(options: CheckOptions) -> None:
-    """Start the fork server now, in the background: its seconds of imports (torch, Triton, inside
-    the sandbox) overlap the parent's own (loading the problem, the static scan), instead of
-    following them. The check finds it running, or waits for this same start."""
-    if not options.fork_server:
-        return
-    from kiln.tools.check import caches
-    from kiln.tools.check.servers import warm_fork_servers
-    from kiln.tools.errors import KilnConfigError
-    from kiln.tools.sandbox.box import sandbox_for
-
-    try:
-        box = sandbox_for(options.isolation, options.bwrap)
-    except KilnConfigError:  # strict isolation without a full sandbox: the check itself says so
-        return
-    warm_fork_servers(options.device, [options.gpu_index], caches.root(), box)
 
 
 WATCHDOG_SLACK_S = 8.0

@@ -81,7 +81,7 @@ def candidate_pack(leaves: list[Leaf], data: list[torch.Tensor], ref: dict[str, 
         elif lf.kind == "sketch":
             r = ref["tensors"][lf.name]
             tensors[lf.name] = {"kind": "sketch", "shape": list(lf.shape), "seed": r["seed"], "n_uniform": r["n_uniform"],
-                                "n_edge": r["n_edge"], "values": next(it), "nan": lf.nan, "posinf": lf.posinf,
+                                "n_edge": r["n_edge"], "device": r.get("device", "cpu"), "values": next(it), "nan": lf.nan, "posinf": lf.posinf,
                                 "neginf": lf.neginf, "sum_abs": lf.sum_abs}
     return {"meta": [_meta(lf) for lf in leaves], "tensors": tensors}
 

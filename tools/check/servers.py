@@ -61,6 +61,23 @@ def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path, box
     return threads
 
 
+def warm_for(device: str, gpu_index: int = 0, isolation: str = "best-effort", bwrap: str | None = None
+             ) -> list[threading.Thread]:
+    """A command's first check will need this device's fork server: start it now, in the background,
+    so its seconds of imports (torch, Triton, inside the sandbox) overlap what the command does
+    first (loading the problem, the static scan, the Coder's first reply). The check finds it
+    running, or waits for this same start."""
+    from kiln.tools.check import caches
+    from kiln.tools.errors import KilnConfigError
+    from kiln.tools.sandbox.box import sandbox_for
+
+    try:
+        box = sandbox_for(isolation, bwrap)
+    except KilnConfigError:  # strict isolation without a full sandbox: the check itself says so
+        return []
+    return warm_fork_servers(device, [gpu_index], caches.root(), box)
+
+
 def zygote_env(device: str, gpu_index: int, cache_root: Path) -> dict[str, str]:
     """The fork server's environment: a worker's, except that the server (kiln's and torch's code
     only) may write the bytecode cache, so its next start does not compile torch's Python again

@@ -197,6 +197,8 @@ def serve(spec: JobSpec) -> None:
             continue
         op = cmd.get("op")
         chan.reply(worker.handle(cmd))
+        if _PROFILE:  # a developer's profile survives the worker being killed at close
+            _PROFILE[0]()
         if op == "exit":
             return
 
@@ -211,17 +213,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+_PROFILE: list[Any] = []
+"""With KILN_PROFILE_WORKERS: the function that writes this worker's profile so far (after each reply:
+a worker is killed at close, so nothing written at exit would survive)."""
+
+
 def _profiled(spec: JobSpec) -> None:
     """Serve under cProfile and dump the stats as DIR/ROLE-PID.pstats (a developer's tool)."""
     import cProfile
 
     prof = cProfile.Profile()
     out = Path(spec.profile_dir or ".")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{spec.role}-{os.getpid()}.pstats"
+
+    def dump() -> None:
+        prof.dump_stats(str(path) + ".tmp")  # stops the profiler (create_stats): on again after
+        os.replace(str(path) + ".tmp", path)
+        prof.enable()
+
+    _PROFILE.append(dump)
+    prof.enable()
     try:
-        prof.runcall(serve, spec)
+        serve(spec)
     finally:
-        out.mkdir(parents=True, exist_ok=True)
-        prof.dump_stats(str(out / f"{spec.role}-{os.getpid()}.pstats"))
+        prof.disable()
 
 
 def _exit_now(code: int) -> None:
