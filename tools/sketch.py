@@ -29,7 +29,7 @@ N_UNIFORM = 1 << 22
 N_EDGE = 1 << 16
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)  # 34 MB each on the GPU: the footprint the GPU copies had before
 def positions(shape: tuple[int, ...], seed: int, n_uniform: int = N_UNIFORM, n_edge: int = N_EDGE,
               device: str = "cpu") -> torch.Tensor:
     """Flat indices on `device`: uniform ones, then edge ones (coordinate d set to 0 or size-1, d in
