@@ -83,7 +83,10 @@ def _stopped_summary(run_dir: Path) -> dict:
 
 def test_ctrl_c_during_a_check_ends_it_and_stops_in_seconds(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    proc = _kiln(str(PROBLEM), "--device", "cpu", "--out", str(run_dir), "--llm", f"replay:{_script(tmp_path)}")
+    # 40 trials: the check lasts seconds (with the fork server started beside the Coder, a 2-trial check
+    # of this small problem ends within the second the test waits before its Ctrl-C)
+    proc = _kiln(str(PROBLEM), "--device", "cpu", "--out", str(run_dir), "--llm", f"replay:{_script(tmp_path)}",
+                 "--trials", "40")
     _wait(run_dir, lambda ev: any(e["kind"] == "candidate" for e in ev))
     took, err, alive = _ctrl_c(proc)
     assert proc.returncode == 130 and took < STOP_S, (took, err[-2000:])
