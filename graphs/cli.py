@@ -83,7 +83,7 @@ def run(
             loop = o.with_device(loop, resolve_device(device))
             from kiln.tools.check.servers import warm_for
 
-            warm_for(loop.device, 0, loop.check.isolation, loop.check.bwrap)  # the first check's server starts beside the Coder
+            warm_for(loop.device, loop.check)  # the first check's server starts beside the Coder
             summary = run_problem(problem, out=run_dir, progress=progress, loop=loop)
     except KeyboardInterrupt:
         typer.echo(f"kiln: stopped; continue with: kiln run --resume {run_dir}", err=True)

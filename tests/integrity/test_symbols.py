@@ -306,3 +306,16 @@ def test_an_allocation_overload_is_not_a_compute_op() -> None:
     assert findings("_ZN2at4_ops13empty_strided4callEv") == []
     assert "sum" in findings("_ZN2at4_ops15sum_dim_IntList4callERKNS_6TensorE")[0].evidence
     assert "log_softmax" in findings("_ZN2at4_ops15log_softmax_int4callEv")[0].evidence
+
+
+@needs_cc
+@pytest.mark.skipif(shutil.which("ar") is None, reason="no ar")
+def test_an_object_swapped_for_a_link_fails_closed(tmp_path: Path) -> None:
+    """A `.o` beside the extension that is a symlink is never followed nor skipped (skipping it
+    would leave only the other objects, and their imports would excuse the hidden one's)."""
+    lib = _static_lib(tmp_path / "lib")
+    so = _objects_and_so(tmp_path / "ext", "honest", "long rt_init(void);\nlong f(void) { return rt_init(); }\n", str(lib))
+    obj = tmp_path / "ext" / "honest.o"
+    obj.rename(tmp_path / "elsewhere.o")
+    obj.symlink_to(tmp_path / "elsewhere.o")
+    assert "can't be checked" in _rejected(symbol_findings(so))

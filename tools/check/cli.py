@@ -62,10 +62,9 @@ def check(
         rtol=rtol, time=not no_time, seed=seed, isolation=_choice(isolation, ISOLATION, "--isolation"), bwrap=bwrap,
     )
     options = options.model_copy(update={"device": resolve_device(device)})  # once, after every other flag
-    if options.fork_server:
-        from kiln.tools.check.servers import warm_for
+    from kiln.tools.check.servers import warm_for
 
-        warm_for(options.device, options.gpu_index, options.isolation, options.bwrap)
+    warm_for(options.device, options)
     record = _within(lambda: run_check(problem, candidate, options), options.timeout_s + WATCHDOG_SLACK_S,
                      problem, candidate, options)
     print_verdict(record)  # first: if writing the record still fails, the verdict was shown

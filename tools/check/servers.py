@@ -61,21 +61,23 @@ def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path, box
     return threads
 
 
-def warm_for(device: str, gpu_index: int = 0, isolation: str = "best-effort", bwrap: str | None = None
-             ) -> list[threading.Thread]:
+def warm_for(device: str, options: Any) -> list[threading.Thread]:
     """A command's first check will need this device's fork server: start it now, in the background,
     so its seconds of imports (torch, Triton, inside the sandbox) overlap what the command does
     first (loading the problem, the static scan, the Coder's first reply). The check finds it
-    running, or waits for this same start."""
+    running, or waits for this same start. `options`: the check's CheckOptions (fork server, GPU,
+    isolation)."""
     from kiln.tools.check import caches
     from kiln.tools.errors import KilnConfigError
     from kiln.tools.sandbox.box import sandbox_for
 
+    if not options.fork_server:
+        return []
     try:
-        box = sandbox_for(isolation, bwrap)
+        box = sandbox_for(options.isolation, options.bwrap)
     except KilnConfigError:  # strict isolation without a full sandbox: the check itself says so
         return []
-    return warm_fork_servers(device, [gpu_index], caches.root(), box)
+    return warm_fork_servers(device, [options.gpu_index], caches.root(), box)
 
 
 def zygote_env(device: str, gpu_index: int, cache_root: Path) -> dict[str, str]:

@@ -119,7 +119,7 @@ def own_imports(build_dir: Path) -> set[str] | None:
     prebuilt `.so`: then every import of the `.so` counts as the candidate's). A library linked in
     statically (the CUDA runtime on some installs: its `getenv`, `syscall`, `dlopen`) adds imports to
     the `.so` that no line of the candidate calls; those are reported, not refused."""
-    objs = sorted(p for p in build_dir.iterdir() if p.name.endswith(".o") and not p.is_symlink())[:MAX_OBJECTS + 1]
+    objs = sorted(p for p in build_dir.iterdir() if p.name.endswith(".o"))  # a link or FIFO fails `collect`: closed
     if not objs or len(objs) > MAX_OBJECTS:
         return None
     out: set[str] = set()
@@ -212,7 +212,7 @@ def _mangled(name: str) -> tuple[str, str, str] | None:
 
 
 _OVERLOAD_WORDS = frozenset({
-    "memory_format", "Tensor", "Scalar", "int", "dim", "names", "out", "self", "other", "default", "dtype",
+    "Tensor", "Scalar", "int", "dim", "names", "out", "self", "other", "default", "dtype",
     "device", "layout", "SymInt", "symint", "start", "step", "Dimname", "generator", "correction", "str",
     "bool", "float", "list", "IntList", "using", "ints", "src", "value", "sizes", "tensor", "mode", "source",
     "storage", "offset", "like", "input", "index", "dimname", "format", "memory",

@@ -184,7 +184,7 @@ def start_sketch(out: Any, key: int) -> list[Any]:
         seed = (key + i) & ((1 << 63) - 1)
         pos = sketch.positions_on(str(flat.device), tuple(t.shape), seed, SKETCH_UNIFORM, SKETCH_EDGE)
         parts.append(("tensor", list(t.shape), str(t.dtype), flat[pos].clone(), _device_stats(flat), seed,
-                      str(flat.device)))
+                      sketch.sketch_device(str(flat.device))))
     return parts
 
 
@@ -199,15 +199,9 @@ def finish_sketch(parts: list[Any]) -> dict[str, Any]:
         _, shape, dtype, values, stats, seed, device = p
         nan, posinf, neginf, sum_abs = (float(x) for x in stats.cpu())
         out["outputs"].append({"kind": "sketch", "shape": shape, "dtype": dtype, "seed": seed,
-                               "n_uniform": SKETCH_UNIFORM, "n_edge": SKETCH_EDGE, "device": _sketch_device(device),
+                               "n_uniform": SKETCH_UNIFORM, "n_edge": SKETCH_EDGE, "device": device,
                                "values": values.cpu(), "nan": int(nan), "posinf": int(posinf), "neginf": int(neginf), "sum_abs": sum_abs})
     return out
-
-
-def _sketch_device(device: str) -> str:
-    from kiln.tools import sketch
-
-    return sketch.sketch_device(device)
 
 
 def _device_stats(flat: Any) -> Any:
