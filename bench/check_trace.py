@@ -57,15 +57,23 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-trace-cache-"))
     rows = []
+    # one profile dir for the whole run: the fork server mounts it when it starts (a dir named later is
+    # not writable in its workers, which then die at their first step); each check's files move out after
+    live = args.out / "profiles"
+    live.mkdir(parents=True, exist_ok=True)
+    os.environ["KILN_PROFILE_WORKERS"] = str(live)
     for i in range(args.n):
         prof = args.out / f"check{i}"
-        os.environ["KILN_PROFILE_WORKERS"] = str(prof)
+        prof.mkdir(exist_ok=True)
         opts = CheckOptions(device=args.device)
         if args.baselines is not None:
             opts.baselines = [b for b in args.baselines.split(",") if b]  # type: ignore[assignment]
         t0 = time.perf_counter()
         rec = check(args.problem, args.candidate, opts)
         wall = time.perf_counter() - t0
+        for f in live.iterdir():  # workers still alive (a cached baseline's) write again into `live`
+            if f.suffix in (".pstats", ".json"):
+                f.replace(prof / f.name)
         row = {"i": i, "status": rec.status, "wall_s": round(wall, 3), "stages_s": rec.stages_s,
                "reasons": rec.reasons[:3]}
         if rec.timing and rec.timing.candidate:

@@ -8,6 +8,7 @@ time, in float64 where it sums or compares values, and holds at most a few slice
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import torch
@@ -34,16 +35,37 @@ def sum64(t: torch.Tensor) -> float:
 
 
 def finite_stats(t: torch.Tensor) -> dict[str, float | int]:
-    """Whole-tensor counts of NaN, +inf and -inf, and the float64 sum of |x| over finite elements."""
+    """Whole-tensor counts of NaN, +inf and -inf, and the sum of |x| over finite elements (summed in
+    float64 across slices).
+
+    A floating slice takes one fused reduction first (the L1 norm: one read, no temporaries): a finite
+    norm means no NaN or inf in the slice, and is its sum of |x|. Only a slice whose norm is not
+    finite (a NaN or inf in it, or |x| summing past the dtype's range) is counted element by element,
+    in five passes and a temporary of its size. Sketching a 256 MB output cost 6 ms a trial on the
+    exact path alone (H200)."""
     nan = posinf = neginf = 0
     sum_abs = 0.0
     for _, s in slices(t):
+        if s.is_floating_point() and s.numel():
+            acc = _norm_dtype(s)
+            norm = float(torch.linalg.vector_norm(s, 1, dtype=acc))
+            if math.isfinite(norm):
+                sum_abs += norm
+                continue
         f = s if s.is_floating_point() else s.double()
         nan += int(torch.isnan(f).sum())
         posinf += int((f == float("inf")).sum())
         neginf += int((f == float("-inf")).sum())
         sum_abs += float(torch.where(torch.isfinite(f), f, 0.0).abs().sum(dtype=torch.float64))
     return {"nan": nan, "posinf": posinf, "neginf": neginf, "sum_abs": sum_abs}
+
+
+def _norm_dtype(s: torch.Tensor) -> torch.dtype | None:
+    """What the L1 norm accumulates in: the CPU's reduction sums float32 nearly in order (0.5% off at
+    16 Mi elements), so float64 there; a GPU's tree reduction in float32 is ~1e-6 off."""
+    if s.device.type == "cpu":
+        return torch.float64
+    return torch.float32 if s.dtype in (torch.float16, torch.bfloat16) else None
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -83,3 +83,18 @@ def test_finite_stats_match_the_whole_tensor_figures() -> None:
     assert (st["nan"], st["posinf"], st["neginf"]) == (1, 1, 2)
     assert st["sum_abs"] == pytest.approx(float(finite.double().abs().sum()), rel=1e-12)
     assert chunked.finite_stats(torch.arange(-3, 4))["sum_abs"] == 12.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_finite_stats_fast_and_exact_slices_agree_in_one_tensor(dtype: torch.dtype) -> None:
+    """Slices with no NaN/inf take the one-reduction path, the others the element-by-element one; a
+    value whose |x| sums past the dtype's range sends its slice to the exact path too."""
+    a = torch.randn(50, generator=torch.Generator().manual_seed(1)).to(dtype)
+    a[3], a[20], a[41] = float("nan"), float("inf"), float("-inf")
+    st = chunked.finite_stats(a)
+    finite = a[torch.isfinite(a)].double()
+    assert (st["nan"], st["posinf"], st["neginf"]) == (1, 1, 1)
+    assert st["sum_abs"] == pytest.approx(float(finite.abs().sum()), rel=1e-6)
+    big = torch.full((7,), torch.finfo(torch.float16).max, dtype=torch.float16)  # sums to inf in float16
+    assert chunked.finite_stats(big)["sum_abs"] == pytest.approx(7 * 65504.0)
+    assert chunked.finite_stats(big)["posinf"] == 0

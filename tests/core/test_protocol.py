@@ -118,3 +118,26 @@ def test_a_good_reply_comes_back_as_its_record_and_a_silent_worker_times_out(tmp
     with pytest.raises(WorkerGone) as err:
         h.call(CandTrial(case="problem"), time.monotonic() + 0.5)
     assert err.value.timed_out and time.monotonic() - t0 < 10
+
+
+def test_closing_a_channel_twice_leaves_other_descriptors_alone(tmp_path: Path) -> None:
+    """The timing stage closes the candidate's worker and the session's end closes every worker again:
+    the second close must not close what another check (another thread) opened under the same numbers
+    meanwhile, or that check's worker dies writing its reply (BrokenPipeError, seen in a reward burst
+    of eight threads on the H200)."""
+    import os
+
+    from kiln.tools.check.channel import ParentChannel
+
+    chan = ParentChannel(tmp_path)
+    numbers = {chan._w, chan._r}
+    chan.close()
+    r, w = os.pipe()  # the lowest free numbers: the ones the channel just gave back
+    try:
+        assert numbers & {r, w}, "the test needs the freed numbers to be reused"
+        chan.close()
+        os.write(w, b"x")  # still open: the second close closed nothing
+        assert os.read(r, 1) == b"x"
+    finally:
+        os.close(r)
+        os.close(w)

@@ -16,9 +16,20 @@ torch.cuda._is_in_bad_fork = lambda: True  # what a CUDA device-count query at i
 '''
 
 
+WARM = '''import os
+def warm():  # counts its calls in a file
+    with open({marker!r}, "a") as f:
+        f.write("x")
+def spoil():
+    import torch
+    torch.cuda._is_in_bad_fork = lambda: True
+'''
+
+
 def _env(tmp_path: Path, extra: str) -> dict[str, str]:
     (tmp_path / "kiln_test_poison.py").write_text(POISON)
     (tmp_path / "kiln_test_clean.py").write_text("VALUE = 1\n")
+    (tmp_path / "kiln_test_warm.py").write_text(WARM.format(marker=str(tmp_path / "warmed")))
     path = os.pathsep.join([str(tmp_path), *sys.path[1:]])
     return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": path, "KILN_ZYGOTE_PRELOAD_EXTRA": extra,
             "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)}
@@ -29,6 +40,17 @@ def test_a_preload_that_spoils_forks_is_left_out(tmp_path: Path) -> None:
     try:
         assert z.skipped == ["kiln_test_poison"]
         assert z.alive()
+    finally:
+        z.close()
+
+
+def test_a_module_function_preload_is_called_once_and_a_spoiling_one_left_out(tmp_path: Path) -> None:
+    """`module:function` entries warm what a library caches in-process (Triton's key) before the forks."""
+    z = Zygote(_env(tmp_path, "kiln_test_warm:warm,kiln_test_warm:spoil"))
+    try:
+        assert z.skipped == ["kiln_test_warm:spoil"]
+        assert z.alive()
+        assert (tmp_path / "warmed").read_text() in ("x", "xx")  # once per server start (one restart to skip)
     finally:
         z.close()
 

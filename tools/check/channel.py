@@ -70,9 +70,14 @@ class ParentChannel:
         return line
 
     def close(self) -> None:
-        for fd in (self._w, self._r):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """Close both ends, once: a second call closes nothing. (Closing a number twice would close
+        whatever another thread opened under it meanwhile: a check beside this one, in a batch or a
+        reward burst, saw its worker's reply pipe vanish, and the worker die of BrokenPipeError.)"""
+        fds, self._w, self._r = (self._w, self._r), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def _parse(line: bytes) -> dict[str, Any]:

@@ -20,22 +20,26 @@ PRELOAD = ("torch", "numpy", "triton", "triton.language", "torch.utils.flop_coun
            "kiln.tools.integrity.degenerate", "kiln.tools.integrity.runtime", "kiln.tools.timing", "kiln.tools.gpuenv")
 """What the check's fork server imports before it serves: every worker role's code."""
 PRELOAD_EXTRA = ("torch.utils._python_dispatch", "torch.profiler", "torch._higher_order_ops.triton_kernel_wrap",
-                 "torch._dynamo", "torch._inductor.compile_fx", "torch.utils.cpp_extension")
+                 "torch._dynamo", "torch._inductor.compile_fx", "torch.utils.cpp_extension",
+                 "triton.runtime.cache:triton_key")
 """What every checked candidate reaches later, measured at 4-8 s of imports per worker on the H200
 machine (torch's integrity-stage dispatch machinery, the profiler, and dynamo/inductor for the
 torch.compile baseline); each is probed by the server (`kiln.tools.sandbox.zygote`)."""
-TIMING_ONLY = ("torch._inductor.compile_fx",)
+TIMING_ONLY = ("torch._inductor.compile_fx", "triton.runtime.cache:triton_key")
 """Only where kiln times (a GPU) does a worker build the torch.compile baseline: a CPU server leaves
 inductor (~1.8 s of its start on CI's machine) to the rare worker that imports it. Dynamo stays:
-the integrity stage imports it, and leaving it out cost every CPU worker 1.5 s."""
+the integrity stage imports it, and leaving it out cost every CPU worker 1.5 s. Triton's key (a hash
+of libtriton) is asked for only when a kernel compiles, which Triton's CPU interpreter never does."""
 
 
-def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = None) -> Any:
+def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = None, *, preimport: bool = True) -> Any:
     """The fork server for this device (None: workers start as fresh interpreters), inside the
-    sandbox `box` (kiln.tools.sandbox.box.Sandbox) when given."""
+    sandbox `box` (kiln.tools.sandbox.box.Sandbox) when given; with `preimport`, the parent's own
+    torch import starts in the background too."""
     from kiln.tools.sandbox.zygote import get_zygote, retire
 
-    _preimport_parent()
+    if preimport:
+        _preimport_parent()
     env = zygote_env(device, gpu_index, cache_root)
     # A server is bound to its cache root: its environment points the workers' caches there and its
     # bubblewrap mounts only that root's dirs. A process that moves KILN_CACHE_DIR gets a new server
@@ -51,11 +55,12 @@ def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = No
     return get_zygote((*slot, str(cache_root)), env, command)
 
 
-def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path, box: Any = None) -> list[threading.Thread]:
+def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path, box: Any = None, *,
+                      preimport: bool = True) -> list[threading.Thread]:
     """Start the fork servers of these GPUs now, side by side, in background threads: a batch's
     first checks then find them running instead of each waiting seconds for its own."""
-    threads = [threading.Thread(target=fork_server_for, args=(device, g, cache_root, box), daemon=True)
-               for g in gpu_indices]
+    threads = [threading.Thread(target=fork_server_for, args=(device, g, cache_root, box),
+                                kwargs={"preimport": preimport}, daemon=True) for g in gpu_indices]
     for t in threads:
         t.start()
     return threads
@@ -77,7 +82,10 @@ def warm_for(device: str, options: Any) -> list[threading.Thread]:
         box = sandbox_for(options.isolation, options.bwrap)
     except KilnConfigError:  # strict isolation without a full sandbox: the check itself says so
         return []
-    return warm_fork_servers(device, [options.gpu_index], caches.root(), box)
+    # the server only: the parent's torch import holds the parse lock (`pyparse`) for its seconds, and
+    # the command is about to parse the problem and the candidate (1-2 s of waiting in a fresh
+    # `kiln check`); the check starts that import itself, once the parsing is done
+    return warm_fork_servers(device, [options.gpu_index], caches.root(), box, preimport=False)
 
 
 def zygote_env(device: str, gpu_index: int, cache_root: Path) -> dict[str, str]:

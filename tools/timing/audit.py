@@ -10,7 +10,7 @@ do it now, inside the commit the parent times. For a few (lap, slot) pairs picke
 all laps, the reference worker recomputes the output and its projections: E[(P_k - P'_k)^2] is the
 sum of (g(x_i) - g(x'_i))^2 over elements, at most (w / s)^2 ||x - x'||^2, so the mean squared
 difference estimates the output's L2 error. Everything runs on the output's device in float32
-(accumulated in float64) and is read back once per output. It must stay below 9x a bound made from the
+(accumulated in float64) and is read back twice per output. It must stay below 9x a bound made from the
 tolerance and the error the candidate itself showed on the checked trials (`verdict`): a timed
 output as accurate as the checked ones passes by two orders of magnitude, garbage, stale or
 lower-precision output does not. Non-finite elements are counted and must match exactly.
@@ -49,13 +49,31 @@ def _wave(key: int, leaf: int) -> tuple[float, float]:
 
 
 def _g(x: torch.Tensor, scale: float, phi: float) -> torch.Tensor:
-    """g on a slice, in float32, non-finite elements contributing 0."""
+    """g on a slice, in float32, non-finite elements contributing 0 (the exact path)."""
     xf = x.float()
     return torch.where(torch.isfinite(xf), torch.sin(xf * scale + phi) - math.sin(phi), 0.0)
 
 
+def _sines(x: torch.Tensor, scale: float, phi: float) -> torch.Tensor:
+    """sin(scale x + phi) in float32, in two passes over the slice (the fast path: one fused
+    multiply-add, one sine, in place)."""
+    if x.dtype == torch.float32:
+        y = torch.add(torch.tensor(phi, dtype=torch.float32), x, alpha=scale)
+    else:
+        y = x.float().mul_(scale).add_(phi)
+    return y.sin_()
+
+
 def _project_tensor(t: torch.Tensor, key: int, leaf: int, sigma: float) -> dict[str, Any]:
-    """K projections and the non-finite counts of one tensor, on its device, read back once."""
+    """K projections and the non-finite counts of one tensor, on its device, read back twice.
+
+    Each block of rows takes the fast path first: Y = sin(scale X + phi) (two passes), Y @ cols, and
+    the -sin(phi) of g added in closed form (sum over the block of u_k = its row signs' sum times the
+    column signs' sum). A non-finite element makes its row of Y @ cols NaN in every column, so a block
+    whose K sums are all finite held none, and its counts are 0; any other block is redone on the
+    exact path (g with the mask, and the counts). An output with no NaN/inf costs about 3 reads and 2
+    writes of itself, where the exact path cost ~14 (4.5 ms for a 256 MB output on the H200, 11 of
+    them after every timing lap)."""
     flat = t.detach().reshape(-1)
     n = flat.numel()
     w, phi = _wave(key, leaf)
@@ -65,25 +83,45 @@ def _project_tensor(t: torch.Tensor, key: int, leaf: int, sigma: float) -> dict[
     dev = flat.device
     cols = torch.stack([_signs(width, derive_seed(key, leaf, k, "cols"), dev) for k in range(K)], 1)
     row_signs = torch.stack([_signs(rows, derive_seed(key, leaf, k, "rows"), dev) for k in range(K)], 1)
+    col_sums = cols.sum(0, dtype=torch.float64)
     acc = torch.zeros(K + 3, dtype=torch.float64, device=dev)
+    spans = [(r0, min(rows, r0 + ROWS_PER_CHUNK)) for r0 in range(0, rows, ROWS_PER_CHUNK)]
+    parts = []
     with _no_tf32():
-        for r0 in range(0, rows, ROWS_PER_CHUNK):
-            r1 = min(rows, r0 + ROWS_PER_CHUNK)
-            block = _g(flat[r0 * width:r1 * width].view(r1 - r0, width), scale, phi) @ cols  # (rows, K)
+        for r0, r1 in spans:
+            block = _sines(flat[r0 * width:r1 * width].view(r1 - r0, width), scale, phi) @ cols  # (rows, K)
+            rs = row_signs[r0:r1]
+            parts.append((block * rs).sum(0, dtype=torch.float64)
+                         - math.sin(phi) * rs.sum(0, dtype=torch.float64) * col_sums)
+        finite = torch.isfinite(torch.stack(parts)).all(1).tolist() if parts else []  # one read-back
+        for part, ok in zip(parts, finite, strict=True):
+            if ok:
+                acc[:K] += part
+        for (r0, r1), ok in zip(spans, finite, strict=True):
+            if ok:
+                continue
+            block = _g(flat[r0 * width:r1 * width].view(r1 - r0, width), scale, phi) @ cols
             acc[:K] += (block * row_signs[r0:r1]).sum(0, dtype=torch.float64)
+            _count_nonfinite(acc, flat[r0 * width:r1 * width])
     tail = flat[rows * width:]
     if tail.numel():
         tail_signs = torch.stack([_signs(tail.numel(), derive_seed(key, leaf, k, "tail"), dev) for k in range(K)], 1)
         acc[:K] += (_g(tail, scale, phi).unsqueeze(1) * tail_signs).sum(0, dtype=torch.float64)
-    if flat.is_floating_point():
-        for s in range(0, n, 1 << 24):
-            c = flat[s:s + (1 << 24)]
-            acc[K] += torch.isnan(c).sum()
-            acc[K + 1] += (c == math.inf).sum()
-            acc[K + 2] += (c == -math.inf).sum()
+        _count_nonfinite(acc, tail)
     vals = acc.tolist()
     return {"kind": "tensor", "p": vals[:K], "n": n, "dtype": str(t.dtype).removeprefix("torch."),
             "shape": list(t.shape), "nan": int(vals[K]), "posinf": int(vals[K + 1]), "neginf": int(vals[K + 2])}
+
+
+def _count_nonfinite(acc: torch.Tensor, flat: torch.Tensor) -> None:
+    """Add a slice's NaN, +inf and -inf counts to acc[K], acc[K+1], acc[K+2]."""
+    if not flat.is_floating_point():
+        return
+    for s in range(0, flat.numel(), 1 << 24):
+        c = flat[s:s + (1 << 24)]
+        acc[K] += torch.isnan(c).sum()
+        acc[K + 1] += (c == math.inf).sum()
+        acc[K + 2] += (c == -math.inf).sum()
 
 
 @contextlib.contextmanager

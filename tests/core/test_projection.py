@@ -1,0 +1,60 @@
+"""The timing audit's keyed projections (kiln.tools.timing.audit): the fast path against the formula."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kiln.tools.inputs import derive_seed
+from kiln.tools.timing import audit
+
+
+def _formula(x: torch.Tensor, key: int, leaf: int, sigma: float) -> list[float]:
+    """P_k = sum_i u_k(i) g(x_i) in float64, straight from the definition (non-finite x_i count 0)."""
+    flat = x.reshape(-1).double()
+    n = flat.numel()
+    width = min(audit.WIDTH, n)
+    rows = n // width
+    w, phi = audit._wave(key, leaf)
+    scale = w / sigma
+    g = torch.where(torch.isfinite(flat), torch.sin(flat * scale + phi) - math.sin(phi), 0.0)
+    out = []
+    for k in range(audit.K):
+        cols = audit._signs(width, derive_seed(key, leaf, k, "cols")).double()
+        row = audit._signs(rows, derive_seed(key, leaf, k, "rows")).double()
+        body = (g[:rows * width].view(rows, width) * row[:, None] * cols[None, :]).sum()
+        tail = g[rows * width:]
+        if tail.numel():
+            body += (tail * audit._signs(tail.numel(), derive_seed(key, leaf, k, "tail")).double()).sum()
+        out.append(float(body))
+    return out
+
+
+@pytest.mark.parametrize(("shape", "dtype", "poison"), [
+    ((2048, 1024), torch.float32, None),
+    ((3000, 1031), torch.float32, None),  # a tail past the last full row
+    ((40000, 1024), torch.float32, "nan"),  # two blocks of rows: one takes the exact path
+    ((1500, 1024), torch.bfloat16, "inf"),
+    ((7,), torch.float32, "-inf"),
+])
+def test_projections_match_the_formula_and_count_non_finite(shape: tuple[int, ...], dtype: torch.dtype,
+                                                            poison: str | None) -> None:
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    if poison:
+        x.view(-1)[-2] = float(poison)
+    got = audit._project_tensor(x, key=77, leaf=1, sigma=0.8)
+    want = _formula(x, 77, 1, 0.8)
+    spread = math.sqrt(x.numel())  # the sums are random walks of about this size
+    assert max(abs(a - b) for a, b in zip(got["p"], want, strict=True)) < 1e-4 * spread
+    assert (got["nan"], got["posinf"], got["neginf"]) == (int(poison == "nan"), int(poison == "inf"),
+                                                          int(poison == "-inf"))
+
+
+def test_a_changed_element_moves_the_projection() -> None:
+    x = torch.randn(4096, 1024, generator=torch.Generator().manual_seed(5))
+    y = x.clone()
+    y[1000, 7] += 1.0
+    a, b = (audit._project_tensor(t, key=9, leaf=0, sigma=1.0)["p"] for t in (x, y))
+    assert sum((p - q) ** 2 for p, q in zip(a, b, strict=True)) / audit.K > 0.05
