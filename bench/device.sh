@@ -11,6 +11,7 @@
 #   model        issue 24: whole-model workloads (bench/model_bench.py), each one `kiln model --budget-minutes 8`
 #                ($MODEL_BUDGET_MIN): only what fits the call runs; name one with model:PART (model:resblock-fp32,
 #                model:resblock-bf16, model:resnet50-stage4-fp32, model:qwen3-b8-bf16, model:overhead)
+#   projection   issue 22: one timing-audit projection of a 256 MB output, whole and by part (bench/projection_speed.py)
 #   fast_paths   issue 25: fp32 GEMM speed and error vs kiln's rule per tl.dot input_precision (bench/fast_paths.py)
 #   builtin_kb1  issue 23: bench/builtin_kb.py over KernelBench level 1 (built-in one-shot: correct vs
 #   builtin_kb2  float64, x eager, x torch.compile, % roofline; conv also autotuned); one level per call
@@ -102,6 +103,9 @@ for part in "$@"; do
         note "model-$p rc=$? ($(( $(date +%s) - start ))s into the call)"
       done
       python3 bench/model_bench.py --table "$OUT/logs/model_bench" > "$OUT/model.md" 2>&1 ;;
+    projection)
+      b projection 60 python3 bench/projection_speed.py
+      cp "$OUT/logs/projection.log" "$OUT/projection.md" 2>/dev/null ;;
     fast_paths)
       b fast_paths 300 python3 bench/fast_paths.py
       cp "$OUT/logs/fast_paths.log" "$OUT/fast_paths.md" 2>/dev/null ;;

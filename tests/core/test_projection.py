@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from kiln.tools.inputs import derive_seed
 from kiln.tools.timing import audit
 
 
@@ -20,14 +19,13 @@ def _formula(x: torch.Tensor, key: int, leaf: int, sigma: float) -> list[float]:
     w, phi = audit._wave(key, leaf)
     scale = w / sigma
     g = torch.where(torch.isfinite(flat), torch.sin(flat * scale + phi) - math.sin(phi), 0.0)
+    cols, row, tail_signs = (t.double() for t in audit.sign_table(key, leaf, width, rows, n - rows * width))
     out = []
     for k in range(audit.K):
-        cols = audit._signs(width, derive_seed(key, leaf, k, "cols")).double()
-        row = audit._signs(rows, derive_seed(key, leaf, k, "rows")).double()
-        body = (g[:rows * width].view(rows, width) * row[:, None] * cols[None, :]).sum()
+        body = (g[:rows * width].view(rows, width) * row[:, k, None] * cols[None, :, k]).sum()
         tail = g[rows * width:]
         if tail.numel():
-            body += (tail * audit._signs(tail.numel(), derive_seed(key, leaf, k, "tail")).double()).sum()
+            body += (tail * tail_signs[:, k]).sum()
         out.append(float(body))
     return out
 
@@ -50,6 +48,15 @@ def test_projections_match_the_formula_and_count_non_finite(shape: tuple[int, ..
     assert max(abs(a - b) for a, b in zip(got["p"], want, strict=True)) < 1e-4 * spread
     assert (got["nan"], got["posinf"], got["neginf"]) == (int(poison == "nan"), int(poison == "inf"),
                                                           int(poison == "-inf"))
+
+
+def test_sign_patterns_are_balanced_independent_and_keyed() -> None:
+    cols, rows, tail = audit.sign_table(key=1, leaf=0, width=1024, rows=4096, tail=5)
+    assert cols.shape == (1024, audit.K) and rows.shape == (4096, audit.K) and tail.shape == (5, audit.K)
+    assert set(rows.unique().tolist()) == {-1.0, 1.0}
+    assert rows.mean().abs() < 0.05 and (rows.T @ rows / 4096 - torch.eye(audit.K)).abs().max() < 0.1
+    again, other = (audit.sign_table(key=k, leaf=0, width=1024, rows=4096, tail=5)[1] for k in (1, 2))
+    assert torch.equal(again, rows) and not torch.equal(other, rows)
 
 
 def test_a_changed_element_moves_the_projection() -> None:

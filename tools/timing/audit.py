@@ -36,11 +36,17 @@ THRESHOLD = 9.0
 ERR_MARGIN = 4.0  # the bound allows 4x the relative L2 error the candidate showed on checked trials
 
 
-def _signs(n: int, seed: int, device: Any = "cpu") -> torch.Tensor:
-    """n random signs drawn on `device` (both sides of an audit project on the same kind of device, and a
-    generator gives the same draws there for the same seed)."""
-    gen = torch.Generator(device=device).manual_seed(seed & ((1 << 63) - 1))
-    return torch.randint(0, 2, (n,), generator=gen, dtype=torch.int8, device=device).to(torch.float32).mul_(2).sub_(1)
+def sign_table(key: int, leaf: int, width: int, rows: int, tail: int, device: Any = "cpu"
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The K sign patterns of one output: column signs (width, K), row signs (rows, K) and the tail's
+    signs (tail, K), as +-1.0 in float32, from one generator draw on `device` (both sides of an audit
+    project on the same kind of device, and a generator gives the same draws there for the same seed;
+    one draw, where a generator per pattern cost ~40 small launches an output)."""
+    gen = torch.Generator(device=device).manual_seed(derive_seed(key, leaf, "signs") & ((1 << 63) - 1))
+    n = width + rows + tail
+    s = torch.randint(0, 2, (K, n), generator=gen, dtype=torch.int8, device=device).to(torch.float32).mul_(2).sub_(1)
+    return (s[:, :width].t().contiguous(), s[:, width:width + rows].t().contiguous(),
+            s[:, width + rows:].t().contiguous())
 
 
 def _wave(key: int, leaf: int) -> tuple[float, float]:
@@ -81,8 +87,8 @@ def _project_tensor(t: torch.Tensor, key: int, leaf: int, sigma: float) -> dict[
     width = min(WIDTH, max(n, 1))
     rows = n // width
     dev = flat.device
-    cols = torch.stack([_signs(width, derive_seed(key, leaf, k, "cols"), dev) for k in range(K)], 1)
-    row_signs = torch.stack([_signs(rows, derive_seed(key, leaf, k, "rows"), dev) for k in range(K)], 1)
+    tail = flat[rows * width:]
+    cols, row_signs, tail_signs = sign_table(key, leaf, width, rows, tail.numel(), dev)
     col_sums = cols.sum(0, dtype=torch.float64)
     acc = torch.zeros(K + 3, dtype=torch.float64, device=dev)
     spans = [(r0, min(rows, r0 + ROWS_PER_CHUNK)) for r0 in range(0, rows, ROWS_PER_CHUNK)]
@@ -103,9 +109,7 @@ def _project_tensor(t: torch.Tensor, key: int, leaf: int, sigma: float) -> dict[
             block = _g(flat[r0 * width:r1 * width].view(r1 - r0, width), scale, phi) @ cols
             acc[:K] += (block * row_signs[r0:r1]).sum(0, dtype=torch.float64)
             _count_nonfinite(acc, flat[r0 * width:r1 * width])
-    tail = flat[rows * width:]
     if tail.numel():
-        tail_signs = torch.stack([_signs(tail.numel(), derive_seed(key, leaf, k, "tail"), dev) for k in range(K)], 1)
         acc[:K] += (_g(tail, scale, phi).unsqueeze(1) * tail_signs).sum(0, dtype=torch.float64)
         _count_nonfinite(acc, tail)
     vals = acc.tolist()
