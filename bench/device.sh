@@ -74,7 +74,7 @@ for part in "$@"; do
     gpu_tests)  # GPU_DIRS="tests/core tests/redteam" narrows it
       # modules that time kernels in the test's own process run alone first, never beside xdist's
       # workers (six checks sharing the GPU moved a 4x speedup to 1.6x on the H200, 2026-12-02)
-      ALONE="tests/integrity/test_gpu_timing.py tests/integrity/test_gpu_physics.py"
+      ALONE="tests/integrity/test_gpu_timing.py tests/integrity/test_gpu_physics.py tests/integrity/test_gpu_contention.py"
       case " ${GPU_DIRS:-tests/integrity} " in *" tests/integrity "*)
         PYTEST_ARGS= t gpu-integrity-alone 200 $ALONE ;; esac
       IGNORE=$(for f in $ALONE; do printf -- ' --ignore=%s' "$f"; done)

@@ -117,6 +117,25 @@ def env_record(device: str, gpu_index: int = 0) -> EnvRecord:
     return rec
 
 
+def gpu_processes(gpu_index: int = 0) -> int | None:
+    """How many processes hold a compute context on this GPU now (NVML's list; None without NVML, or
+    when NVML lists none: inside some containers it sees no processes)."""
+    nv = _nvml()
+    if nv is None:
+        return None
+    try:
+        procs = nv.nvmlDeviceGetComputeRunningProcesses(_handle(nv, gpu_index))
+    except Exception:  # noqa: BLE001 - unsupported on some boards and drivers
+        return None
+    return len({int(p.pid) for p in procs}) or None
+
+
+def others(samples: list[tuple[int, int]]) -> int | None:
+    """From (processes on the GPU, this check's live workers) samples: the most processes seen beyond
+    the check's own (a worker of its own that holds no context only lowers the figure); None if none."""
+    return max(max(0, n - own) for n, own in samples) if samples else None
+
+
 def throttle_reasons(nvml_gpu_index: int) -> list[str]:
     """Current clock-event reasons of an NVML device (empty without NVML)."""
     nv = _nvml()

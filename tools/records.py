@@ -236,6 +236,9 @@ class EnvRecord(Record):
     temp_c_after: int | None = None
     throttle_reasons: list[str] = Field(default_factory=list)
     throttled: bool = False
+    other_gpu_processes: int | None = Field(
+        None, description="processes beyond this check's own workers that held the GPU while kiln timed (the most "
+                          "seen, before or after the candidate's laps); None: not known (no NVML, or NVML lists none)")
 
 
 class TimingRecord(Record):

@@ -42,6 +42,8 @@ def _timing(t: TimingRecord | None) -> list[str]:
                      f"{m.reference_peak_bytes / 2**20:.1f} MiB" + (f" ({m.ratio:.2f}x)" if m.ratio else ""))
     if t.env and t.env.throttled:
         lines.append(f"WARNING: GPU throttled during measurement: {', '.join(t.env.throttle_reasons)}")
+    if t.env and t.env.other_gpu_processes:
+        lines.append(f"WARNING: {t.env.other_gpu_processes} other process(es) held the GPU during measurement")
     return lines
 
 

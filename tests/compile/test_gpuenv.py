@@ -29,3 +29,21 @@ def test_nvml_index_follows_cuda_visible_devices(monkeypatch):
     assert gpuenv.nvml_index(0) == 3 and gpuenv.nvml_index(1) == 5
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert gpuenv.nvml_index(2) == 2
+
+
+def test_other_gpu_processes_count_beyond_the_checks_own_workers():
+    assert gpuenv.others([]) is None
+    assert gpuenv.others([(3, 3), (2, 2)]) == 0  # only the check's own workers
+    assert gpuenv.others([(3, 3), (9, 2), (4, 1)]) == 7  # the most crowded sample counts
+    assert gpuenv.others([(1, 3)]) == 0  # a worker of its own with no context: never negative
+
+
+def test_other_gpu_processes_are_unknown_on_a_cpu_machine_and_rendered_as_a_warning():
+    from kiln.tools import render
+    from kiln.tools.records import TimingRecord
+
+    if gpuenv._nvml() is None:
+        assert gpuenv.gpu_processes(0) is None
+    lines = render._timing(TimingRecord(measured=True, env=EnvRecord(other_gpu_processes=2)))
+    assert "WARNING: 2 other process(es) held the GPU during measurement" in lines
+    assert not any("other process" in x for x in render._timing(TimingRecord(measured=True, env=EnvRecord())))

@@ -72,11 +72,14 @@ def time_check(s: Session) -> None:
     s.ref_call(m.Release(), "release")
     prepared = _baselines_prepared(s, plan["missing"])  # torch.compile done: nothing else runs on the GPU now
     env_before = _env(s)
+    crowd = [_gpu_processes(s)]
     sigma = _sigma(s)
     cand = _candidate_laps(s, ring, loop_s, sigma)
+    crowd.append(_gpu_processes(s))
     if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
         s.cnd.close()
     base = {**plan["cached"], **_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma)}
+    crowd.append(_gpu_processes(s))
     eager = base.get("eager") if "error" not in (base.get("eager") or {"error": 1}) else None
     samples, deferred = charged_samples(cand, eager, ring.slots)
     rec = TimingRecord(measured=True, method=METHOD.format(slots=ring.slots, span=L2_SPAN_BYTES >> 20, audit=N_AUDIT),
@@ -89,6 +92,13 @@ def time_check(s: Session) -> None:
         rec.baselines[name] = summarize(run["samples_us"])
         rec.speedups[name] = speedup(run["samples_us"], samples, name=name, threshold=s.o.speedup_threshold)
     rec.env = _env_after(env_before)
+    if rec.env is not None:
+        from kiln.tools.gpuenv import others
+
+        rec.env.other_gpu_processes = others([c for c in crowd if c is not None])
+        if rec.env.other_gpu_processes:
+            s.rec.reasons.append(f"timed while {rec.env.other_gpu_processes} other process(es) held the GPU: their "
+                                 "kernels share it, so the times and speedups may be off")
     eager_peak = (eager or {}).get("peak_bytes")
     rec.memory = MemoryRecord(candidate_peak_bytes=cand.get("peak_bytes"), reference_peak_bytes=eager_peak,
                               ratio=cand["peak_bytes"] / eager_peak if cand.get("peak_bytes") and eager_peak else None)
@@ -313,6 +323,18 @@ def _env(s: Session) -> EnvRecord | None:
         return gpuenv.env_record(s.rec.device, s.o.gpu_index)
     except Exception:  # noqa: BLE001 - an environment record is context, never a verdict
         return None
+
+
+def _gpu_processes(s: Session) -> tuple[int, int] | None:
+    """(processes holding the GPU now, how many of them are this check's live workers at most)."""
+    from kiln.tools import gpuenv
+
+    try:
+        n = gpuenv.gpu_processes(s.o.gpu_index) if s.rec.device == "cuda" else None
+    except Exception:  # noqa: BLE001 - context, never a verdict
+        return None
+    own = sum(h is not None and h.proc.poll() is None for h in (s.cnd, s.ref, s.base))
+    return None if n is None else (n, own)
 
 
 def _env_after(before: EnvRecord | None) -> EnvRecord | None:
