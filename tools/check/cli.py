@@ -64,7 +64,7 @@ def check(
     options = options.model_copy(update={"device": resolve_device(device)})  # once, after every other flag
     from kiln.tools.check.servers import warm_for
 
-    warm_for(options.device, options)
+    warm_for(options.device, options, preimport=False)
     record = _within(lambda: run_check(problem, candidate, options), options.timeout_s + WATCHDOG_SLACK_S,
                      problem, candidate, options)
     print_verdict(record)  # first: if writing the record still fails, the verdict was shown

@@ -66,12 +66,14 @@ def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path, box
     return threads
 
 
-def warm_for(device: str, options: Any) -> list[threading.Thread]:
+def warm_for(device: str, options: Any, *, preimport: bool = True) -> list[threading.Thread]:
     """A command's first check will need this device's fork server: start it now, in the background,
     so its seconds of imports (torch, Triton, inside the sandbox) overlap what the command does
     first (loading the problem, the static scan, the Coder's first reply). The check finds it
     running, or waits for this same start. `options`: the check's CheckOptions (fork server, GPU,
-    isolation)."""
+    isolation). `preimport=False` leaves the parent's own torch import to the check: that import holds
+    the parse lock (`pyparse`) for its seconds, and `kiln check` parses the problem and the candidate
+    next (1-2 s of waiting in a fresh process)."""
     from kiln.tools.check import caches
     from kiln.tools.errors import KilnConfigError
     from kiln.tools.sandbox.box import sandbox_for
@@ -82,10 +84,7 @@ def warm_for(device: str, options: Any) -> list[threading.Thread]:
         box = sandbox_for(options.isolation, options.bwrap)
     except KilnConfigError:  # strict isolation without a full sandbox: the check itself says so
         return []
-    # the server only: the parent's torch import holds the parse lock (`pyparse`) for its seconds, and
-    # the command is about to parse the problem and the candidate (1-2 s of waiting in a fresh
-    # `kiln check`); the check starts that import itself, once the parsing is done
-    return warm_fork_servers(device, [options.gpu_index], caches.root(), box, preimport=False)
+    return warm_fork_servers(device, [options.gpu_index], caches.root(), box, preimport=preimport)
 
 
 def zygote_env(device: str, gpu_index: int, cache_root: Path) -> dict[str, str]:
