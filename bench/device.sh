@@ -44,7 +44,8 @@ KB1=third_party/KernelBench/KernelBench/level1
 t() {  # name, seconds, pytest args...: one GPU test group, its log kept
   local name=$1 secs=$2; shift 2
   [ "$secs" -lt "$(( $(left) - 10 ))" ] || secs=$(( $(left) - 10 ))
-  timeout "$secs" python3 -m pytest -m gpu -q -rxXfE --tb=short --timeout "${TEST_TIMEOUT_S:-300}" -p no:cacheprovider \
+  local quiet=-q; case " ${PYTEST_ARGS:-} " in *" -v "*) quiet= ;; esac  # -q and -v cancel: a timed-out run then names nothing
+  timeout "$secs" python3 -m pytest -m gpu $quiet -rxXfE --tb=short --timeout "${TEST_TIMEOUT_S:-300}" -p no:cacheprovider \
     ${PYTEST_ARGS:-} "$@" > "$OUT/logs/$name.log" 2>&1
   note "$name rc=$?: $(tail -1 "$OUT/logs/$name.log")"
 }

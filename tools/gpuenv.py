@@ -118,8 +118,11 @@ def env_record(device: str, gpu_index: int = 0) -> EnvRecord:
 
 
 def gpu_processes(gpu_index: int = 0) -> int | None:
-    """How many processes hold a compute context on this GPU now (NVML's list; None without NVML, or
-    when NVML lists none: inside some containers it sees no processes)."""
+    """How many processes other than this one hold a compute context on this GPU now (NVML's list;
+    None without NVML, or when NVML lists none: inside some containers it sees no processes). kiln's
+    own process is left out: it launches nothing while it times, though the program that called it
+    (a notebook, a training loop asking for rewards) may hold a context. The H200 run of the GPU test
+    counted the test process itself, which had run CUDA tests before."""
     nv = _nvml()
     if nv is None:
         return None
@@ -127,7 +130,8 @@ def gpu_processes(gpu_index: int = 0) -> int | None:
         procs = nv.nvmlDeviceGetComputeRunningProcesses(_handle(nv, gpu_index))
     except Exception:  # noqa: BLE001 - unsupported on some boards and drivers
         return None
-    return len({int(p.pid) for p in procs}) or None
+    pids = {int(p.pid) for p in procs}
+    return len(pids - {os.getpid()}) if pids else None
 
 
 def others(samples: list[tuple[int, int]]) -> int | None:

@@ -47,3 +47,20 @@ def test_other_gpu_processes_are_unknown_on_a_cpu_machine_and_rendered_as_a_warn
     lines = render._timing(TimingRecord(measured=True, env=EnvRecord(other_gpu_processes=2)))
     assert "WARNING: 2 other process(es) held the GPU during measurement" in lines
     assert not any("other process" in x for x in render._timing(TimingRecord(measured=True, env=EnvRecord())))
+
+
+def test_gpu_processes_leave_out_kilns_own_process(monkeypatch):
+    """NVML is absent on the CPU machine: a stand-in binding lists the processes (the H200 run counted
+    the test process itself, which held a context from earlier CUDA tests, as another process)."""
+    import os
+    from types import SimpleNamespace
+
+    listed: list[int] = []
+    nv = SimpleNamespace(nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetHandleByUUID=lambda u: 0,
+                         nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=p) for p in listed])
+    monkeypatch.setattr(gpuenv, "_nvml", lambda: nv)
+    assert gpuenv.gpu_processes(0) is None  # NVML lists nobody: unknown, not zero
+    listed[:] = [os.getpid()]
+    assert gpuenv.gpu_processes(0) == 0
+    listed[:] = [os.getpid(), 4242, 4243, 4243]
+    assert gpuenv.gpu_processes(0) == 2
