@@ -79,7 +79,7 @@ def time_check(s: Session) -> None:
     if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
         s.cnd.close()
     base = {**plan["cached"], **_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma)}
-    crowd.append(_gpu_processes(s))
+    crowd.append(_gpu_processes(s, closing=1))  # the candidate's context may outlive its process by a moment
     eager = base.get("eager") if "error" not in (base.get("eager") or {"error": 1}) else None
     samples, deferred = charged_samples(cand, eager, ring.slots)
     rec = TimingRecord(measured=True, method=METHOD.format(slots=ring.slots, span=L2_SPAN_BYTES >> 20, audit=N_AUDIT),
@@ -325,15 +325,16 @@ def _env(s: Session) -> EnvRecord | None:
         return None
 
 
-def _gpu_processes(s: Session) -> tuple[int, int] | None:
-    """(processes holding the GPU now, how many of them are this check's live workers at most)."""
+def _gpu_processes(s: Session, closing: int = 0) -> tuple[int, int] | None:
+    """(processes holding the GPU now, how many of them may be this check's own: its live workers and
+    the `closing` ones it has just closed)."""
     from kiln.tools import gpuenv
 
     try:
         n = gpuenv.gpu_processes(s.o.gpu_index) if s.rec.device == "cuda" else None
     except Exception:  # noqa: BLE001 - context, never a verdict
         return None
-    own = sum(h is not None and h.proc.poll() is None for h in (s.cnd, s.ref, s.base))
+    own = closing + sum(h is not None and h.proc.poll() is None for h in (s.cnd, s.ref, s.base))
     return None if n is None else (n, own)
 
 
