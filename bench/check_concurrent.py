@@ -60,8 +60,14 @@ def burst(tmp: Path, cache: Path, n: int, threads: int) -> dict:
     with ThreadPoolExecutor(threads) as pool:
         recs = list(pool.map(lambda c: ev.check(SMALL, c), cands))
     wall = time.monotonic() - t0
+    stages: dict[str, list[float]] = {}
+    for r in recs:  # where a check's time went: the mean of each stage over the burst
+        for k, v in (r.stages_s or {}).items():
+            stages.setdefault(k, []).append(float(v))
     return {"n": n, "threads": threads, "wall_s": round(wall, 2), "per_minute": round(60 * n / wall, 1),
-            "statuses": sorted({r.status for r in recs}), "ok": sum(r.status == "ok" for r in recs)}
+            "statuses": sorted({r.status for r in recs}), "ok": sum(r.status == "ok" for r in recs),
+            "mean_stages_s": {k: round(statistics.fmean(v), 3) for k, v in stages.items()},
+            "reasons": sorted({x for r in recs for x in r.reasons[:1]})[:3]}
 
 
 def main() -> int:
@@ -70,6 +76,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--burst", type=int, default=120)
     ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--burst-only", action="store_true", help="leave out the N-at-once part")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="kiln-conc-"))
@@ -81,23 +88,30 @@ def main() -> int:
         (a.out / "concurrent.json").write_text(json.dumps(res, indent=1))
         print(name, json.dumps(row)[:600], flush=True)
 
-    keep("solo_warmup", one_check(PROBLEM, variant(tmp, CANDIDATE, "w"), cache, []))  # caches filled
-    keep("solo", one_check(PROBLEM, variant(tmp, CANDIDATE, "s"), cache, []))
-    with ThreadPoolExecutor(a.jobs) as pool:
-        rows = list(pool.map(lambda i: one_check(PROBLEM, variant(tmp, CANDIDATE, f"c{i}"), cache, []),
-                             range(a.jobs)))
-    keep("concurrent", rows)
-    walls = [r["wall_s"] for r in rows]
-    summary = {"jobs": a.jobs, "solo_s": res["solo"]["wall_s"], "median_s": statistics.median(walls),
-               "max_s": max(walls), "timeouts": sum(r["status"] == "timeout" for r in rows),
-               "errors": sum(r["status"] not in ("ok",) for r in rows),
-               "oom": sum("out of memory" in " ".join(r["reasons"]).lower() for r in rows)}
-    keep("summary", summary)
+    summary: dict = {}
+    if not a.burst_only:
+        keep("solo_warmup", one_check(PROBLEM, variant(tmp, CANDIDATE, "w"), cache, []))  # caches filled
+        keep("solo", one_check(PROBLEM, variant(tmp, CANDIDATE, "s"), cache, []))
+        with ThreadPoolExecutor(a.jobs) as pool:
+            rows = list(pool.map(lambda i: one_check(PROBLEM, variant(tmp, CANDIDATE, f"c{i}"), cache, []),
+                                 range(a.jobs)))
+        keep("concurrent", rows)
+        walls = [r["wall_s"] for r in rows]
+        summary = {"jobs": a.jobs, "solo_s": res["solo"]["wall_s"], "median_s": statistics.median(walls),
+                   "max_s": max(walls), "timeouts": sum(r["status"] == "timeout" for r in rows),
+                   "errors": sum(r["status"] not in ("ok",) for r in rows),
+                   "oom": sum("out of memory" in " ".join(r["reasons"]).lower() for r in rows)}
+        keep("summary", summary)
+    keep("burst_serial", burst(tmp, cache / "burst", max(8, a.burst // 8), 1))  # one check's latency, alone
     keep("burst", burst(tmp, cache / "burst", a.burst, a.threads))
     lines = ["| figure | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in summary.items()]
     b = res["burst"]
     lines.append(f"| reward burst: {b['n']} small checks, {b['threads']} threads | {b['per_minute']} per minute, "
                  f"{b['ok']} ok, statuses {b['statuses']} |")
+    b1 = res["burst_serial"]
+    lines.append(f"| the same, one thread ({b1['n']} checks) | {b1['per_minute']} per minute, {b1['ok']} ok, "
+                 f"mean stages {b1['mean_stages_s']} |")
+    lines.append(f"| reward burst's mean stages | {b['mean_stages_s']} |")
     (a.out / "concurrent.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

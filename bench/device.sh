@@ -5,7 +5,8 @@
 # Parts:
 #   startup      import times (torch, triton, kiln's CLI), the fork server's start, kiln doctor (its GPU line)
 #   check_speed  issue 22's check-time rows (bench/check_speed.py: fresh `kiln check` processes)
-#   concurrent   issue 22: six checks at once on one GPU (bench/check_concurrent.py)
+#   concurrent   issue 22: six checks at once on one GPU, then the reward burst, one thread and 8 (bench/check_concurrent.py;
+#                CONC_ARGS=--burst-only leaves the six out)
 #   gpu_tests    the GPU suite (pytest -m gpu), one log per folder (GPU_DIRS narrows it)
 #   builtin      issue 23: the built-in Coder over KernelBench level 1 and 2 (bench/builtin_speed.py)
 #   model        issue 24: whole-model workloads (bench/model_bench.py), each one `kiln model --budget-minutes 8`
@@ -70,7 +71,7 @@ for part in "$@"; do
       b check_speed ${SPEED_S:-240} python3 bench/check_speed.py --out "$OUT/logs/check_speed" --bwrap "$(command -v bwrap)"
       cp "$OUT/logs/check_speed/check_speed.md" "$OUT/" 2>/dev/null ;;
     concurrent)
-      b concurrent $(( $(left) - 10 )) python3 bench/check_concurrent.py --out "$OUT/logs/concurrent" --jobs 6
+      b concurrent $(( $(left) - 10 )) python3 bench/check_concurrent.py --out "$OUT/logs/concurrent" --jobs 6 ${CONC_ARGS:-}
       cp "$OUT/logs/concurrent/concurrent.md" "$OUT/" 2>/dev/null ;;
     gpu_tests)  # GPU_DIRS="tests/core tests/redteam" narrows it
       # modules that time kernels in the test's own process run alone first, never beside xdist's
