@@ -94,7 +94,19 @@ def test_a_pointer_cache_answers_stale_after_a_refresh() -> None:
     assert not ok and "differ" in why
 
 
+def _settle(seconds: float = 0.5) -> None:
+    """Keep the card busy a moment first: on the H200 (clocks left alone) the first of three repeats
+    read 75 us against 70 the third (2026-12-03), a clock still rising, not the harness."""
+    x = torch.randn(8192, 4096, device="cuda")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        for _ in range(50):
+            torch.sigmoid(x)
+        torch.cuda.synchronize()
+
+
 def test_the_same_kernel_timed_again_agrees() -> None:
+    _settle()
     meds = [statistics.median(_samples(_Sigmoid(1))) for _ in range(3)]
     print("repeat medians (us):", meds)
     assert max(meds) / min(meds) <= 1.05
