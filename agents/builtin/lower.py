@@ -179,8 +179,13 @@ class Lowerer:
         return self._transpose(b["input"])  # only 2-D inputs: any transpose swaps their two dims
 
     def _module(self, mod: nn.Module, path: str, args: Any, kwargs: Any, n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_losses import loss_module
         from kiln.agents.builtin.lower_modules import lower_module
 
+        if not kwargs and len(args) in (2, 3):  # nn loss modules (two inputs, three for a triplet loss)
+            hit = loss_module(self, mod, list(args))
+            if hit is not None:
+                return hit
         return lower_module(self, mod, path, list(args), dict(kwargs), n)
 
     def _k_reduce(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
@@ -207,6 +212,21 @@ class Lowerer:
         from kiln.agents.builtin.lower_model_ops import pool_op
 
         return pool_op(self, name, b, n)
+
+    def _k_norm(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_losses import norm_op
+
+        return norm_op(self, name, b, n)
+
+    def _k_loss(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_losses import loss_op
+
+        return loss_op(self, name, b, n)
+
+    def _k_einsum(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        from kiln.agents.builtin.lower_losses import einsum_op
+
+        return einsum_op(self, name, b, n)
 
     def _k_matmul(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
         from kiln.agents.builtin.lower_rows import matmul_op

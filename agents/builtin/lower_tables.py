@@ -19,6 +19,7 @@ X: Sig = (("input", REQ),)
 XI: Sig = (("input", REQ), ("inplace", False))
 BIN: Sig = (("input", REQ), ("other", REQ), ("alpha", 1), ("rounding_mode", None))
 RED: Sig = (("input", REQ), ("dim", None), ("keepdim", False), ("dtype", None))
+LOSS2: Sig = (("input", REQ), ("target", REQ), ("size_average", None), ("reduce", None))
 SOFT: Sig = (("input", REQ), ("dim", None), ("_stacklevel", 3), ("dtype", None))
 
 UNARY = [
@@ -56,12 +57,25 @@ SPECS |= {
     "t": ("transpose", X),
     "transpose": ("transpose", (("input", REQ), ("dim0", 0), ("dim1", 1))),
     "contiguous": ("unary", X),
+    "norm": ("norm", (("input", REQ), ("p", "fro"), ("dim", None), ("keepdim", False), ("out", None), ("dtype", None))),
+    "vector_norm": ("norm", (("input", REQ), ("ord", 2), ("dim", None), ("keepdim", False), ("dtype", None))),
+    "smooth_l1_loss": ("loss", (*LOSS2, ("reduction", "mean"), ("beta", 1.0), ("weight", None))),
+    "huber_loss": ("loss", (("input", REQ), ("target", REQ), ("reduction", "mean"), ("delta", 1.0), ("weight", None))),
+    "kl_div": ("loss", (*LOSS2, ("reduction", "mean"), ("log_target", False))),
+    "mse_loss": ("loss", (*LOSS2, ("reduction", "mean"), ("weight", None))),
+    "l1_loss": ("loss", (*LOSS2, ("reduction", "mean"), ("weight", None))),
+    "triplet_margin_loss": ("loss", (("anchor", REQ), ("positive", REQ), ("negative", REQ), ("margin", 1.0), ("p", 2.0),
+                                     ("eps", 1e-6), ("swap", False), ("size_average", None), ("reduce", None),
+                                     ("reduction", "mean"))),
+    "einsum": ("einsum", (("equation", REQ), ("a", REQ), ("b", None), ("c", None))),
+    "bmm": ("matmul", (("input", REQ), ("other", REQ))),
 }  # fmt: skip
 
 ALIASES: dict[Any, str] = {
     operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
     operator.neg: "neg", operator.pow: "pow", operator.matmul: "matmul",
     torch.true_divide: "div", torch.special.erf: "erf", ".contiguous": "identity",
+    torch.linalg.vector_norm: "vector_norm",
 }  # fmt: skip
 
 

@@ -65,6 +65,7 @@ OPS: dict[str, Expr] = {
     "hardswish": lambda a, p: f"({a[0]} * {_clamp(f'({a[0]} + 3.0)', 0.0, 6.0)} / 6.0)",
     "mish": lambda a, p: f"({a[0]} * {_tanh(_softplus(a[0], 1.0, 20.0))})",
     "softsign": lambda a, p: f"({a[0]} / (1.0 + tl.abs({a[0]})))",
+    "xlogx": lambda a, p: f"tl.where({a[0]} == 0.0, 0.0, {a[0]} * tl.log({a[0]}))",  # torch.xlogy(a, a)
 }
 
 

@@ -78,7 +78,11 @@ def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
 def init_source(src: str) -> tuple[str, str]:
     """(signature args text, body text) of Model.__init__, with `super(Model, self)` made `super()`.
     ModelNew runs the same body, so it owns the same parameters, created in the same order."""
-    fn = _method(_model_def(src), "__init__")
+    cls = _model_def(src)
+    plain = all(ast.unparse(b) in ("nn.Module", "torch.nn.Module", "Module") for b in cls.bases)
+    if plain and not any(isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in cls.body):
+        return "self", "super().__init__()"  # nn.Module's own: no parameters, no arguments
+    fn = _method(cls, "__init__")
     args = ast.unparse(fn.args)
     lines = src.splitlines()
     body = "\n".join(lines[fn.body[0].lineno - 1 : fn.end_lineno])

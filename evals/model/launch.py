@@ -36,6 +36,12 @@ def available() -> bool:
     return tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 3)
 
 
+def _hooked(hook: Any) -> bool:
+    """Whether a Triton launch hook is set: None in older Triton, an empty `HookChain` (never None) in
+    newer ones (3.6 on the H200: every lean call took Triton's path, 2026-12-03)."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 def _kind(v: Any) -> Any:
     if isinstance(v, torch.Tensor):
         return (v.dtype, v.data_ptr() % 16 == 0)
@@ -90,7 +96,7 @@ class LeanKernel:
     def launch(self, grid: Any, args: tuple, kwargs: dict) -> Any:
         from triton import knobs
 
-        if self.broken or callable(grid) or knobs.runtime.launch_enter_hook is not None or self.jit.pre_run_hooks:
+        if self.broken or callable(grid) or _hooked(knobs.runtime.launch_enter_hook) or self.jit.pre_run_hooks:
             return self.jit[grid](*args, **kwargs)
         try:
             key = (tuple(grid), torch.cuda.current_device(), tuple(_kind(a) for a in args),
@@ -107,7 +113,8 @@ class LeanKernel:
                     self.broken = f"{type(err).__name__}: {err}"
             return kernel
         try:
-            plan.launch(args, kwargs, torch._C._cuda_getCurrentRawStream(key[1]), knobs.runtime.launch_exit_hook)
+            exit_hook = knobs.runtime.launch_exit_hook
+            plan.launch(args, kwargs, torch._C._cuda_getCurrentRawStream(key[1]), exit_hook if _hooked(exit_hook) else None)
         except Exception as err:  # noqa: BLE001 - the launcher refused before launching: Triton's path
             self.broken = f"{type(err).__name__}: {err}"
             return self.jit[grid](*args, **kwargs)
