@@ -18,6 +18,10 @@ def mm_kernel(plan: Plan) -> str:
     ptrs = "".join(f", p{k + 2}" for k in range(len(extra)))
     lines = [
         "pid = tl.program_id(0)",
+        "pid_b = tl.program_id(1).to(tl.int64)  # the batch of a bmm (0 otherwise)",
+        "a_ptr += pid_b * sab",
+        "b_ptr += pid_b * sbb",
+        "ob = pid_b * M * N",
         "num_pid_m = tl.cdiv(M, BLOCK_M)",
         "num_pid_n = tl.cdiv(N, BLOCK_N)",
         "in_group = GROUP_M * num_pid_n",
@@ -47,12 +51,12 @@ def mm_kernel(plan: Plan) -> str:
     ]
     lines += _epilogue(plan)
     lines.append(
-        f"tl.store(out_ptr + rm2.to(tl.int64) * N + rn2, {expr(plan, plan.g.out)}.to(out_ptr.dtype.element_ty), mask=mask)"
+        f"tl.store(out_ptr + ob + rm2.to(tl.int64) * N + rn2, {expr(plan, plan.g.out)}.to(out_ptr.dtype.element_ty), mask=mask)"
     )
     inner = "\n".join("    " + ln for ln in lines)
     return (
         "\n\n@triton.jit\n"
-        f"def _kiln_mm(a_ptr, b_ptr, out_ptr{ptrs}, M, N, K, sam, sak, sbk, sbn, BLOCK_M: tl.constexpr, "
+        f"def _kiln_mm(a_ptr, b_ptr, out_ptr{ptrs}, M, N, K, sam, sak, sbk, sbn, sab, sbb, BLOCK_M: tl.constexpr, "
         "BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr):\n"
         f"{inner}\n"
     )
@@ -67,7 +71,7 @@ def _epilogue(plan: Plan) -> list[str]:
             if plan.roles[i] == "vec_n":
                 lines.append(f"v{i} = tl.load(p{k} + rn2, mask=rn2 < N, other=0.0).to(tl.float32)")
             else:
-                lines.append(f"v{i} = tl.load(p{k} + rm2.to(tl.int64) * N + rn2, mask=mask, other=0.0).to(tl.float32)")
+                lines.append(f"v{i} = tl.load(p{k} + ob + rm2.to(tl.int64) * N + rn2, mask=mask, other=0.0).to(tl.float32)")
         elif n.kind == "op":
             lines.append(op_line(plan, i))
     return lines
@@ -77,16 +81,24 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
     names = input_exprs(plan)
     a_t = plan.g.inputs[plan.g.nodes[plan.loads[0]].input].transposed
     b_t = plan.g.inputs[plan.g.nodes[plan.loads[1]].input].transposed
-    lines = [
-        f"a, b = {names[0]}, {names[1]}",
-        "a2 = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])" if not a_t else "a2 = a.t()",
-        "b2 = b.t()" if b_t else "b2 = b",
-        "M, K = a2.shape",
-        "N = b2.shape[1]",
-        "out_shape = tuple(a.shape[:-1]) + (N,)" if not a_t else "out_shape = (M, N)",
-        "out = torch.empty(out_shape, device=a.device, dtype=a.dtype)",
-        "if out.numel() == 0:\n    return out",
-    ]
+    batched = len(plan.g.nodes[plan.loads[1]].shape) == 3
+    if batched:  # (B, M, K) x (B, K, N): one grid row of tiles per batch, batch strides passed along
+        lines = [f"a2, b2 = {names[0]}, {names[1]}", "nb, M, K = a2.shape", "N = b2.shape[2]",
+                 "out = torch.empty((nb, M, N), device=a2.device, dtype=a2.dtype)", "a = a2",
+                 "if out.numel() == 0:\n    return out"]
+        strides = "a2.stride(1), a2.stride(2), b2.stride(1), b2.stride(2), a2.stride(0), b2.stride(0)"
+    else:
+        lines = [
+            f"a, b = {names[0]}, {names[1]}",
+            "a2 = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])" if not a_t else "a2 = a.t()",
+            "b2 = b.t()" if b_t else "b2 = b",
+            "M, K = a2.shape",
+            "N = b2.shape[1]",
+            "out_shape = tuple(a.shape[:-1]) + (N,)" if not a_t else "out_shape = (M, N)",
+            "out = torch.empty(out_shape, device=a.device, dtype=a.dtype)",
+            "if out.numel() == 0:\n    return out",
+        ]
+        strides = "a2.stride(0), a2.stride(1), b2.stride(0), b2.stride(1), 0, 0"
     rest = [
         f"{'e' + str(k)} = {e} if {e}.is_contiguous() else {e}.contiguous()" for k, e in enumerate(names[2:])
     ]
@@ -94,9 +106,9 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     prec = cfg["prec"]
     lines += rest + [
-        f"grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}),)",
+        f"grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), {'nb' if batched else 1})",
         f"prec = {prec!r} if a.dtype == torch.float32 else 'tf32'",
-        f"_kiln_mm[grid](a2, b2, out{eargs}, M, N, K, a2.stride(0), a2.stride(1), b2.stride(0), b2.stride(1), "
+        f"_kiln_mm[grid](a2, b2, out{eargs}, M, N, K, {strides}, "
         f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={cfg['group_m']}, PREC=prec, "
         f"num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']})",
         "return out",

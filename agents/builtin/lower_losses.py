@@ -200,7 +200,7 @@ def loss_module(L: Lowering, mod: nn.Module, args: list[Any]) -> Any:
 
 def einsum_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
     """A contraction of A's last index with B's first, B 2-D (`bijl,lk->bijk`, `ij,jk->ik`): the
-    matmul (..., K) x (K, N). Other equations are refused by name."""
+    matmul (..., K) x (K, N); or a batched one (`bij,bjk->bik`). Other equations are refused by name."""
     eq = b["equation"]
     if not isinstance(eq, str) or b["b"] is None or b.get("c") is not None:
         raise Unsupported("einsum other than two operands and an equation string")
@@ -210,9 +210,11 @@ def einsum_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> An
     if "->" not in spec or len(parts) != 2 or "." in spec:
         raise Unsupported(f"einsum {eq!r}")
     sa, sb = parts
-    ok = (len(sb) == 2 and len(sa) >= 2 and len(set(sa)) == len(sa) and sa[-1] == sb[0] and sb[1] not in sa
-          and out == sa[:-1] + sb[1])
+    bmm = (len(sa) == len(sb) == 3 and len(set(sa + sb[2])) == 4 and sa[0] == sb[0] and sa[2] == sb[1]
+           and out == sa[:2] + sb[2])  # 'bij,bjk->bik'
+    ok = bmm or (len(sb) == 2 and len(sa) >= 2 and len(set(sa)) == len(sa) and sa[-1] == sb[0] and sb[1] not in sa
+                 and out == sa[:-1] + sb[1])
     if not ok:
         raise Unsupported(f"einsum {eq!r} (covered: a contraction of the first operand's last index with a "
-                          "matrix's first, e.g. 'bijl,lk->bijk')")
+                          "matrix's first, e.g. 'bijl,lk->bijk', or 'bij,bjk->bik')")
     return L._k_matmul("matmul", {"input": b["a"], "other": b["b"]}, n)

@@ -109,8 +109,12 @@ def matmul_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> An
     other = b["other"] if name != "linear" else L._transpose(_ref(b["weight"], "linear weight"))
     w = _operand(L, other)
     sa, sw = L.g.nodes[a].shape, L.g.nodes[w].shape
+    if len(sw) == 3 and len(sa) == 3 and sa[0] == sw[0] and sa[2] == sw[1]:  # bmm: (B, M, K) x (B, K, N)
+        if any(L.g.inputs[L.g.nodes[i].input].transposed for i in (a, w)):
+            raise Unsupported("a transposed batched matmul operand")
+        return Ref(L.g.add(Node("mm", args=(a, w), shape=(sa[0], sa[1], sw[2]))))
     if len(sw) != 2 or len(sa) < 2:
-        raise Unsupported(f"matmul of shapes {list(sa)} x {list(sw)} (covered: (..., K) x (K, N))")
+        raise Unsupported(f"matmul of shapes {list(sa)} x {list(sw)} (covered: (..., K) x (K, N) and (B, M, K) x (B, K, N))")
     if len(sa) > 2 and L.g.inputs[L.g.nodes[a].input].transposed:
         raise Unsupported("a transposed batched matmul operand")
     out = Ref(L.g.add(Node("mm", args=(a, w), shape=tuple(sa[:-1]) + (sw[1],))))
