@@ -6,11 +6,17 @@ from kiln.agents.builtin.ir import KGraph
 from kiln.agents.builtin.plan import Plan
 from kiln.agents.builtin.problem import Unsupported
 
+INDEX_OPS = ("triu", "tril")  # masks by (row, column): only the matmul epilogue has both indices (rm2, rn2)
+
 
 def classify(g: KGraph) -> Plan:
     live = g.live()
     loads = [i for i in live if g.nodes[i].kind == "load"]
     kinds = {g.nodes[i].kind for i in live}
+    if "scan" in kinds:
+        from kiln.agents.builtin.gen_scan import scan_plan
+
+        return scan_plan(g, live, loads)
     if kinds & {"conv", "pool", "attn", "chanstats"}:  # extra_plans.KINDS
         from kiln.agents.builtin.extra_plans import extra_plan
 
@@ -21,6 +27,8 @@ def classify(g: KGraph) -> Plan:
         return gnorm_plan(g, live, loads)
     if "mm" in kinds:
         return _matmul(g, live, loads)
+    if any(g.nodes[i].kind == "op" and g.nodes[i].op in INDEX_OPS for i in live):
+        raise Unsupported("triu/tril outside a matmul's epilogue")
     if "reduce" in kinds:
         return _row(g, live, loads)
     if "rsize" in kinds:

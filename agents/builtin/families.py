@@ -19,6 +19,10 @@ def family_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
     fam = plan.family
     if fam in EXTRA_FAMILIES:
         return extra_parts(plan, cfg)
+    if fam == "scan":
+        from kiln.agents.builtin.gen_scan import scan_parts
+
+        return scan_parts(plan, cfg)
     if fam == "elementwise":
         kernels, fwd, helpers = ew_kernel(plan), ew_forward(plan, cfg), HELPERS + COLLAPSE_HELPER
     elif fam == "row":

@@ -26,6 +26,7 @@ KNOB_CYCLE = {
     "attn": [("block_n", "up"), ("block_m", "up"), ("num_stages", "up"), ("prec", "up")],
     "chanstats": [("block", "up"), ("num_warps", "down")],
     "pipeline": [("preset", "up")],
+    "scan": [("block", "up"), ("num_warps", "up"), ("block", "down"), ("num_warps", "down")],
 }
 
 

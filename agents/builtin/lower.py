@@ -223,6 +223,14 @@ class Lowerer:
 
         return loss_op(self, name, b, n)
 
+    def _k_band(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
+        d = b["diagonal"]
+        if not isinstance(b["input"], Ref) or len(self.g.nodes[b["input"].idx].shape) < 2:
+            raise Unsupported(f"{name} of a non-matrix")
+        if isinstance(d, bool) or not isinstance(d, int) or isinstance(d, ShapeInt):
+            raise Unsupported(f"{name} with a diagonal that is not a constant int")
+        return self.un(name, b["input"], (float(d),))
+
     def _k_einsum(self, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:
         from kiln.agents.builtin.lower_losses import einsum_op
 

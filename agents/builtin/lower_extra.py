@@ -1,5 +1,6 @@
 """Lowering hooks for the ops the pipeline families cover: convolutions, pooling, attention,
-batch/instance norm, logsumexp, views of computed tensors, clone/detach and `torch.tensor(c)`.
+batch/instance norm, logsumexp, scans (lower_scan), views of computed tensors, clone/detach and
+`torch.tensor(c)`.
 
 `extra_call` runs before the Lowerer's own table (it answers NOT_MINE for everything else);
 `extra_module` runs after lower_modules found no match. A view of a computed tensor materializes
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 
 from kiln.agents.builtin import lower_conv as C
 from kiln.agents.builtin import lower_norms as N
+from kiln.agents.builtin import lower_scan as S
 from kiln.agents.builtin import lower_tables as T
 from kiln.agents.builtin.lower_types import NOT_MINE, Lowering, Ref, ShapeInt, materialize, out_shape
 from kiln.agents.builtin.problem import Unsupported
@@ -142,6 +144,8 @@ ALIASES = {torch.multiply: "mul", torch.subtract: "sub", torch.divide: "div"}
 
 def extra_call(L: Lowering, key: Any, args: list[Any], kwargs: dict[str, Any], n: torch.fx.Node) -> Any:
     hit = _views_and_friends(L, key, args, kwargs, n)
+    if hit is NOT_MINE:
+        hit = S.scan_call(L, key, args, kwargs, n)  # cumsum / cumprod and the views around them
     if hit is not NOT_MINE:
         return hit
     if key in ALIASES and not set(kwargs) - {"other"}:

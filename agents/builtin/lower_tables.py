@@ -69,6 +69,8 @@ SPECS |= {
                                      ("reduction", "mean"))),
     "einsum": ("einsum", (("equation", REQ), ("a", REQ), ("b", None), ("c", None))),
     "bmm": ("matmul", (("input", REQ), ("other", REQ))),
+    "triu": ("band", (("input", REQ), ("diagonal", 0))),
+    "tril": ("band", (("input", REQ), ("diagonal", 0))),
 }  # fmt: skip
 
 ALIASES: dict[Any, str] = {

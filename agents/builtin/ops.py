@@ -66,6 +66,9 @@ OPS: dict[str, Expr] = {
     "mish": lambda a, p: f"({a[0]} * {_tanh(_softplus(a[0], 1.0, 20.0))})",
     "softsign": lambda a, p: f"({a[0]} / (1.0 + tl.abs({a[0]})))",
     "xlogx": lambda a, p: f"tl.where({a[0]} == 0.0, 0.0, {a[0]} * tl.log({a[0]}))",  # torch.xlogy(a, a)
+    # the matmul epilogue's own (row, column) indices rm2, rn2 (classify keeps these ops there)
+    "triu": lambda a, p: f"tl.where(rn2 - rm2 >= {int(p[0])}, {a[0]}, 0.0)",
+    "tril": lambda a, p: f"tl.where(rn2 - rm2 <= {int(p[0])}, {a[0]}, 0.0)",
 }
 
 

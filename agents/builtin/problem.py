@@ -114,8 +114,8 @@ def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
     for i, t in enumerate(inputs):
         if not isinstance(t, torch.Tensor):
             raise Unsupported(f"forward input {i} is a {type(t).__name__}, not a tensor")
-        if not t.is_floating_point():
-            raise Unsupported(f"forward input {i} has dtype {t.dtype} (only floating inputs)")
+        if not (t.is_floating_point() or t.dtype == torch.bool):  # a bool mask loads as 0.0 / 1.0
+            raise Unsupported(f"forward input {i} has dtype {t.dtype} (only floating and bool inputs)")
     return inputs
 
 

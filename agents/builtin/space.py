@@ -129,6 +129,7 @@ KNOBS |= {
              "prec": ["tf32x3", "tf32", "ieee"]},
     "chanstats": {"block": [1024, 2048, 4096], "num_warps": [4, 8]},
     "pipeline": {"preset": [0, 1, 2, 3], "dev": ["cuda", "cpu"]},
+    "scan": {"block": [1024, 2048, 4096, 8192, 16384], "num_warps": [2, 4, 8, 16]},
 }  # fmt: skip
 DEFAULTS |= {
     "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "tf32x3",
@@ -138,6 +139,7 @@ DEFAULTS |= {
     "attn": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3"},
     "chanstats": {"block": 2048, "num_warps": 8},
     "pipeline": {"preset": 0, "dev": "cuda"},
+    "scan": {"block": 4096, "num_warps": 8},
 }
 CPU_DEFAULTS |= {
     "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3",
@@ -147,6 +149,7 @@ CPU_DEFAULTS |= {
     "attn": {"block_m": 128, "block_n": 128, "num_warps": 4, "num_stages": 1, "prec": "tf32x3"},
     "chanstats": {"block": 4096, "num_warps": 8},
     "pipeline": {"preset": 0, "dev": "cpu"},
+    "scan": {"block": 16384, "num_warps": 4},
 }
 FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 128, "softmax_block": 1024},
-          "chanstats": {}, "pipeline": {}}  # fmt: skip
+          "chanstats": {}, "pipeline": {}, "scan": {"lanes": 64}}  # fmt: skip

@@ -1,5 +1,5 @@
-"""Norms, losses, batched matmuls and einsum contractions (KernelBench level 1's 3, 11, 37, 39, 96,
-98, 99 and their argument variants): generated kernels match the reference under the Triton interpreter, one goes
+"""Norms, losses, batched and triangular matmuls and einsum contractions (KernelBench level 1's 3,
+11, 14, 15, 37, 39, 96, 98, 99 and their argument variants): generated kernels match the reference under the Triton interpreter, one goes
 through kiln's real check, and what is not covered is refused by name."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from kiln.agents.builtin import BuiltinCoder
 
 HERE = Path(__file__).resolve().parent
 SHRUNK = HERE.parent / "fixtures" / "kernelbench_shrunk" / "level1"
-NUMBERS = ("3_", "11_", "37_", "39_", "96_", "98_", "99_")
+NUMBERS = ("3_", "11_", "14_", "15_", "37_", "39_", "96_", "98_", "99_")
 PROBLEMS = sorted(p for p in SHRUNK.glob("*.py") if p.name.startswith(NUMBERS)) + sorted((HERE / "losses").glob("*.py"))
 
 
 def test_kernels_match_the_reference(tmp_path: Path, gen, run_selfcheck) -> None:
-    assert len(PROBLEMS) == 11
+    assert len(PROBLEMS) == 13
     results = run_selfcheck([(p, gen(p, tmp_path)) for p in PROBLEMS])
     assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]
 
@@ -49,6 +49,7 @@ BODY = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\
     ("torch.matmul(a.unsqueeze(0), b.unsqueeze(0).unsqueeze(0))", "matmul of shapes [1, 4, 8] x [1, 1, 8, 8]"),
     ("torch.norm(a, p='nuc')", "p='nuc'"),
     ("torch.norm(a, p=-2, dim=1)", "p=-2"),
+    ("torch.triu(a) + 1.0", "triu/tril outside a matmul's epilogue"),
     ("torch.einsum('ij,jk,kl->il', a, b, b)", "einsum other than two operands"),
 ])  # fmt: skip
 def test_what_is_not_covered_is_named(expr: str, why: str) -> None:

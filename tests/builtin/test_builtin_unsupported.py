@@ -34,7 +34,7 @@ CASES = {
                      "padding_mode='reflect'"),
     "argmax": ("", "torch.argmax(x, dim=1)", "op `argmax`"),
     "max_indices": ("", "torch.max(x, dim=1)[1]", "indices of max/min"),
-    "cumsum": ("", "torch.cumsum(x, dim=1)", "op `cumsum`"),
+    "cummax": ("", "torch.cummax(x, dim=1)[0]", "op `cummax`"),
     "two_outputs": ("", "x.relu(), x.sigmoid()", "several values"),
     "permute": ("", "x.permute(0, 2, 3, 1).relu()", "tensor method `.permute`"),
     "odd_pow": ("", "x ** 2.5", "exponent 2.5"),
