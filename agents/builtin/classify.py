@@ -13,6 +13,12 @@ def classify(g: KGraph) -> Plan:
     live = g.live()
     loads = [i for i in live if g.nodes[i].kind == "load"]
     kinds = {g.nodes[i].kind for i in live}
+    if kinds - {"load", "const", "op"} and any(g.inputs[g.nodes[i].input].scalar for i in loads):
+        raise Unsupported("a Python number forward input outside an elementwise kernel")
+    if "argred" in kinds:
+        from kiln.agents.builtin.gen_argreduce import argreduce_plan
+
+        return argreduce_plan(g, live, loads)
     if "scan" in kinds:
         from kiln.agents.builtin.gen_scan import scan_plan
 

@@ -19,6 +19,10 @@ def family_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
     fam = plan.family
     if fam in EXTRA_FAMILIES:
         return extra_parts(plan, cfg)
+    if fam == "argreduce":
+        from kiln.agents.builtin.gen_argreduce import argreduce_parts
+
+        return argreduce_parts(plan, cfg)
     if fam == "scan":
         from kiln.agents.builtin.gen_scan import scan_parts
 

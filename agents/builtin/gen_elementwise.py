@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from kiln.agents.builtin.emit import expr, input_exprs, op_line
 from kiln.agents.builtin.plan import Plan
+from kiln.agents.builtin.problem import Unsupported
 
 
 def _body(plan: Plan, load: str) -> list[str]:
     lines = []
     for i in plan.live:
         n = plan.g.nodes[i]
-        if n.kind == "load":
+        if n.kind == "load" and plan.g.inputs[n.input].scalar:  # a number passed by value
+            lines.append(f"v{i} = tl.full((1,), p{plan.loads.index(i)}, tl.float32)")
+        elif n.kind == "load":
             k = plan.loads.index(i)
             lines.append(f"v{i} = tl.load(p{k} + {load.format(k=k)}, mask=mask, other=0.0).to(tl.float32)")
         elif n.kind == "op":
@@ -55,26 +58,36 @@ def ew_kernel(plan: Plan) -> str:
 
 
 def ew_forward(plan: Plan, cfg: dict) -> str:
+    """`ins` are the kernel's tensors (they set the shape), `args` every operand in the kernel's order:
+    a Python number goes by value, as a float (Triton would specialise an int 1 into a constant)."""
+    scalar = [plan.g.inputs[plan.g.nodes[i].input].scalar for i in plan.loads]
     names = input_exprs(plan)
+    if all(scalar):
+        raise Unsupported("an elementwise forward of Python numbers alone")
+    args = [f"float({e})" if sc else e for e, sc in zip(names, scalar, strict=True)]
+    tens = [e for e, sc in zip(names, scalar, strict=True) if not sc]
     blk, nw = cfg["block"], cfg["num_warps"]
     persistent = f"min(triton.cdiv(n, {blk}), _kiln_sm_count(out.device) * {cfg['waves']})"
+    zeros = "[0, 0, 0, 0]"
+    strides = "[" + ", ".join(zeros if sc else f"{e}.expand(shape).stride()" for e, sc in zip(names, scalar, strict=True)) + "]"
     return "\n".join(
         [
-            f"ins = [{', '.join(names)}]",
+            f"ins = [{', '.join(tens)}]",
+            f"args = [{', '.join(args)}]",
             "shape = tuple(torch.broadcast_shapes(*[t.shape for t in ins]))",
             "out = torch.empty(shape, device=ins[0].device, dtype=ins[0].dtype)",
             "n = out.numel()",
             "if n == 0:\n    return out",
             "if all(tuple(t.shape) == shape and t.is_contiguous() for t in ins):",
             f"    grid = ({persistent if cfg['persistent'] else f'triton.cdiv(n, {blk})'},)",
-            f"    _kiln_ew_flat[grid](out, *ins, n, BLOCK={blk}, num_warps={nw}, num_stages={cfg['num_stages']})",
+            f"    _kiln_ew_flat[grid](out, *args, n, BLOCK={blk}, num_warps={nw}, num_stages={cfg['num_stages']})",
             "    return out",
-            "sizes, strides = _kiln_collapse(shape, [t.expand(shape).stride() for t in ins])",
+            f"sizes, strides = _kiln_collapse(shape, {strides})",
             f"cb = min({blk}, triton.next_power_of_2(sizes[3]))",
             f"rb = max(1, {blk} // cb)",
             "nr = sizes[0] * sizes[1] * sizes[2]",
             "grid = (triton.cdiv(nr, rb), triton.cdiv(sizes[3], cb))",
-            "_kiln_ew_bcast[grid](out, *ins, nr, sizes[1], sizes[2], sizes[3], *[s for st in strides for s in st], "
+            "_kiln_ew_bcast[grid](out, *args, nr, sizes[1], sizes[2], sizes[3], *[s for st in strides for s in st], "
             f"RB=rb, CB=cb, num_warps={nw}, num_stages={cfg['num_stages']})",
             "return out",
         ]

@@ -24,6 +24,7 @@ class Input:
     expr: str
     shape: tuple[int, ...]
     transposed: bool = False  # matmul operand given as `.t()` of a 2-D tensor
+    scalar: bool = False  # a Python number forward argument: passed to the kernel by value
 
 
 @dataclass
@@ -42,11 +43,11 @@ class KGraph:
         self.nodes.append(node)
         return len(self.nodes) - 1
 
-    def load(self, expr: str, shape: tuple[int, ...], transposed: bool = False) -> int:
+    def load(self, expr: str, shape: tuple[int, ...], transposed: bool = False, scalar: bool = False) -> int:
         for i, inp in enumerate(self.inputs):
             if inp.expr == expr and inp.transposed == transposed:
                 return self.add(Node("load", input=i, shape=shape))
-        self.inputs.append(Input(expr, shape, transposed))
+        self.inputs.append(Input(expr, shape, transposed, scalar))
         return self.add(Node("load", input=len(self.inputs) - 1, shape=shape))
 
     def const(self, value: float) -> int:

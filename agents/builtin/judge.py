@@ -27,6 +27,7 @@ KNOB_CYCLE = {
     "chanstats": [("block", "up"), ("num_warps", "down")],
     "pipeline": [("preset", "up")],
     "scan": [("block", "up"), ("num_warps", "up"), ("block", "down"), ("num_warps", "down")],
+    "argreduce": [("block", "up"), ("num_warps", "up"), ("block", "down"), ("num_warps", "down")],
 }
 
 

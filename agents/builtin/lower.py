@@ -51,7 +51,8 @@ class Lowerer:
 
     def _node(self, n: torch.fx.Node) -> Any:
         if n.op == "placeholder":
-            return Ref(self.g.load(str(n.target), _shape(n)))
+            name = str(n.target)
+            return Ref(self.g.load(name, _shape(n), scalar=name in self.p.scalars))
         if n.op == "get_attr":
             return self._attr(n)
         args = torch.fx.node.map_arg(n.args, lambda a: self.env[a])
@@ -113,8 +114,12 @@ class Lowerer:
         obj, idx = args[0], args[1]
         if isinstance(obj, MaxPair) and idx in (0, "values"):
             return obj.values
+        if isinstance(obj, MaxPair) and idx in (1, "indices"):
+            from kiln.agents.builtin.lower_argreduce import pair_indices
+
+            return pair_indices(self, obj)
         if isinstance(obj, MaxPair):
-            raise Unsupported("the indices of max/min (argmax/argmin)")
+            raise Unsupported(f"item {idx!r} of torch.max/min's (values, indices)")
         if isinstance(obj, Ref | TView) and idx == "T":
             return self._transpose(obj)
         if isinstance(obj, Ref) and idx in ("shape", "ndim"):

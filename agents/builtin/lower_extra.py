@@ -1,5 +1,5 @@
 """Lowering hooks for the ops the pipeline families cover: convolutions, pooling, attention,
-batch/instance norm, logsumexp, scans (lower_scan), views of computed tensors, clone/detach and
+batch/instance norm, logsumexp, scans (lower_scan), argmax/argmin (lower_argreduce), views of computed tensors, clone/detach and
 `torch.tensor(c)`.
 
 `extra_call` runs before the Lowerer's own table (it answers NOT_MINE for everything else);
@@ -15,28 +15,16 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from kiln.agents.builtin import lower_argreduce as A
 from kiln.agents.builtin import lower_conv as C
 from kiln.agents.builtin import lower_norms as N
 from kiln.agents.builtin import lower_scan as S
 from kiln.agents.builtin import lower_tables as T
-from kiln.agents.builtin.lower_types import NOT_MINE, Lowering, Ref, ShapeInt, materialize, out_shape
+from kiln.agents.builtin.lower_types import NOT_MINE, DimInt, Lowering, Ref, materialize, out_shape
 from kiln.agents.builtin.problem import Unsupported
 
 DEVICE = object()  # `x.device`: only ever passed on to torch.tensor(..., device=...)
 REQ = T.REQ
-
-
-class DimInt(ShapeInt):
-    """A size read from `x.shape` / `x.size()`: remembers the node and dim, so a view can name it
-    at run time (`h0.shape[2]`) instead of baking the traced number."""
-
-    node: int
-    dim: int
-
-    def __new__(cls, value: int, node: int, dim: int) -> DimInt:
-        obj = super().__new__(cls, value)
-        obj.node, obj.dim = node, dim
-        return obj
 
 
 def _ref(L: Lowering, x: Any, what: str) -> int:
@@ -146,6 +134,8 @@ def extra_call(L: Lowering, key: Any, args: list[Any], kwargs: dict[str, Any], n
     hit = _views_and_friends(L, key, args, kwargs, n)
     if hit is NOT_MINE:
         hit = S.scan_call(L, key, args, kwargs, n)  # cumsum / cumprod and the views around them
+    if hit is NOT_MINE:
+        hit = A.argreduce_call(L, key, args, kwargs, n)  # argmax / argmin
     if hit is not NOT_MINE:
         return hit
     if key in ALIASES and not set(kwargs) - {"other"}:

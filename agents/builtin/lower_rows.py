@@ -45,7 +45,9 @@ def reduce_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> An
         return Ref(_mean(L, x, dims, keep))
     kind = {"sum": "sum", "amax": "max", "amin": "min", "max": "max", "min": "min"}[name]
     out = Ref(L.g.reduce(kind, x, dims, keep))
-    return MaxPair(out) if name in ("max", "min") and b["dim"] is not None else out
+    if name in ("max", "min") and b["dim"] is not None:  # (values, indices)
+        return MaxPair(out, x, dims[0], keep, kind, n) if len(dims) == 1 else MaxPair(out)
+    return out
 
 
 def row_op(L: Lowering, name: str, b: dict[str, Any], n: torch.fx.Node) -> Any:

@@ -22,7 +22,16 @@ import torch.fx
 
 from kiln.agents.builtin import lower_tables as T
 from kiln.agents.builtin.ir import Node
-from kiln.agents.builtin.lower_types import NOT_MINE, Lowering, Ref, ShapeInt, materialize, out_shape, ref_of
+from kiln.agents.builtin.lower_types import (
+    NOT_MINE,
+    DimInt,
+    Lowering,
+    Ref,
+    ShapeInt,
+    materialize,
+    out_shape,
+    ref_of,
+)
 from kiln.agents.builtin.problem import Unsupported
 
 REQ = T.REQ
@@ -104,7 +113,6 @@ def scan_call(L: Lowering, key: Any, args: list[Any], kwargs: dict[str, Any], n:
 
 
 def _size_arith(key: Any, a: Any, b: Any) -> Any:
-    from kiln.agents.builtin.lower_extra import DimInt  # lower_extra imports this module
 
     def plain(v: Any) -> bool:
         return type(v) is int

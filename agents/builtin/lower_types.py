@@ -6,7 +6,7 @@ imports the hooks, the hooks import this module, and this module imports neither
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch.fx
@@ -36,11 +36,30 @@ class ShapeInt(int):
     """A size read from a tensor's shape at trace time: fine as a dim or a shape, never as a value."""
 
 
+class DimInt(ShapeInt):
+    """A size read from `x.shape` / `x.size()`: remembers the node and dim, so a view can name it
+    at run time (`h0.shape[2]`) instead of baking the traced number."""
+
+    node: int
+    dim: int
+
+    def __new__(cls, value: int, node: int, dim: int) -> DimInt:
+        obj = super().__new__(cls, value)
+        obj.node, obj.dim = node, dim
+        return obj
+
+
 @dataclass(frozen=True)
 class MaxPair:
-    """The (values, indices) result of torch.max/min with a dim; only the values are covered."""
+    """The (values, indices) result of torch.max/min with a dim: `[0]`/`.values` is the reduction,
+    `[1]`/`.indices` an argmax/argmin of `src` along `dim` (lower_argreduce.pair_indices)."""
 
     values: Ref
+    src: int = -1  # the reduced tensor's node
+    dim: int = 0
+    keepdim: bool = False
+    kind: str = "max"  # "max" | "min"
+    node: torch.fx.Node | None = field(default=None, compare=False)  # the max/min call (its users)
 
 
 class Lowering(Protocol):

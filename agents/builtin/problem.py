@@ -46,6 +46,7 @@ class Problem:
     input_shapes: list[tuple[int, ...]] = field(default_factory=list)
     attrs: dict[str, Any] = field(default_factory=dict)
     consts: dict[str, float] = field(default_factory=dict)  # fx's one-element tensor constants (`torch.tensor(c)`)
+    scalars: tuple[str, ...] = ()  # forward arguments that get_inputs() gives as Python numbers
 
 
 def load_problem_src(src: str) -> dict[str, Any]:
@@ -112,8 +113,10 @@ def meta_inputs(ns: dict[str, Any]) -> list[Any]:
 def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
     inputs = meta_inputs(ns)
     for i, t in enumerate(inputs):
+        if isinstance(t, int | float) and not isinstance(t, bool):  # a scalar operand (matrix x scalar)
+            continue
         if not isinstance(t, torch.Tensor):
-            raise Unsupported(f"forward input {i} is a {type(t).__name__}, not a tensor")
+            raise Unsupported(f"forward input {i} is a {type(t).__name__}, not a tensor or a number")
         if not (t.is_floating_point() or t.dtype == torch.bool):  # a bool mask loads as 0.0 / 1.0
             raise Unsupported(f"forward input {i} has dtype {t.dtype} (only floating and bool inputs)")
     return inputs
@@ -143,7 +146,8 @@ def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
         raise Unsupported(f"Model.forward is not traceable by torch.fx ({type(err).__name__}: {err})") from err
     inputs = _tensor_inputs(ns)
     consts = {k: float(v) for k, v in gm.named_buffers() if k.startswith("_tensor_constant") and v.numel() == 1}
-    meta_inputs = [torch.empty(t.shape, dtype=t.dtype, device="meta") for t in inputs]
+    meta_inputs = [torch.empty(t.shape, dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else t
+                   for t in inputs]
     gm = gm.to("meta")
     try:
         ShapeProp(gm).propagate(*meta_inputs)
@@ -151,4 +155,7 @@ def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
         raise Unsupported(f"shape propagation failed ({type(err).__name__}: {err})") from err
     args, body = init_source(src)
     attrs = {k: v for k, v in vars(model).items() if not k.startswith("_") and isinstance(v, int | float)}
-    return Problem(ns, gm, body, args, forward_args(src), [tuple(t.shape) for t in inputs], attrs, consts)
+    fargs = forward_args(src)
+    scalars = tuple(a for a, t in zip(fargs, inputs, strict=False) if not isinstance(t, torch.Tensor))
+    shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else () for t in inputs]
+    return Problem(ns, gm, body, args, fargs, shapes, attrs, consts, scalars)

@@ -130,6 +130,7 @@ KNOBS |= {
     "chanstats": {"block": [1024, 2048, 4096], "num_warps": [4, 8]},
     "pipeline": {"preset": [0, 1, 2, 3], "dev": ["cuda", "cpu"]},
     "scan": {"block": [1024, 2048, 4096, 8192, 16384], "num_warps": [2, 4, 8, 16]},
+    "argreduce": {"block": [1024, 2048, 4096, 8192, 16384], "num_warps": [2, 4, 8, 16]},
 }  # fmt: skip
 DEFAULTS |= {
     "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "tf32x3",
@@ -140,6 +141,7 @@ DEFAULTS |= {
     "chanstats": {"block": 2048, "num_warps": 8},
     "pipeline": {"preset": 0, "dev": "cuda"},
     "scan": {"block": 4096, "num_warps": 8},
+    "argreduce": {"block": 4096, "num_warps": 8},
 }
 CPU_DEFAULTS |= {
     "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3",
@@ -150,6 +152,8 @@ CPU_DEFAULTS |= {
     "chanstats": {"block": 4096, "num_warps": 8},
     "pipeline": {"preset": 0, "dev": "cpu"},
     "scan": {"block": 16384, "num_warps": 4},
+    "argreduce": {"block": 16384, "num_warps": 4},
 }
 FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 128, "softmax_block": 1024},
-          "chanstats": {}, "pipeline": {}, "scan": {"lanes": 64}}  # fmt: skip
+          "chanstats": {}, "pipeline": {}, "scan": {"lanes": 64},
+          "argreduce": {"lanes": 64}}  # fmt: skip

@@ -32,8 +32,8 @@ def get_init_inputs():
 CASES = {
     "conv_reflect": ("        self.conv = nn.Conv2d(3, 4, 3, padding=1, padding_mode='reflect')\n", "self.conv(x)",
                      "padding_mode='reflect'"),
-    "argmax": ("", "torch.argmax(x, dim=1)", "op `argmax`"),
-    "max_indices": ("", "torch.max(x, dim=1)[1]", "indices of max/min"),
+    "sort": ("", "torch.sort(x, dim=1)[0]", "op `sort`"),
+    "argmax_arithmetic": ("", "torch.argmax(x, dim=1) * 2", "an op on argmax's int64 indices"),
     "cummax": ("", "torch.cummax(x, dim=1)[0]", "op `cummax`"),
     "two_outputs": ("", "x.relu(), x.sigmoid()", "several values"),
     "permute": ("", "x.permute(0, 2, 3, 1).relu()", "tensor method `.permute`"),
