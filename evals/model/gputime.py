@@ -48,28 +48,60 @@ def _is_cpu(ev: Any) -> bool:
     return getattr(getattr(ev, "device_type", None), "name", "") == "CPU"
 
 
+def _is_device(ev: Any) -> bool:
+    return getattr(getattr(ev, "device_type", None), "name", "") in ("CUDA", "PrivateUse1", "XPU")
+
+
 def _own_kernel_us(ev: Any) -> float:
     """Durations of the device work this CPU event launched itself (annotations left out)."""
     return sum(float(k.duration) for k in getattr(ev, "kernels", ()) if not str(k.name).startswith(RANGES))
 
 
+def _span(ev: Any) -> tuple[float, float]:
+    tr = ev.time_range
+    return float(tr.start), float(tr.end)
+
+
 def attribute(events: Iterable[Any], prefix: str = RANGE) -> Attribution:
     """Per-range and total kernel time of one profiled forward (pure: any FunctionEvent-like list).
-    Ranges are `<prefix><name>`; with the default prefix the names are call indices."""
+    Ranges are `<prefix><name>`; with the default prefix the names are call indices.
+
+    A kernel reaches this list in one of three ways, and each is counted once:
+    - among the kernels of the CPU op that launched it (an aten op's own launch);
+    - among the kernels of a range itself: torch links a kernel to the innermost op or range open
+      when it was launched, and a Triton kernel launches from Python, outside every aten op;
+    - on its own, linked to no CPU event (launched with nothing open, e.g. a bare Triton call):
+      it belongs to the range whose device-side annotation span holds its start, if any.
+    The ranges' own annotations (a span, gaps included) are never device work."""
+    events = list(events)
     per: defaultdict[int | str, float] = defaultdict(float)
     total = outside = 0.0
-    for ev in events:
-        if not _is_cpu(ev) or str(ev.name).startswith(RANGES):  # a range launches nothing itself
-            continue
-        us = _own_kernel_us(ev)
-        if us <= 0:
-            continue
+
+    def add(name: str | None, us: float) -> None:
+        nonlocal total, outside
         total += us
-        name = _range_of(ev, prefix)
         if name is None:
             outside += us
         else:
             per[int(name) if prefix == RANGE and name.isdigit() else name] += us
+
+    linked = {ev.id for ev in events if _is_cpu(ev) and not getattr(ev, "is_async", False)}
+    spans = [(*_span(ev), str(ev.name)[len(prefix):]) for ev in events
+             if _is_device(ev) and str(ev.name).startswith(prefix)]
+    for ev in events:
+        if _is_device(ev):
+            corr = getattr(ev, "linked_correlation_id", 0)
+            if str(ev.name).startswith(RANGES) or getattr(ev, "is_user_annotation", False) or (corr and corr in linked):
+                continue  # an annotation, or already among a CPU event's kernels
+            start, end = _span(ev)
+            if end > start:
+                add(next((n for lo, hi, n in spans if lo <= start < hi), None), end - start)
+            continue
+        if not _is_cpu(ev):
+            continue
+        us = _own_kernel_us(ev)
+        if us > 0:
+            add(_range_of(ev, prefix), us)  # a range's own kernels are its own
     return Attribution(per_call_us=dict(per), total_us=total, outside_us=outside)
 
 

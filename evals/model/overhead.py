@@ -156,6 +156,8 @@ def fused_gn_silu(folder: Path) -> dict[str, float]:
         out = {"gn_silu_eager_kernel_us": kernel_us(eager), "gn_silu_fused_kernel_us": kernel_us(lambda: k(x)),
                "gn_silu_eager_loop_us": gpu_us(eager), "gn_silu_fused_loop_us": gpu_us(lambda: k(x)),
                "gn_silu_max_abs_err": float((k(x) - eager()).abs().max())}
+    if not out["gn_silu_fused_kernel_us"] > 0:
+        raise RuntimeError("torch.profiler listed no kernel time for the fused group norm + SiLU")
     out["gn_silu_speedup"] = out["gn_silu_eager_kernel_us"] / out["gn_silu_fused_kernel_us"]
     out["gn_silu_loop_speedup"] = out["gn_silu_eager_loop_us"] / out["gn_silu_fused_loop_us"]
     return out

@@ -44,3 +44,25 @@ def test_group_ranges_are_keyed_by_group() -> None:
     other = _ev(2, "aten::conv2d", kernels={"conv": 90.0})
     a = attribute([r, k, other], prefix="kiln.group.")
     assert a.per_call_us == {"fused_group_norm_1": 9.5} and a.total_us == 99.5 and a.outside_us == 90.0
+
+
+def _dev(i: int, name: str, start: float, end: float, corr: int = 0, annotation: bool = False) -> FunctionEvent:
+    return FunctionEvent(id=i, name=name, thread=0, start_us=start, end_us=end, device_type=DeviceType.CUDA,
+                         linked_correlation_id=corr, is_user_annotation=annotation)
+
+
+def test_triton_kernels_launched_from_python_are_counted() -> None:
+    """A Triton kernel launches from Python, outside every aten op: torch links it to the range open at
+    its launch (it is among the range's own kernels), or, launched with nothing open, to no CPU event
+    at all. Both count, once; a kernel some CPU op already lists is not counted again (H200, torch
+    2.11: the fused group norm's kernel time read 0 us and the overhead probe divided by it)."""
+    r = _ev(10, "kiln.group.gn", kernels={"kiln.group.gn": 12.0, "_kiln_gn_fused": 9.0})
+    listed = _ev(11, "aten::conv2d", kernels={"conv": 90.0})
+    listed_dev = _dev(12, "conv", 0.0, 90.0, corr=11)  # the same conv kernel as a device event
+    annotation = _dev(13, "kiln.group.late", 100.0, 150.0, corr=14, annotation=True)
+    late_range = _ev(14, "kiln.group.late")
+    bare_in = _dev(15, "_kiln_late", 110.0, 114.0)  # linked to nothing, inside late's span
+    bare_out = _dev(16, "_kiln_bare", 200.0, 203.0)  # linked to nothing, no span
+    a = attribute([r, listed, listed_dev, annotation, late_range, bare_in, bare_out], prefix="kiln.group.")
+    assert a.per_call_us == {"gn": 9.0, "late": 4.0}
+    assert a.total_us == 106.0 and a.outside_us == 93.0
