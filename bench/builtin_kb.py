@@ -37,7 +37,7 @@ from kiln.agents.base import CoderTask, GpuFacts
 from kiln.agents.builtin import BuiltinCoder, space
 from kiln.agents.builtin.source import analyze, render
 
-TUNE = [False]  # --conv-autotune: also time the conv family with @triton.autotune on
+VARIANT = [False]  # --conv-tf32x3: also time the conv family in tf32x3 (fp32-level dots) and judge it
 def peaks() -> dict:
     bw = copy_gbps()
     n = 8192 if DEV == "cuda" else 256
@@ -105,8 +105,8 @@ def run_problem(path: Path, tmp: Path, compile_ok: bool, pk: dict) -> dict:
         want = ref(*inputs)
         row["eager_ms"] = bench_ms(lambda: ref(*inputs))
         row["kiln_ms"] = bench_ms(lambda: new(*inputs))
-        if TUNE[0] and an.family == "conv":  # the search's first step from the default: autotune on
-            row["kiln_autotune_ms"] = _autotuned_ms(an, prob, ref, inputs, tmp, path.stem)
+        if VARIANT[0] and an.family == "conv":  # the default before 2026-12-03: tf32x3 dots
+            row |= _variant(an, prob, ref, inputs, tmp, path.stem, {"prec": "tf32x3"})
         if compile_ok and DEV == "cuda":
             t0 = time.time()
             comp = torch.compile(ref)
@@ -128,15 +128,15 @@ def _inputs(prob) -> list:
     return [x.to(DEV) if torch.is_tensor(x) else x for x in xs]
 
 
-def _autotuned_ms(an, prob, ref, inputs, tmp: Path, stem: str) -> float:
-    knobs = space.default("conv", "conv", DEV) | {"autotune": 1}
-    cand = tmp / f"cand_{stem}_at.py"
-    cand.write_text(render(an, knobs, set()))
+def _variant(an, prob, ref, inputs, tmp: Path, stem: str, knobs: dict) -> dict:
+    """The family's default configuration with `knobs` changed: its time and verdict."""
+    cand = tmp / f"cand_{stem}_variant.py"
+    cand.write_text(render(an, space.default(an.family, an.family, DEV) | knobs, set()))
     torch.manual_seed(0)
-    new = _load(cand, f"kbc_{stem}_at").ModelNew(*prob.get_init_inputs()).to(DEV)
+    new = _load(cand, f"kbc_{stem}_variant").ModelNew(*prob.get_init_inputs()).to(DEV)
     new.load_state_dict(ref.state_dict())
-    new(*inputs)
-    return bench_ms(lambda: new(*inputs))
+    ok, worst, _ = verdict(ref, inputs, new(*inputs))
+    return {"variant_ms": bench_ms(lambda: new(*inputs)), "variant_correct": ok, "variant_worst": worst}
 
 
 def _roofline(an, ref, inputs, out, row: dict, pk: dict) -> dict:
@@ -168,7 +168,7 @@ def select(root: Path, levels: list[str], spec: str | None) -> list[Path]:
 
 def table(rows: list[dict]) -> str:
     lines = ["| level | problem | family | correct | eager ms | compile ms | kiln ms | x eager | x compile | % roofline "
-             "| autotuned ms |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| tf32x3 ms (ok?) |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
 
     def f(v, fmt):
         return format(v, fmt) if isinstance(v, float) else "-"
@@ -178,7 +178,7 @@ def table(rows: list[dict]) -> str:
         lines.append(f"| {r['level']} | {r['problem']} | {r.get('family', '-')} | {ok} | {f(r.get('eager_ms'), '.3f')} | "
                      f"{f(r.get('compile_ms'), '.3f')} | {f(r.get('kiln_ms'), '.3f')} | {f(r.get('x_eager'), '.2f')} | "
                      f"{f(r.get('x_compile'), '.2f')} | {f(r.get('pct_roofline'), '.0f')} | "
-                     f"{f(r.get('kiln_autotune_ms'), '.3f')} |")  # fmt: skip
+                     f"{f(r.get('variant_ms'), '.3f')}{'' if 'variant_ms' not in r else ' (ok)' if r.get('variant_correct') else ' (NO)'} |")  # fmt: skip
     for lvl in sorted({r["level"] for r in rows}):
         rs = [r for r in rows if r["level"] == lvl]
         ok = [r for r in rs if r.get("correct")]
@@ -199,9 +199,9 @@ def main() -> int:
     ap.add_argument("--problems", default=None, help="problem numbers, e.g. 41-46,50,54-87,97")
     ap.add_argument("--budget-s", type=float, default=540.0)
     ap.add_argument("--compile-budget-s", type=float, default=240.0, help="time for torch.compile baselines")
-    ap.add_argument("--conv-autotune", action="store_true", help="conv problems: also time the autotuned kernel")
+    ap.add_argument("--conv-tf32x3", action="store_true", help="conv problems: also time and judge tf32x3 dots")
     a = ap.parse_args()
-    TUNE[0] = a.conv_autotune
+    VARIANT[0] = a.conv_tf32x3
     a.out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     pk = peaks()

@@ -14,8 +14,8 @@
 #                model:resblock-bf16, model:resnet50-stage4-fp32, model:qwen3-b8-bf16, model:overhead)
 #   projection   issue 22: one timing-audit projection of a 256 MB output, whole and by part (bench/projection_speed.py)
 #   fast_paths   issue 25: fp32 GEMM speed and error vs kiln's rule per tl.dot input_precision (bench/fast_paths.py)
-#   builtin_kb1  issue 23: bench/builtin_kb.py over KernelBench level 1 (built-in one-shot: correct vs
-#   builtin_kb2  float64, x eager, x torch.compile, % roofline; conv also autotuned); one level per call
+#   builtin_kb1  issue 23: bench/builtin_kb.py over KernelBench level 1 (built-in one-shot: correct by kiln's rule,
+#   builtin_kb2  x eager, x torch.compile, % roofline; conv also in tf32x3); one level per call; KB_ARGS="--problems 1-18"
 #   sandbox      the OS sandbox with CUDA: raw bubblewrap (two /dev layouts), kiln doctor's sandbox line,
 #                tests/sandbox (GPU and CPU tests), per-spawn cost (bench/sandbox_overhead.py)
 #   sandbox_matrix  which inner-layer steps let CUDA start in a confined worker (bench/sandbox_cuda_matrix.py)
@@ -91,7 +91,7 @@ for part in "$@"; do
     builtin_kb1|builtin_kb2)
       lvl=${part#builtin_kb}
       b "$part" $(( $(left) - 10 )) python3 bench/builtin_kb.py --root third_party/KernelBench --levels "$lvl" \
-        --out "$OUT/logs/$part" --budget-s $(( $(left) - 45 )) --compile-budget-s 200 --conv-autotune
+        --out "$OUT/logs/$part" --budget-s $(( $(left) - 45 )) --compile-budget-s 200 --conv-tf32x3 ${KB_ARGS:-}
       cp "$OUT/logs/$part/builtin_kb.md" "$OUT/$part.md" 2>/dev/null ;;
     model|model:*)
       mb=${MODEL_BUDGET_MIN:-8}  # whole minutes

@@ -3,7 +3,9 @@
 Tiles of BLOCK_M x BLOCK_N accumulate in fp32 with tl.dot over BLOCK_K slices. Programs are
 ordered in groups of GROUP_M rows of tiles so neighbouring programs reuse the same B columns
 from L2. A and B row/column offsets wrap modulo M/N (always in bounds), so only the K tail is
-masked on loads. fp32 inputs use `tf32x3` (three TF32 products, fp32-level accuracy) or `ieee`.
+masked on loads. fp32 inputs use `tf32x3` (three TF32 products, fp32-level accuracy; `prec: auto`
+takes one TF32 product instead where the writer's `torch.backends.cuda.matmul.allow_tf32` is on,
+off by default) or `ieee`.
 The epilogue reads bias vectors along N and full (M, N) tensors, then stores once.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from kiln.agents.builtin.emit import expr, input_exprs, op_line
 from kiln.agents.builtin.plan import Plan
+from kiln.agents.builtin.space import fp32_dot
 
 
 def mm_kernel(plan: Plan) -> str:
@@ -104,7 +107,7 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
     ]
     eargs = "".join(f", e{k}" for k in range(len(names) - 2))
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
-    prec = cfg["prec"]
+    prec = fp32_dot(cfg["prec"], "matmul")
     lines += rest + [
         f"grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), {'nb' if batched else 1})",
         f"prec = {prec!r} if a.dtype == torch.float32 else 'tf32'",

@@ -26,7 +26,7 @@ MM_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), small to lar
 KNOBS: dict[str, dict[str, list]] = {
     "elementwise": {"block": [1024, 2048, 4096, 8192], "num_warps": [4, 8, 16], "persistent": [0, 1]},
     "row": {"tile": [2048, 4096, 8192, 16384], "num_warps": [4, 8, 16], "persistent": [0, 1], "num_stages": [1, 2, 3]},
-    "matmul": {"tile": list(range(len(MM_TILES))), "prec": ["tf32x3", "ieee"]},
+    "matmul": {"tile": list(range(len(MM_TILES))), "prec": ["auto", "tf32x3", "ieee"]},
     "gnorm": {"block": [1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]},
 }
 
@@ -36,7 +36,7 @@ DEFAULTS: dict[str, dict] = {
     "elementwise": {"block": 2048, "num_warps": 8, "persistent": 0},
     "row": {"tile": 8192, "num_warps": 8, "persistent": 0, "num_stages": 1},
     "row_cols": {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 1},
-    "matmul": {"tile": 5, "prec": "tf32x3"},
+    "matmul": {"tile": 5, "prec": "auto"},
     "gnorm": {"block": 2048, "num_warps": 4},
 }
 
@@ -46,7 +46,7 @@ CPU_DEFAULTS: dict[str, dict] = {
     "elementwise": {"block": 8192, "num_warps": 8, "persistent": 0},
     "row": {"tile": 16384, "num_warps": 8, "persistent": 0, "num_stages": 1},
     "row_cols": {"tile": 16384, "num_warps": 8, "persistent": 0, "num_stages": 1},
-    "matmul": {"tile": 6, "prec": "tf32x3"},
+    "matmul": {"tile": 6, "prec": "auto"},
     "gnorm": {"block": 8192, "num_warps": 8},
 }
 
@@ -117,12 +117,13 @@ def exhausted(family: str, visited: set[str]) -> bool:
 
 # The spatial / attention families and the pipeline (extra_plans.py, pipeline.py). Conv tiles
 # are upper bounds: the forward clips BLOCK_N to the group's output channels and BLOCK_K to its
-# input channels (or channels x taps), so one configuration serves any shape. fp32 convs and
-# attention use tf32x3 first; "tf32" (one TF32 product, the precision cuDNN uses for fp32 convs by
-# default) is left to the search and to the tolerance to judge.
+# input channels (or channels x taps), so one configuration serves any shape. fp32 convs start at
+# "auto": PyTorch's own precision for them (TF32 while torch.backends.cudnn.allow_tf32 is on, its
+# default; tf32x3 when the user turned it off), so kiln's kernel and eager cuDNN compute alike;
+# attention uses tf32x3 first; the search may pin tf32x3, tf32 or ieee.
 KNOBS |= {
     "conv": {"block_m": [32, 64, 128, 256], "block_n": [16, 32, 64, 128], "block_k": [16, 32, 64],
-             "num_warps": [4, 8], "num_stages": [2, 3, 4], "prec": ["tf32x3", "tf32", "ieee"], "autotune": [0, 1]},
+             "num_warps": [4, 8], "num_stages": [2, 3, 4], "prec": ["auto", "tf32x3", "tf32", "ieee"], "autotune": [0, 1]},
     "dwconv": {"block": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]},
     "pool": {"block": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]},
     "attn": {"block_m": [32, 64, 128], "block_n": [32, 64, 128], "num_warps": [4, 8], "num_stages": [1, 2, 3],
@@ -133,7 +134,7 @@ KNOBS |= {
     "argreduce": {"block": [1024, 2048, 4096, 8192, 16384], "num_warps": [2, 4, 8, 16]},
 }  # fmt: skip
 DEFAULTS |= {
-    "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "tf32x3",
+    "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "auto",
              "autotune": 0},
     "dwconv": {"block": 1024, "num_warps": 4},
     "pool": {"block": 1024, "num_warps": 4},
@@ -144,7 +145,7 @@ DEFAULTS |= {
     "argreduce": {"block": 4096, "num_warps": 8},
 }
 CPU_DEFAULTS |= {
-    "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3",
+    "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "auto",
              "autotune": 0},
     "dwconv": {"block": 2048, "num_warps": 4},
     "pool": {"block": 2048, "num_warps": 4},
@@ -157,3 +158,19 @@ CPU_DEFAULTS |= {
 FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 128, "softmax_block": 1024},
           "chanstats": {}, "pipeline": {}, "scan": {"lanes": 64},
           "argreduce": {"lanes": 64}}  # fmt: skip
+
+
+def fp32_dot(prec: str, family: str) -> str:
+    """The tl.dot input precision of an fp32 kernel: `prec` itself, or for "auto" PyTorch's own
+    precision for that op in this process (the kernel is then compared with what eager computes):
+    convs TF32 while `torch.backends.cudnn.allow_tf32` is on (its default), matmuls while
+    `torch.backends.cuda.matmul.allow_tf32` is (off by default), else tf32x3; NVIDIA_TF32_OVERRIDE=0
+    keeps cuBLAS and cuDNN off TF32, so it keeps the kernel off it too."""
+    if prec != "auto":
+        return prec
+    import os
+
+    import torch
+
+    allowed = torch.backends.cudnn.allow_tf32 if family == "conv" else torch.backends.cuda.matmul.allow_tf32
+    return "tf32" if allowed and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0" else "tf32x3"

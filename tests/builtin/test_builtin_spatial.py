@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import torch
+
 from spatial_lib import CHECKED, EXTRA, LEVEL1  # same directory (pytest puts it on sys.path)
 
 from kiln.agents.builtin.source import analyze
@@ -39,10 +41,12 @@ def test_spatial_families_match_the_reference(tmp_path: Path, gen, run_selfcheck
 
 
 def test_conv_kernels_are_implicit_gemms_and_honest(tmp_path: Path, gen) -> None:
-    """fp32 convs are tl.dot GEMMs in tf32x3; transposed convs gather (no atomics: deterministic);
-    depthwise is its own direct kernel; forward only allocates, views and launches."""
+    """fp32 convs are tl.dot GEMMs at PyTorch's own fp32 conv precision (TF32 by default, as cuDNN);
+    transposed convs gather (no atomics: deterministic); depthwise is its own direct kernel; forward
+    only allocates, views and launches."""
     conv = gen(LEVEL1 / "55_conv_standard_2D__asymmetric_input__square_kernel.py", tmp_path).read_text()
-    assert "tl.dot(a, b, acc, input_precision=PREC)" in conv and "'tf32x3'" in conv
+    assert torch.backends.cudnn.allow_tf32  # PyTorch's default
+    assert "tl.dot(a, b, acc, input_precision=PREC)" in conv and "prec = 'tf32' if" in conv
     convt = gen(LEVEL1 / "75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded"
                 "____dilated__.py", tmp_path).read_text()  # fmt: skip
     assert "def _kiln_convt(" in convt and "atomic" not in convt
@@ -70,3 +74,26 @@ def test_a_wrong_conv_fails_the_selfcheck(tmp_path: Path, gen, run_selfcheck) ->
     cand.write_text(src.replace("ih0 = oh * SH - PH\n", "ih0 = oh * SH - PH + 1\n"))
     (res,) = run_selfcheck([(prob, cand)])
     assert not res["ok"] and "differ" in res["error"]
+
+
+def test_fp32_dot_precision_follows_pytorchs_own(monkeypatch) -> None:
+    """`auto`: convs TF32 while cuDNN may use it, matmuls tf32x3 unless the user allowed TF32 for
+    them; NVIDIA_TF32_OVERRIDE=0 (cuBLAS and cuDNN kept off TF32) keeps the kernel off it too."""
+    from kiln.agents.builtin.space import fp32_dot
+
+    cudnn, cublas = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = cudnn.allow_tf32, cublas.allow_tf32
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    try:
+        cudnn.allow_tf32, cublas.allow_tf32 = True, False  # PyTorch's defaults
+        assert (fp32_dot("auto", "conv"), fp32_dot("auto", "matmul"), fp32_dot("ieee", "conv")) == \
+            ("tf32", "tf32x3", "ieee")
+        cublas.allow_tf32 = True
+        assert fp32_dot("auto", "matmul") == "tf32"
+        monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+        assert (fp32_dot("auto", "conv"), fp32_dot("auto", "matmul")) == ("tf32x3", "tf32x3")
+        monkeypatch.delenv("NVIDIA_TF32_OVERRIDE")
+        cudnn.allow_tf32 = False
+        assert fp32_dot("auto", "conv") == "tf32x3"
+    finally:
+        cudnn.allow_tf32, cublas.allow_tf32 = saved
