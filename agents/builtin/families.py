@@ -8,7 +8,7 @@ from kiln.agents.builtin.extra_plans import FAMILIES as EXTRA_FAMILIES
 from kiln.agents.builtin.extra_plans import family_parts as extra_parts
 from kiln.agents.builtin.gen_elementwise import COLLAPSE_HELPER, ew_forward, ew_kernel
 from kiln.agents.builtin.gen_groupnorm import gn_forward, gn_kernels
-from kiln.agents.builtin.gen_matmul import mm_forward, mm_kernel
+from kiln.agents.builtin.gen_matmul import TILE_HELPER, mm_forward, mm_kernel
 from kiln.agents.builtin.gen_row import PROD_HELPER
 from kiln.agents.builtin.gen_row_forward import row_forward, row_kernels
 from kiln.agents.builtin.plan import Plan
@@ -34,5 +34,5 @@ def family_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
     elif fam == "gnorm":
         kernels, fwd, helpers = gn_kernels(plan), gn_forward(plan, cfg), HELPERS + PROD_HELPER
     else:
-        kernels, fwd, helpers = mm_kernel(plan), mm_forward(plan, cfg), ""
+        kernels, fwd, helpers = mm_kernel(plan), mm_forward(plan, cfg), TILE_HELPER
     return kernels, fwd, helpers

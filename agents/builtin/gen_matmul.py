@@ -22,6 +22,7 @@ def mm_kernel(plan: Plan) -> str:
     lines = [
         "pid = tl.program_id(0)",
         "pid_b = tl.program_id(1).to(tl.int64)  # the batch of a bmm (0 otherwise)",
+        "pid_k = tl.program_id(2)  # the K slice (split-K; 0 otherwise)",
         "a_ptr += pid_b * sab",
         "b_ptr += pid_b * sbb",
         "ob = pid_b * M * N",
@@ -37,11 +38,13 @@ def mm_kernel(plan: Plan) -> str:
         "rk = tl.arange(0, BLOCK_K)",
         "am = (rm % M).to(tl.int64)",
         "bn = (rn % N).to(tl.int64)",
-        "a_ptrs = a_ptr + am[:, None] * sam + rk[None, :] * sak",
-        "b_ptrs = b_ptr + rk[:, None] * sbk + bn[None, :] * sbn",
+        "k0 = pid_k.to(tl.int64) * KS",
+        "k_len = min(KS, K - k0)",
+        "a_ptrs = a_ptr + am[:, None] * sam + (k0 + rk[None, :]) * sak",
+        "b_ptrs = b_ptr + (k0 + rk[:, None]) * sbk + bn[None, :] * sbn",
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        "for k in range(0, tl.cdiv(K, BLOCK_K)):",
-        "    k_left = K - k * BLOCK_K",
+        "for k in range(0, tl.cdiv(k_len, BLOCK_K)):",
+        "    k_left = k_len - k * BLOCK_K",
         "    a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)",
         "    b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)",
         "    acc = tl.dot(a, b, acc, input_precision=PREC)",
@@ -50,19 +53,44 @@ def mm_kernel(plan: Plan) -> str:
         "rm2 = rm[:, None]",
         "rn2 = rn[None, :]",
         "mask = (rm2 < M) & (rn2 < N)",
-        f"v{plan.mm} = acc",
+        "if SPLIT_K > 1:  # this slice's partial sum; _kiln_mm_reduce adds the slices and runs the epilogue",
+        "    tl.store(ws_ptr + (pid_k * NB + pid_b) * M * N + rm2.to(tl.int64) * N + rn2, acc, mask=mask)",
+        "else:",
+        f"    v{plan.mm} = acc",
     ]
-    lines += _epilogue(plan)
-    lines.append(
-        f"tl.store(out_ptr + ob + rm2.to(tl.int64) * N + rn2, {expr(plan, plan.g.out)}.to(out_ptr.dtype.element_ty), mask=mask)"
-    )
-    inner = "\n".join("    " + ln for ln in lines)
+    lines += ["    " + ln for ln in _epilogue(plan) + [_store(plan)]]
+    reduce = [
+        "pid = tl.program_id(0)",
+        "pid_b = tl.program_id(1).to(tl.int64)",
+        "ob = pid_b * M * N",
+        "num_pid_n = tl.cdiv(N, BLOCK_N)",
+        "rm = (pid // num_pid_n) * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "rn = (pid % num_pid_n) * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "rm2 = rm[:, None]",
+        "rn2 = rn[None, :]",
+        "mask = (rm2 < M) & (rn2 < N)",
+        "at = rm2.to(tl.int64) * N + rn2",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        "for s in range(0, SPLIT_K):  # in slice order: the same sum every run",
+        "    acc += tl.load(ws_ptr + (s * NB + pid_b) * M * N + at, mask=mask, other=0.0).to(tl.float32)",
+        f"v{plan.mm} = acc",
+    ] + _epilogue(plan) + [_store(plan)]
+    sig = f"out_ptr{ptrs}, ws_ptr, M, N, K, NB"
     return (
         "\n\n@triton.jit\n"
-        f"def _kiln_mm(a_ptr, b_ptr, out_ptr{ptrs}, M, N, K, sam, sak, sbk, sbn, sab, sbb, BLOCK_M: tl.constexpr, "
-        "BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PREC: tl.constexpr):\n"
-        f"{inner}\n"
+        f"def _kiln_mm(a_ptr, b_ptr, {sig}, KS, sam, sak, sbk, sbn, sab, sbb, BLOCK_M: tl.constexpr, "
+        "BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, "
+        "PREC: tl.constexpr):\n"
+        + "\n".join("    " + ln for ln in lines) + "\n"
+        "\n\n@triton.jit\n"
+        f"def _kiln_mm_reduce({sig}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr):\n"
+        + "\n".join("    " + ln for ln in reduce) + "\n"
     )
+
+
+def _store(plan: Plan) -> str:
+    return (f"tl.store(out_ptr + ob + rm2.to(tl.int64) * N + rn2, {expr(plan, plan.g.out)}.to(out_ptr.dtype.element_ty), "
+            "mask=mask)")
 
 
 def _epilogue(plan: Plan) -> list[str]:
@@ -108,12 +136,48 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
     eargs = "".join(f", e{k}" for k in range(len(names) - 2))
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     prec = fp32_dot(cfg["prec"], "matmul")
+    sms = cfg.get("sms", sm_count())
     lines += rest + [
-        f"grid = (triton.cdiv(M, {bm}) * triton.cdiv(N, {bn}), {'nb' if batched else 1})",
         f"prec = {prec!r} if a.dtype == torch.float32 else 'tf32'",
-        f"_kiln_mm[grid](a2, b2, out{eargs}, M, N, K, {strides}, "
-        f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={cfg['group_m']}, PREC=prec, "
+        *([] if batched else ["nb = 1"]),
+        # tiles clipped to the problem (a GEMV's N = 1 takes 16 columns, not 128; tl.dot needs 16)
+        f"bm, bn, bk = _kiln_tile(M, {bm}), _kiln_tile(N, {bn}), _kiln_tile(K, {bk})",
+        "tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)",
+        # split-K where the tiles leave most of the GPU's SMs idle and K is long (GEMV, large K):
+        # each slice keeps at least 4 BLOCK_K steps; the slices' partial sums go to a workspace
+        f"split = max(1, min(triton.cdiv(2 * {sms}, tiles * nb), K // (4 * bk))) if 2 * tiles * nb <= {sms} else 1",
+        "ks = triton.cdiv(triton.cdiv(K, split), bk) * bk",
+        "split = triton.cdiv(K, ks)",
+        "ws = torch.empty((split, nb, M, N) if split > 1 else (1,), device=out.device, dtype=torch.float32)",
+        "grid = (tiles, nb, split)",
+        f"_kiln_mm[grid](a2, b2, out{eargs}, ws, M, N, K, nb, ks, {strides}, "
+        f"BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M={cfg['group_m']}, SPLIT_K=split, PREC=prec, "
         f"num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']})",
+        "if split > 1:",
+        "    grid = (triton.cdiv(M, 64) * triton.cdiv(N, 64), nb)",
+        f"    _kiln_mm_reduce[grid](out{eargs}, ws, M, N, K, nb, BLOCK_M=64, BLOCK_N=64, SPLIT_K=split, num_warps=4)",
         "return out",
     ]
     return "\n".join(lines)
+
+
+def sm_count() -> int:
+    """SMs of the GPU the kernel is written on (0 without one: no split-K under the interpreter)."""
+    import os
+
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return 0
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+TILE_HELPER = """
+
+def _kiln_tile(n, cap):
+    # a power-of-two tile side: cap, or the smallest one >= n (at least 16, tl.dot's minimum)
+    t = 16
+    while t < n and t < cap:
+        t *= 2
+    return min(t, cap)
+"""

@@ -25,7 +25,8 @@ CONSTEXPRS = {
     "_kiln_lvl_out": {"BLOCK_R": 1024, "ROWS": 1, "BLOCK_N": 64},
     "_kiln_ew_flat": {"BLOCK": 2048},
     "_kiln_ew_bcast": {"RB": 2, "CB": 1024},
-    "_kiln_mm": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "PREC": "tf32x3"},
+    "_kiln_mm": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1, "PREC": "tf32x3"},
+    "_kiln_mm_reduce": {"BLOCK_M": 64, "BLOCK_N": 64, "SPLIT_K": 8},
 }
 ALIGNED = ("out_ptr", "a_ptr", "b_ptr", "n", "R", "N", "S3", "sam", "sbn", "K")  # sizes like 4096
 
@@ -38,10 +39,10 @@ def _kernels(path: Path) -> dict:
     return {k: v for k, v in vars(mod).items() if isinstance(v, triton.runtime.jit.JITFunction)}
 
 
-def _compile(fn, name: str, ptr: str = "*fp32") -> str:
+def _compile(fn, name: str, ptr: str = "*fp32", **over) -> str:
     base = name.removesuffix("_r").removesuffix("_c")  # per-layout variants of the row kernels
     base = re.sub(r"^_kiln_lvl\d+_", "_kiln_lvl_", base)  # one split/finish pair per reduction level
-    consts = {a: v for a, v in CONSTEXPRS[base].items() if a in fn.arg_names}
+    consts = {a: v for a, v in (CONSTEXPRS[base] | over).items() if a in fn.arg_names}
     if ptr != "*fp32" and "PREC" in consts:
         consts["PREC"] = "tf32"  # what ModelNew passes for 16-bit inputs
     is_ptr = {a: a.endswith("_ptr") or a[:1] == "p" and a[1:].isdigit() for a in fn.arg_names}
@@ -71,6 +72,8 @@ def test_kernels_compile_for_sm90(name: str, tmp_path: Path, monkeypatch: pytest
             assert re.search(r"ld\.global(\.[\w:]+)*\.v4", ptx), f"{name}.{kname}: loads are not vectorized"
         if kname == "_kiln_mm":
             assert "wgmma" in ptx or "mma.sync" in ptx, "the matmul does not use tensor cores"
+            split = _compile(fn, kname, SPLIT_K=8)  # the split-K slice: partial sums, no epilogue
+            assert "wgmma" in split or "mma.sync" in split
 
 
 @pytest.mark.parametrize("name", ["softmax", "linear_gelu"])
