@@ -17,10 +17,8 @@ programs for the channel tiles of one patch are adjacent, so the patch is read f
   k when o = i*S - P + k*D. A program owns outputs of one phase (o mod S fixed per dim), so a tap
   is either valid for the whole patch or for none of it (a scalar test), and i = j + (r + P - k*D)/S
   is contiguous in the patch index j: only the ~K/S valid taps per dim are computed.
-fp32 follows PyTorch's own precision for fp32 convolutions where the kernel is written (`prec: auto`,
-`space.fp32_dot`): one TF32 product (`input_precision="tf32"`) while `torch.backends.cudnn.allow_tf32`
-is on (PyTorch's default: what cuDNN runs), `tf32x3` (three TF32 products: fp32-level accuracy) when
-it is off or NVIDIA_TF32_OVERRIDE=0; the search may pin `tf32x3`, `tf32` or `ieee`. bf16/fp16 use a plain dot; the accumulator is fp32. The epilogue (bias, activations, residuals) runs on the tile.
+fp32 uses `input_precision="tf32x3"` (three TF32 products: fp32-level accuracy); the search may
+try `tf32` or `ieee` (`space.fp32_dot` resolves an `auto`). bf16/fp16 use a plain dot; the accumulator is fp32. The epilogue (bias, activations, residuals) runs on the tile.
 """
 
 from __future__ import annotations

@@ -41,12 +41,12 @@ def test_spatial_families_match_the_reference(tmp_path: Path, gen, run_selfcheck
 
 
 def test_conv_kernels_are_implicit_gemms_and_honest(tmp_path: Path, gen) -> None:
-    """fp32 convs are tl.dot GEMMs at PyTorch's own fp32 conv precision (TF32 by default, as cuDNN);
-    transposed convs gather (no atomics: deterministic); depthwise is its own direct kernel; forward
-    only allocates, views and launches."""
+    """fp32 convs are tl.dot GEMMs in tf32x3 although PyTorch lets cuDNN use TF32 (one TF32 product
+    failed kiln's rule on 29 of 30 level-1 convs on the H200); transposed convs gather (no atomics:
+    deterministic); depthwise is its own direct kernel; forward only allocates, views and launches."""
     conv = gen(LEVEL1 / "55_conv_standard_2D__asymmetric_input__square_kernel.py", tmp_path).read_text()
     assert torch.backends.cudnn.allow_tf32  # PyTorch's default
-    assert "tl.dot(a, b, acc, input_precision=PREC)" in conv and "prec = 'tf32' if" in conv
+    assert "tl.dot(a, b, acc, input_precision=PREC)" in conv and "prec = 'tf32x3' if" in conv
     convt = gen(LEVEL1 / "75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded"
                 "____dilated__.py", tmp_path).read_text()  # fmt: skip
     assert "def _kiln_convt(" in convt and "atomic" not in convt
