@@ -77,6 +77,51 @@ class ModelNew(nn.Module):
     assert run(mod, "strict")[1] == {"runtime.torch-compute": "reject"}
 
 
+INT_KERNEL = """
+@triton.jit
+def sign_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.where(x > 0, 1, 0).to(tl.int64), mask=mask)
+
+
+def sign(x):
+    y = torch.empty(x.shape, dtype=torch.int64)
+    sign_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+    return y
+"""
+
+
+def test_a_kernel_with_only_integer_outputs_is_not_a_decoy(load_candidate) -> None:  # noqa: ANN001
+    """Indices and masks are poisoned too (inside their range): an int64-only kernel (argmax) is
+    judged on what it computes, and one whose integers are thrown away is still a decoy."""
+    honest = load_candidate(INT_KERNEL + "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return sign(x)\n")
+    acc, rules = run(honest, policy="strict")
+    assert acc.decoy_kernels == [] and "runtime.decoy" not in rules, (acc.decoy_kernels, rules)
+    decoy = load_candidate(INT_KERNEL + "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                           "        sign(x)\n        return (x > 0).long()\n")
+    acc, rules = run(decoy)
+    assert acc.decoy_kernels == ["sign_kernel"] and rules["runtime.decoy"] == "reject"
+
+
+def test_integer_poisons_stay_inside_the_values_held() -> None:
+    """An index a later kernel reads must stay in bounds: flips and fills never leave [min, max]."""
+    from kiln.tools.integrity.decoy import _poison_discrete
+
+    t = torch.tensor([3, 7, 5, 7])
+    _poison_discrete(t, "flip")
+    assert t.tolist() == [7, 3, 5, 3]
+    _poison_discrete(t, "fill")
+    assert t.tolist() == [3, 3, 3, 3]
+    b = torch.tensor([True, False])
+    _poison_discrete(b, "flip")
+    assert b.tolist() == [False, True]
+    u = torch.tensor([250, 255], dtype=torch.uint8)
+    _poison_discrete(u, "flip")
+    assert u.tolist() == [255, 250]
+
+
 def test_kernel_writing_into_a_stale_buffer_is_not_a_decoy(load_candidate) -> None:  # noqa: ANN001
     # The output buffer already holds the right values before the kernel runs (a cache the
     # kernel overwrites with the same numbers): no write is visible, yet the kernel feeds the result.

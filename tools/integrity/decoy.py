@@ -14,6 +14,12 @@ numerical stability: a row max that a log-softmax subtracts and adds back cancel
 moderate value, and only an overflow shows that the result depends on it. It counts only when a
 later own kernel read the poisoned tensor, so a decoy mixed into a PyTorch result with a tiny
 weight (`torch.relu(x) + 1e-6 * y`) is still a decoy.
+Integer and bool outputs (argmax indices, masks) are poisoned too, inside the values they hold, so a
+later kernel that indexes with them stays in bounds (an out-of-range index on a GPU is an illegal
+address that takes the worker's CUDA context down): the flip maps v to min + max - v, the fill
+writes min (or max where min is everywhere), bools are negated and then cleared; there is no huge
+fill for them. An output whose values are all one integer can't be moved inside its range and
+stays unpoisoned.
 Model state the poison touched (buffers or caches that existed before the forward) is restored.
 """
 
@@ -57,15 +63,19 @@ class _Poisoner:
         written = [t for t in written if _sid(t) not in self.protected] or candidates
         written += [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
         for t in written:
-            if t.is_floating_point() and t.numel():
+            if t.numel() and not t.is_complex():
                 self._poison(t)
 
     def _poison(self, t: torch.Tensor) -> None:
         fresh = self.recorder.fresh if self.recorder else set()
+        if not t.is_floating_point() and self.mode == "huge":
+            return  # no stability statistics in integers
         with torch.no_grad():
             if _sid(t) not in fresh:
                 self.saved.append((t, t.detach().clone()))
-            if self.mode == "fill":
+            if not t.is_floating_point():
+                _poison_discrete(t, self.mode)
+            elif self.mode == "fill":
                 t.fill_(7.0)
             elif self.mode == "huge":
                 t.fill_(torch.finfo(t.dtype).max ** 0.5)
@@ -78,6 +88,18 @@ class _Poisoner:
             for t, c in reversed(self.saved):
                 t.copy_(c)
         self.saved.clear()
+
+
+def _poison_discrete(t: torch.Tensor, mode: str) -> None:
+    """An integer or bool tensor moved inside the values it holds (see the module's docstring)."""
+    if t.dtype == torch.bool:
+        t.logical_not_() if mode == "flip" else t.fill_(False)
+        return
+    lo, hi = int(t.min()), int(t.max())
+    if mode == "flip":
+        t.neg_().add_(lo + hi)  # v -> lo + hi - v: in [lo, hi], so no index goes out of bounds
+    else:
+        t.fill_(lo if bool((t != lo).any()) else hi)
 
 
 def find_decoys(model: torch.nn.Module, inputs: tuple, kernels: list[str], roots: list[Any],
