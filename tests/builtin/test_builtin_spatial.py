@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 import torch
-
 from spatial_lib import CHECKED, EXTRA, LEVEL1  # same directory (pytest puts it on sys.path)
 
 from kiln.agents.builtin.source import analyze
