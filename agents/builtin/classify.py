@@ -19,6 +19,10 @@ def classify(g: KGraph) -> Plan:
         from kiln.agents.builtin.gen_argreduce import argreduce_plan
 
         return argreduce_plan(g, live, loads)
+    if "xent" in kinds:
+        from kiln.agents.builtin.gen_crossent import crossent_plan
+
+        return crossent_plan(g, live, loads)
     if "scan" in kinds:
         from kiln.agents.builtin.gen_scan import scan_plan
 

@@ -23,6 +23,10 @@ def family_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
         from kiln.agents.builtin.gen_argreduce import argreduce_parts
 
         return argreduce_parts(plan, cfg)
+    if fam == "crossent":
+        from kiln.agents.builtin.gen_crossent import crossent_parts
+
+        return crossent_parts(plan, cfg)
     if fam == "scan":
         from kiln.agents.builtin.gen_scan import scan_parts
 

@@ -28,6 +28,7 @@ KNOB_CYCLE = {
     "pipeline": [("preset", "up")],
     "scan": [("block", "up"), ("num_warps", "up"), ("block", "down"), ("num_warps", "down")],
     "argreduce": [("block", "up"), ("num_warps", "up"), ("block", "down"), ("num_warps", "down")],
+    "crossent": [("chunk", "up"), ("block", "up"), ("num_warps", "up"), ("chunk", "down"), ("num_warps", "down")],
 }
 
 

@@ -1,6 +1,6 @@
 """Lowering hooks for the ops the pipeline families cover: convolutions, pooling, attention,
-batch/instance norm, logsumexp, scans (lower_scan), argmax/argmin (lower_argreduce), views of computed tensors, clone/detach and
-`torch.tensor(c)`.
+batch/instance norm, logsumexp, scans (lower_scan), argmax/argmin (lower_argreduce), cross-entropy
+(lower_crossent), views of computed tensors, clone/detach and `torch.tensor(c)`.
 
 `extra_call` runs before the Lowerer's own table (it answers NOT_MINE for everything else);
 `extra_module` runs after lower_modules found no match. A view of a computed tensor materializes
@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from kiln.agents.builtin import lower_argreduce as A
 from kiln.agents.builtin import lower_conv as C
+from kiln.agents.builtin import lower_crossent as X
 from kiln.agents.builtin import lower_norms as N
 from kiln.agents.builtin import lower_scan as S
 from kiln.agents.builtin import lower_tables as T
@@ -136,6 +137,8 @@ def extra_call(L: Lowering, key: Any, args: list[Any], kwargs: dict[str, Any], n
         hit = S.scan_call(L, key, args, kwargs, n)  # cumsum / cumprod and the views around them
     if hit is NOT_MINE:
         hit = A.argreduce_call(L, key, args, kwargs, n)  # argmax / argmin
+    if hit is NOT_MINE:
+        hit = X.crossent_call(L, key, args, kwargs, n)  # F.cross_entropy
     if hit is not NOT_MINE:
         return hit
     if key in ALIASES and not set(kwargs) - {"other"}:

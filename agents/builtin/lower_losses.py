@@ -189,6 +189,10 @@ def loss_module(L: Lowering, mod: nn.Module, args: list[Any]) -> Any:
         return smooth_l1(L, args[0], args[1], float(mod.delta), r, huber=True)
     if isinstance(mod, nn.KLDivLoss):
         return kl_div(L, args[0], args[1], r, bool(mod.log_target))
+    if isinstance(mod, nn.CrossEntropyLoss):
+        from kiln.agents.builtin.lower_crossent import crossent_module
+
+        return crossent_module(L, mod, args)
     if isinstance(mod, nn.MSELoss | nn.L1Loss):
         name = "mse_loss" if isinstance(mod, nn.MSELoss) else "l1_loss"
         return loss_op(L, name, {"input": args[0], "target": args[1], "reduction": r}, None)  # type: ignore[arg-type]

@@ -47,6 +47,7 @@ class Problem:
     attrs: dict[str, Any] = field(default_factory=dict)
     consts: dict[str, float] = field(default_factory=dict)  # fx's one-element tensor constants (`torch.tensor(c)`)
     scalars: tuple[str, ...] = ()  # forward arguments that get_inputs() gives as Python numbers
+    integers: tuple[str, ...] = ()  # forward arguments that get_inputs() gives as integer tensors
 
 
 def load_problem_src(src: str) -> dict[str, Any]:
@@ -117,8 +118,8 @@ def _tensor_inputs(ns: dict[str, Any]) -> list[Any]:
             continue
         if not isinstance(t, torch.Tensor):
             raise Unsupported(f"forward input {i} is a {type(t).__name__}, not a tensor or a number")
-        if not (t.is_floating_point() or t.dtype == torch.bool):  # a bool mask loads as 0.0 / 1.0
-            raise Unsupported(f"forward input {i} has dtype {t.dtype} (only floating and bool inputs)")
+        if t.is_complex():  # integers are let through: lower_crossent.check_integer_inputs says where they may go
+            raise Unsupported(f"forward input {i} has dtype {t.dtype} (only floating, integer and bool inputs)")
     return inputs
 
 
@@ -157,5 +158,15 @@ def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
     attrs = {k: v for k, v in vars(model).items() if not k.startswith("_") and isinstance(v, int | float)}
     fargs = forward_args(src)
     scalars = tuple(a for a, t in zip(fargs, inputs, strict=False) if not isinstance(t, torch.Tensor))
+    integers = tuple(a for a, t in zip(fargs, inputs, strict=False) if _is_integer(t))
+    if integers:
+        from kiln.agents.builtin.lower_crossent import check_integer_inputs
+
+        check_integer_inputs(gm, integers)
     shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else () for t in inputs]
-    return Problem(ns, gm, body, args, fargs, shapes, attrs, consts, scalars)
+    return Problem(ns, gm, body, args, fargs, shapes, attrs, consts, scalars, integers)
+
+
+def _is_integer(t: Any) -> bool:
+    """An integer tensor: only a cross-entropy target may read it (bool masks load as 0.0 / 1.0)."""
+    return isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)

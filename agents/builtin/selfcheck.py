@@ -30,6 +30,15 @@ def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _scaled(t: object, scale: float, dev: str) -> object:
+    """A tensor input on the device, times the distribution's scale unless it holds integers (class
+    indices stay indices: kiln's check, `kiln.tools.inputs.prepare`, scales only floating inputs)."""
+    if not torch.is_tensor(t):
+        return t
+    integer = not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+    return t.to(dev) if integer else t.to(dev) * scale
+
+
 def check_pair(problem: str, candidate: str, idx: int, atol: float = 1e-4, rtol: float = 1e-4) -> dict:
     prob, cand = _load(problem, f"_kiln_p{idx}"), _load(candidate, f"_kiln_c{idx}")
     dev = _device()
@@ -41,7 +50,7 @@ def check_pair(problem: str, candidate: str, idx: int, atol: float = 1e-4, rtol:
     worst = 0.0
     for dist, scale in DISTRIBUTIONS.items():
         torch.manual_seed(1)
-        inputs = [t.to(dev) * scale if torch.is_tensor(t) else t for t in prob.get_inputs()]
+        inputs = [_scaled(t, scale, dev) for t in prob.get_inputs()]
         with torch.no_grad():
             want, got = ref(*inputs), new(*inputs)
         if want.shape != got.shape:

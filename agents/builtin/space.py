@@ -133,6 +133,8 @@ KNOBS |= {
     "pipeline": {"preset": [0, 1, 2, 3], "dev": ["cuda", "cpu"]},
     "scan": {"block": [1024, 2048, 4096, 8192, 16384], "num_warps": [2, 4, 8, 16]},
     "argreduce": {"block": [1024, 2048, 4096, 8192, 16384], "num_warps": [2, 4, 8, 16]},
+    "crossent": {"block": [1024, 2048, 4096, 8192, 16384], "chunk": [128, 512, 1024, 2048, 4096],
+                 "num_warps": [2, 4, 8, 16]},
 }  # fmt: skip
 DEFAULTS |= {
     "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "tf32x3",
@@ -144,6 +146,7 @@ DEFAULTS |= {
     "pipeline": {"preset": 0, "dev": "cuda"},
     "scan": {"block": 4096, "num_warps": 8},
     "argreduce": {"block": 4096, "num_warps": 8},
+    "crossent": {"block": 4096, "chunk": 4096, "num_warps": 8},  # not yet measured: one row of 4096 per program
 }
 CPU_DEFAULTS |= {
     "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3",
@@ -155,10 +158,11 @@ CPU_DEFAULTS |= {
     "pipeline": {"preset": 0, "dev": "cpu"},
     "scan": {"block": 16384, "num_warps": 4},
     "argreduce": {"block": 16384, "num_warps": 4},
+    "crossent": {"block": 16384, "chunk": 4096, "num_warps": 4},
 }
 FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 128, "softmax_block": 1024},
           "chanstats": {}, "pipeline": {}, "scan": {"lanes": 64},
-          "argreduce": {"lanes": 64}}  # fmt: skip
+          "argreduce": {"lanes": 64}, "crossent": {"reduce_block": 1024}}  # fmt: skip
 
 
 def fp32_dot(prec: str, family: str) -> str:
