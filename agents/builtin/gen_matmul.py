@@ -144,8 +144,8 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
         f"bm, bn, bk = _kiln_tile(M, {bm}), _kiln_tile(N, {bn}), _kiln_tile(K, {bk})",
         "tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)",
         # split-K where the tiles leave most of the GPU's SMs idle and K is long (GEMV, large K):
-        # each slice keeps at least 4 BLOCK_K steps; the slices' partial sums go to a workspace
-        f"split = max(1, min(triton.cdiv(2 * {sms}, tiles * nb), K // (4 * bk))) if 2 * tiles * nb <= {sms} else 1",
+        # each slice keeps at least 4 BLOCK_K steps and 256 of K; the slices' partial sums go to a workspace
+        f"split = max(1, min(triton.cdiv(2 * {sms}, tiles * nb), K // max(4 * bk, 256))) if 2 * tiles * nb <= {sms} else 1",
         "ks = triton.cdiv(triton.cdiv(K, split), bk) * bk",
         "split = triton.cdiv(K, ks)",
         "ws = torch.empty((split, nb, M, N) if split > 1 else (1,), device=out.device, dtype=torch.float32)",

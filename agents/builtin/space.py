@@ -18,6 +18,7 @@ MM_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), small to lar
     (64, 64, 32, 4, 3),
     (64, 128, 32, 4, 3),
     (128, 64, 32, 4, 3),
+    (128, 128, 16, 8, 4),  # the fp32 default: tf32x3 without register spills on sm_90 (see DEFAULTS)
     (128, 128, 32, 8, 3),
     (128, 128, 64, 8, 3),
     (128, 256, 32, 8, 3),
@@ -31,12 +32,16 @@ KNOBS: dict[str, dict[str, list]] = {
 }
 
 # First configurations, measured on an H200 (bench/builtin_speed.py): rows-layout reductions
-# like 8192-element tiles, cols-layout (middle-dim) ones 4096; fp32 GEMMs 128x128x64 tf32x3.
+# like 8192-element tiles, cols-layout (middle-dim) ones 4096. fp32 GEMMs: 128x128x16, 8 warps, 4
+# stages, chosen from the compiled kernel, not yet timed: the earlier 128x128x64 (3 stages) holds
+# 255 registers and spills ~880 bytes a thread in tf32x3 (cuobjdump of Triton's sm_90 cubin,
+# 2026-12-03), where it ran square fp32 GEMMs at 0.75x eager (39 TFLOP/s); 128x128x16 and
+# 128x64x32 (8 warps) are the spill-free ones of that size.
 DEFAULTS: dict[str, dict] = {
     "elementwise": {"block": 2048, "num_warps": 8, "persistent": 0},
     "row": {"tile": 8192, "num_warps": 8, "persistent": 0, "num_stages": 1},
     "row_cols": {"tile": 4096, "num_warps": 8, "persistent": 0, "num_stages": 1},
-    "matmul": {"tile": 5, "prec": "auto"},
+    "matmul": {"tile": 4, "prec": "auto"},
     "gnorm": {"block": 2048, "num_warps": 4},
 }
 
@@ -46,7 +51,7 @@ CPU_DEFAULTS: dict[str, dict] = {
     "elementwise": {"block": 8192, "num_warps": 8, "persistent": 0},
     "row": {"tile": 16384, "num_warps": 8, "persistent": 0, "num_stages": 1},
     "row_cols": {"tile": 16384, "num_warps": 8, "persistent": 0, "num_stages": 1},
-    "matmul": {"tile": 6, "prec": "auto"},
+    "matmul": {"tile": 7, "prec": "auto"},
     "gnorm": {"block": 8192, "num_warps": 8},
 }
 

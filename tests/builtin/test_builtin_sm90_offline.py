@@ -83,3 +83,32 @@ def test_kernels_compile_for_bf16(name: str, tmp_path: Path, monkeypatch: pytest
     for kname, fn in _kernels(gen(EXAMPLES / f"{name}.py", tmp_path)).items():
         ptx = _compile(fn, kname, ptr="*bf16")
         assert "bf16" in ptx or "b16" in ptx
+
+
+def test_the_default_fp32_gemm_tile_does_not_spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gen) -> None:
+    """The fp32 default tile (tf32x3: three products, hi and lo halves of both operands in registers)
+    compiled for sm_90 keeps every value in registers: the earlier 128x128x64 tile held 255 registers
+    and spilled ~880 bytes a thread (cuobjdump's STACK), which the GEMM main loop pays every step."""
+    import os
+    import subprocess
+
+    from kiln.agents.builtin import space
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    fn = _kernels(gen(EXAMPLES / "linear_gelu.py", tmp_path))["_kiln_mm"]
+    bm, bn, bk, nw, ns = space.MM_TILES[space.DEFAULTS["matmul"]["tile"]]
+    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "SPLIT_K": 1, "PREC": "tf32x3"}
+    is_ptr = {a: a.endswith("_ptr") or a[:1] == "p" and a[1:].isdigit() for a in fn.arg_names}
+    sig = {a: "constexpr" if a in consts else ("*fp32" if is_ptr[a] else "i32") for a in fn.arg_names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names) if is_ptr[a] or a in ALIGNED}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": nw, "num_stages": ns})
+    cubin = tmp_path / "mm.cubin"
+    cubin.write_bytes(kernel.asm["cubin"])
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not os.access(tool, os.X_OK):
+        pytest.skip("Triton ships no cuobjdump here")
+    usage = subprocess.run([str(tool), "--dump-resource-usage", str(cubin)], capture_output=True, text=True).stdout
+    found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+    assert found, usage
+    assert int(found.group(2)) == 0, f"the default tile {(bm, bn, bk, nw, ns)} spills: {found.group(0)}"
