@@ -33,6 +33,10 @@ class Lowerer:
         self.env: dict[torch.fx.Node, Any] = {}
 
     def run(self) -> KGraph:
+        if self.p.integers:  # integer inputs may only be cross-entropy targets
+            from kiln.agents.builtin.lower_crossent import check_integer_inputs
+
+            check_integer_inputs(self.p.gm, self.p.integers)
         for n in self.p.gm.graph.nodes:
             if n.op == "output":
                 return self._output(n)

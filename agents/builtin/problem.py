@@ -158,11 +158,7 @@ def trace(src: str, override: dict[str, Any] | None = None) -> Problem:
     attrs = {k: v for k, v in vars(model).items() if not k.startswith("_") and isinstance(v, int | float)}
     fargs = forward_args(src)
     scalars = tuple(a for a, t in zip(fargs, inputs, strict=False) if not isinstance(t, torch.Tensor))
-    integers = tuple(a for a, t in zip(fargs, inputs, strict=False) if _is_integer(t))
-    if integers:
-        from kiln.agents.builtin.lower_crossent import check_integer_inputs
-
-        check_integer_inputs(gm, integers)
+    integers = tuple(a for a, t in zip(fargs, inputs, strict=False) if _is_integer(t))  # lower.py checks their uses
     shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else () for t in inputs]
     return Problem(ns, gm, body, args, fargs, shapes, attrs, consts, scalars, integers)
 
