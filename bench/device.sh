@@ -15,7 +15,7 @@
 #   projection   issue 22: one timing-audit projection of a 256 MB output, whole and by part (bench/projection_speed.py)
 #   fast_paths   issue 25: fp32 GEMM speed and error vs kiln's rule per tl.dot input_precision (bench/fast_paths.py)
 #   builtin_kb1  issue 23: bench/builtin_kb.py over KernelBench level 1 (built-in one-shot: correct by kiln's rule,
-#   builtin_kb2  x eager, x torch.compile, % roofline; conv also in tf32x3); one level per call; KB_ARGS="--problems 1-18"
+#   builtin_kb2  x eager, x torch.compile, % roofline); one level per call; KB_ARGS="--problems 1-18"
 #                narrows it (KB1_ARGS / KB2_ARGS per level), KB_BUDGET_S caps its seconds
 #   sandbox      the OS sandbox with CUDA: raw bubblewrap (two /dev layouts), kiln doctor's sandbox line,
 #                tests/sandbox (GPU and CPU tests), per-spawn cost (bench/sandbox_overhead.py)
@@ -93,7 +93,7 @@ for part in "$@"; do
       lvl=${part#builtin_kb}
       kb=$(( $(left) - 45 )); [ "${KB_BUDGET_S:-$kb}" -lt "$kb" ] && kb=$KB_BUDGET_S  # KB_BUDGET_S caps one level
       b "$part" $(( kb + 35 )) python3 bench/builtin_kb.py --root third_party/KernelBench --levels "$lvl" \
-        --out "$OUT/logs/$part" --budget-s "$kb" --compile-budget-s 200 --conv-tf32x3 ${KB_ARGS:-} \
+        --out "$OUT/logs/$part" --budget-s "$kb" --compile-budget-s 200 ${KB_ARGS:-} \
         $(eval echo "\${KB${lvl}_ARGS:-}")
       cp "$OUT/logs/$part/builtin_kb.md" "$OUT/$part.md" 2>/dev/null ;;
     model|model:*)

@@ -18,7 +18,7 @@ programs for the channel tiles of one patch are adjacent, so the patch is read f
   is either valid for the whole patch or for none of it (a scalar test), and i = j + (r + P - k*D)/S
   is contiguous in the patch index j: only the ~K/S valid taps per dim are computed.
 fp32 uses `input_precision="tf32x3"` (three TF32 products: fp32-level accuracy); the search may
-try `tf32` or `ieee` (`space.fp32_dot` resolves an `auto`). bf16/fp16 use a plain dot; the accumulator is fp32. The epilogue (bias, activations, residuals) runs on the tile.
+try `tf32` or `ieee`. bf16/fp16 use a plain dot; the accumulator is fp32. The epilogue (bias, activations, residuals) runs on the tile.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from kiln.agents.builtin import gen_conv_tune as T
 from kiln.agents.builtin import gen_epilogue as E
 from kiln.agents.builtin.emit import input_exprs
 from kiln.agents.builtin.plan import Plan
-from kiln.agents.builtin.space import fp32_dot
 
 CONV_SETUP = """pid = tl.program_id(0)
 g = tl.program_id(1)
@@ -219,7 +218,7 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
     lines += ebody + _tiles(cfg, q, tr)
     wst = "swi, swo = ws[1], ws[0]" if not tr else "swi, swo = ws[0], ws[1]"
     lines += ["ws = w5.stride()", wst, f"swg = {'CIG * swi' if tr else 'COG * swo'}",
-              f"prec = {fp32_dot(cfg['prec'], 'conv')!r} if x5.dtype == torch.float32 else 'tf32'",
+              f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
               ]  # fmt: skip
     args = (f"(x5, w5, out{eptrs}, CIN, D, H, W, COUT, OD, OH, OW, CIG, COG, tiles_d, tiles_h, tiles_w, *x5.stride(), "
             f"swi, swo, ws[2], ws[3], ws[4], swg{estr}, {spatial_kwargs(q, tr)}, FLAT=flat, BLOCK_M=bm, BH=bh, BW=bw, "

@@ -135,7 +135,7 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
     ]
     eargs = "".join(f", e{k}" for k in range(len(names) - 2))
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
-    prec = fp32_dot(cfg["prec"], "matmul")
+    prec = fp32_dot(cfg["prec"])
     sms = cfg.get("sms", sm_count())
     lines += rest + [
         f"prec = {prec!r} if a.dtype == torch.float32 else 'tf32'",

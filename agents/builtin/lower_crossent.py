@@ -3,8 +3,8 @@
 
 The node is `Node("xent", op=reduction, args=(x, t), params=(ignore_index,))`, reduction "mean",
 "sum" or "none". Its target is the only place an integer forward input may go: the kernel loads it
-as an integer, never through fp32 (which holds integers exactly only to 2**24). problem.trace calls
-`check_integer_inputs` on the fx graph before lowering, so an integer input read by any other op
+as an integer, never through fp32 (which holds integers exactly only to 2**24). The Lowerer calls
+`check_integer_inputs` on the fx graph before lowering anything, so an integer input read by any other op
 (`t.float()`, `x + t`, `t.shape`) is refused by name, and so is any op on such a loss's result:
 the pipeline then never has to cut an integer tensor or hand the loss to another stage.
 Covered: no weight, no label smoothing, the deprecated size_average/reduce unset; everything else

@@ -170,17 +170,15 @@ FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_
           "argreduce": {"lanes": 64}, "crossent": {"reduce_block": 1024}}  # fmt: skip
 
 
-def fp32_dot(prec: str, family: str) -> str:
-    """The tl.dot input precision of an fp32 kernel: `prec` itself, or for "auto" PyTorch's own
-    precision for that op in this process: matmuls TF32 while `torch.backends.cuda.matmul.allow_tf32`
-    is on (off by default), convs while `torch.backends.cudnn.allow_tf32` is (no conv default uses
-    "auto": see the conv knobs above), else tf32x3; NVIDIA_TF32_OVERRIDE=0 keeps cuBLAS and cuDNN
-    off TF32, so it keeps the kernel off it too."""
+def fp32_dot(prec: str) -> str:
+    """The tl.dot input precision of an fp32 matmul: `prec` itself, or for "auto" PyTorch's own in
+    this process: TF32 while `torch.backends.cuda.matmul.allow_tf32` is on (off by default), else
+    tf32x3; NVIDIA_TF32_OVERRIDE=0 keeps cuBLAS off TF32, so it keeps the kernel off it too."""
     if prec != "auto":
         return prec
     import os
 
     import torch
 
-    allowed = torch.backends.cudnn.allow_tf32 if family == "conv" else torch.backends.cuda.matmul.allow_tf32
-    return "tf32" if allowed and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0" else "tf32x3"
+    allowed = torch.backends.cuda.matmul.allow_tf32 and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0"
+    return "tf32" if allowed else "tf32x3"

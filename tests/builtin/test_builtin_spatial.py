@@ -75,24 +75,20 @@ def test_a_wrong_conv_fails_the_selfcheck(tmp_path: Path, gen, run_selfcheck) ->
     assert not res["ok"] and "differ" in res["error"]
 
 
-def test_fp32_dot_precision_follows_pytorchs_own(monkeypatch) -> None:
-    """`auto`: convs TF32 while cuDNN may use it, matmuls tf32x3 unless the user allowed TF32 for
-    them; NVIDIA_TF32_OVERRIDE=0 (cuBLAS and cuDNN kept off TF32) keeps the kernel off it too."""
+def test_fp32_matmul_precision_follows_pytorchs_own(monkeypatch) -> None:
+    """`auto`: tf32x3 unless the user allowed TF32 for fp32 matmuls; NVIDIA_TF32_OVERRIDE=0 (cuBLAS
+    kept off TF32) keeps the kernel off it too; an explicit precision is kept."""
     from kiln.agents.builtin.space import fp32_dot
 
-    cudnn, cublas = torch.backends.cudnn, torch.backends.cuda.matmul
-    saved = cudnn.allow_tf32, cublas.allow_tf32
+    cublas = torch.backends.cuda.matmul
+    saved = cublas.allow_tf32
     monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
     try:
-        cudnn.allow_tf32, cublas.allow_tf32 = True, False  # PyTorch's defaults
-        assert (fp32_dot("auto", "conv"), fp32_dot("auto", "matmul"), fp32_dot("ieee", "conv")) == \
-            ("tf32", "tf32x3", "ieee")
+        cublas.allow_tf32 = False  # PyTorch's default
+        assert (fp32_dot("auto"), fp32_dot("ieee"), fp32_dot("tf32")) == ("tf32x3", "ieee", "tf32")
         cublas.allow_tf32 = True
-        assert fp32_dot("auto", "matmul") == "tf32"
+        assert fp32_dot("auto") == "tf32"
         monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
-        assert (fp32_dot("auto", "conv"), fp32_dot("auto", "matmul")) == ("tf32x3", "tf32x3")
-        monkeypatch.delenv("NVIDIA_TF32_OVERRIDE")
-        cudnn.allow_tf32 = False
-        assert fp32_dot("auto", "conv") == "tf32x3"
+        assert fp32_dot("auto") == "tf32x3"
     finally:
-        cudnn.allow_tf32, cublas.allow_tf32 = saved
+        cublas.allow_tf32 = saved
