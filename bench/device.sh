@@ -14,6 +14,7 @@
 #                model:resblock-bf16, model:resnet50-stage4-fp32, model:qwen3-b8-bf16, model:overhead)
 #   projection   issue 22: one timing-audit projection of a 256 MB output, whole and by part (bench/projection_speed.py)
 #   fast_paths   issue 25: fp32 GEMM speed and error vs kiln's rule per tl.dot input_precision (bench/fast_paths.py)
+#   gn_speed     issue 23: group norm (+ SiLU) at UNet/ResNet sizes, the built-in kernel's paths vs eager and compile
 #   builtin_kb1  issue 23: bench/builtin_kb.py over KernelBench level 1 (built-in one-shot: correct by kiln's rule,
 #   builtin_kb2  x eager, x torch.compile, % roofline); one level per call; KB_ARGS="--problems 1-18"
 #                narrows it (KB1_ARGS / KB2_ARGS per level), KB_BUDGET_S caps its seconds
@@ -111,6 +112,9 @@ for part in "$@"; do
     projection)
       b projection 60 python3 bench/projection_speed.py
       cp "$OUT/logs/projection.log" "$OUT/projection.md" 2>/dev/null ;;
+    gn_speed)
+      b gn_speed 300 python3 bench/gn_speed.py --json "$OUT/logs/gn_speed.json"
+      sed -n '/^| dtype/,$p' "$OUT/logs/gn_speed.log" > "$OUT/gn_speed.md" ;;
     fast_paths)
       b fast_paths 300 python3 bench/fast_paths.py
       cp "$OUT/logs/fast_paths.log" "$OUT/fast_paths.md" 2>/dev/null ;;

@@ -44,9 +44,13 @@ def mm_kernel(plan: Plan) -> str:
         "b_ptrs = b_ptr + (k0 + rk[:, None]) * sbk + bn[None, :] * sbn",
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
         "for k in range(0, tl.cdiv(k_len, BLOCK_K)):",
-        "    k_left = k_len - k * BLOCK_K",
-        "    a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)",
-        "    b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)",
+        "    if EVEN_K:  # every slice a whole number of BLOCK_K steps: unmasked, so the loads vectorise along K",
+        "        a = tl.load(a_ptrs)",
+        "        b = tl.load(b_ptrs)",
+        "    else:",
+        "        k_left = k_len - k * BLOCK_K",
+        "        a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)",
+        "        b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)",
         "    acc = tl.dot(a, b, acc, input_precision=PREC)",
         "    a_ptrs += BLOCK_K * sak",
         "    b_ptrs += BLOCK_K * sbk",
@@ -80,12 +84,41 @@ def mm_kernel(plan: Plan) -> str:
         "\n\n@triton.jit\n"
         f"def _kiln_mm(a_ptr, b_ptr, {sig}, KS, sam, sak, sbk, sbn, sab, sbb, BLOCK_M: tl.constexpr, "
         "BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, "
-        "PREC: tl.constexpr):\n"
+        "PREC: tl.constexpr, EVEN_K: tl.constexpr):\n"
         + "\n".join("    " + ln for ln in lines) + "\n"
-        "\n\n@triton.jit\n"
+        + GEMV_KERNEL
+        + "\n\n@triton.jit\n"
         f"def _kiln_mm_reduce({sig}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr):\n"
         + "\n".join("    " + ln for ln in reduce) + "\n"
     )
+
+
+GEMV_KERNEL = """
+
+@triton.jit
+def _kiln_gemv(m_ptr, v_ptr, ws_ptr, R, K, KS, s_row, s_vec, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    # one slice of K for BLOCK_M rows of a row-major matrix (K contiguous) times a vector, in fp32 FMA;
+    # the slice's partial dot products go to ws[slice, row] (the reduce kernel adds them and runs the epilogue)
+    pid_m = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rk = tl.arange(0, BLOCK_K)
+    k0 = pid_k.to(tl.int64) * KS
+    k_len = min(KS, K - k0)
+    m_ptrs = m_ptr + (rm % R).to(tl.int64)[:, None] * s_row + (k0 + rk[None, :])
+    v_ptrs = v_ptr + (k0 + rk) * s_vec
+    acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
+    for k in range(0, k_len // BLOCK_K):  # whole steps unmasked: 16-byte loads of the matrix
+        acc += tl.load(m_ptrs).to(tl.float32) * tl.load(v_ptrs).to(tl.float32)[None, :]
+        m_ptrs += BLOCK_K
+        v_ptrs += BLOCK_K * s_vec
+    k_left = k_len % BLOCK_K
+    if k_left > 0:
+        x = tl.load(m_ptrs, mask=rk[None, :] < k_left, other=0.0).to(tl.float32)
+        acc += x * tl.load(v_ptrs, mask=rk < k_left, other=0.0).to(tl.float32)[None, :]
+    tl.store(ws_ptr + pid_k * R + rm, tl.sum(acc, axis=1), mask=rm < R)
+"""
+GEMV_TILE = (8, 512, 4)  # BLOCK_M, BLOCK_K, warps: 16 KB of the matrix a step per program
 
 
 def _store(plan: Plan) -> str:
@@ -137,9 +170,35 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     prec = fp32_dot(cfg["prec"])
     sms = cfg.get("sms", sm_count())
+    gbm, gbk, gw = GEMV_TILE
+    gemv = [] if batched else [
+        # a GEMV is not a GEMM: a matrix (K contiguous) times a vector streams the matrix once, in fp32 FMA
+        "gv = None",
+        "if N == 1 and a2.stride(1) == 1:",
+        "    gv = (a2, b2, M, a2.stride(0), b2.stride(0))",
+        "elif M == 1 and b2.stride(0) == 1:  # a vector times a matrix: the rows of b2.t()",
+        "    gv = (b2, a2, N, b2.stride(1), a2.stride(1))",
+        "if gv is not None:",
+        "    mat, vec, rows, s_row, s_vec = gv",
+        f"    split = max(1, min(triton.cdiv(8 * {sms}, triton.cdiv(rows, {gbm})), triton.cdiv(K, 4 * {gbk})))",
+        f"    ks = triton.cdiv(triton.cdiv(K, split), {gbk}) * {gbk}",
+        "    split = triton.cdiv(K, ks)",
+        "    ws = torch.empty((split, rows), device=out.device, dtype=torch.float32)",
+        f"    _kiln_gemv[(triton.cdiv(rows, {gbm}), split)](mat, vec, ws, rows, K, ks, s_row, s_vec, "
+        f"BLOCK_M={gbm}, BLOCK_K={gbk}, num_warps={gw})",
+        "    grid = (triton.cdiv(M, 64) * triton.cdiv(N, 64), 1)",
+        f"    _kiln_mm_reduce[grid](out{eargs}, ws, M, N, K, 1, BLOCK_M=64, BLOCK_N=64, SPLIT_K=split, num_warps=4)",
+        "    return out",
+    ]
     lines += rest + [
         f"prec = {prec!r} if a.dtype == torch.float32 else 'tf32'",
         *([] if batched else ["nb = 1"]),
+        *gemv,
+        # fp32 through TF32 tensor cores wants B K-major: a row-major K x N B is copied K-major first
+        # where the GEMM's work dwarfs the copy (H200, 4096^3 fp32 in tf32x3: 4.6 ms with B N-major,
+        # 2.2 ms K-major, whatever A's layout; KernelBench level 1 problems 1, 16, 17, 18)
+        "if a.dtype == torch.float32 and prec != 'ieee' and b2.stride(-2) != 1 and M >= 256:",
+        "    b2 = b2.transpose(-1, -2).contiguous().transpose(-1, -2)",
         # tiles clipped to the problem (a GEMV's N = 1 takes 16 columns, not 128; tl.dot needs 16)
         f"bm, bn, bk = _kiln_tile(M, {bm}), _kiln_tile(N, {bn}), _kiln_tile(K, {bk})",
         "tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)",
@@ -152,6 +211,7 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
         "grid = (tiles, nb, split)",
         f"_kiln_mm[grid](a2, b2, out{eargs}, ws, M, N, K, nb, ks, {strides}, "
         f"BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M={cfg['group_m']}, SPLIT_K=split, PREC=prec, "
+        "EVEN_K=K % ks == 0 and ks % bk == 0, "
         f"num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']})",
         "if split > 1:",
         "    grid = (triton.cdiv(M, 64) * triton.cdiv(N, 64), nb)",

@@ -25,10 +25,12 @@ CONSTEXPRS = {
     "_kiln_lvl_out": {"BLOCK_R": 1024, "ROWS": 1, "BLOCK_N": 64},
     "_kiln_ew_flat": {"BLOCK": 2048},
     "_kiln_ew_bcast": {"RB": 2, "CB": 1024},
-    "_kiln_mm": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1, "PREC": "tf32x3"},
+    "_kiln_mm": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1, "PREC": "tf32x3",
+                 "EVEN_K": True},
+    "_kiln_gemv": {"BLOCK_M": 8, "BLOCK_K": 512},
     "_kiln_mm_reduce": {"BLOCK_M": 64, "BLOCK_N": 64, "SPLIT_K": 8},
 }
-ALIGNED = ("out_ptr", "a_ptr", "b_ptr", "n", "R", "N", "S3", "sam", "sbn", "K")  # sizes like 4096
+ALIGNED = ("out_ptr", "a_ptr", "b_ptr", "n", "R", "N", "S3", "sam", "sbn", "K", "KS", "s_row")  # sizes like 4096
 
 
 def _kernels(path: Path) -> dict:
@@ -67,7 +69,7 @@ def test_kernels_compile_for_sm90(name: str, tmp_path: Path, monkeypatch: pytest
         assert {"_kiln_lvl1_split", "_kiln_lvl2_finish", "_kiln_lvl_out"} <= set(kernels)
     for kname, fn in kernels.items():
         ptx = _compile(fn, kname)
-        if kname in ("_kiln_row_onepass", "_kiln_ew_flat") and name != "sum_reduction":
+        if kname in ("_kiln_row_onepass", "_kiln_ew_flat", "_kiln_gemv") and name != "sum_reduction":
             # vector loads, with or without a cache hint (ld.global.L1::evict_first.L2::cache_hint.v4.b32)
             assert re.search(r"ld\.global(\.[\w:]+)*\.v4", ptx), f"{name}.{kname}: loads are not vectorized"
         if kname == "_kiln_mm":

@@ -66,3 +66,34 @@ def test_a_changed_element_moves_the_projection() -> None:
     y[1000, 7] += 1.0
     a, b = (audit._project_tensor(t, key=9, leaf=0, sigma=1.0)["p"] for t in (x, y))
     assert sum((p - q) ** 2 for p, q in zip(a, b, strict=True)) / audit.K > 0.05
+
+
+def test_a_laps_outputs_projected_together_match_each_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`project_many` (a lap's commit) stacks small same-shape leaves across slots: the numbers are
+    `project`'s for each output, a NaN slot counted exactly, other leaves as they were; stacks of a
+    bounded size (3 here) cover every slot."""
+    monkeypatch.setattr(audit, "BATCH_ELEMS", 3 * 3000)
+    gen = torch.Generator().manual_seed(11)
+    outputs = []
+    for j in range(8):
+        a = torch.randn(3, 1000, generator=gen)  # two rows of 1024 and a tail of 952
+        b = torch.randn(2051, generator=gen).to(torch.bfloat16)  # two rows of 1024 and a tail of 3
+        if j == 5:
+            a.view(-1)[17] = float("nan")
+            b[-1] = float("inf")
+        outputs.append((a, [b, torch.arange(j, j + 4)], 2.5))
+    outputs.append((torch.randn(5, 7, generator=gen), [torch.randn(2051).to(torch.bfloat16), torch.arange(4)], 1.0))
+    sigma = [0.9, 1.3, 1.0, 1.0]
+    many = audit.project_many(outputs, key=123, sigma=sigma)
+    assert len(many) == len(outputs)
+    for got, out in zip(many, outputs, strict=True):
+        want = audit.project(out, 123, sigma)
+        assert [g["kind"] for g in got] == [w["kind"] for w in want] == ["tensor", "tensor", "exact", "number"]
+        for g, w in zip(got, want, strict=True):
+            if g["kind"] != "tensor":
+                assert g == w
+                continue
+            assert {k: g[k] for k in ("n", "dtype", "shape", "nan", "posinf", "neginf")} == \
+                {k: w[k] for k in ("n", "dtype", "shape", "nan", "posinf", "neginf")}
+            assert max(abs(x - y) for x, y in zip(g["p"], w["p"], strict=True)) < 1e-4 * math.sqrt(g["n"])
+    assert (many[5][0]["nan"], many[5][1]["posinf"]) == (1, 1)

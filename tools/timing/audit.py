@@ -144,17 +144,83 @@ def _no_tf32() -> Iterator[None]:
 
 def project(output: Any, key: int, sigma: list[float]) -> list[dict[str, Any]]:
     """The committed projections of one forward() result (one dict per leaf)."""
-    out: list[dict[str, Any]] = []
-    for i, (_, obj) in enumerate(walk(output)):
-        if isinstance(obj, torch.Tensor) and type(obj) is torch.Tensor and obj.is_floating_point():
-            out.append(_project_tensor(obj, key, i, sigma[i] if i < len(sigma) else 1.0))
-        elif isinstance(obj, torch.Tensor):
-            out.append({"kind": "exact", "digest": _digest(obj), "shape": list(obj.shape)})
-        elif isinstance(obj, (bool, int, float)) or obj is None:
-            out.append({"kind": "number", "value": obj})
-        else:
-            out.append({"kind": "other", "cls": type(obj).__name__})
+    return [_project_leaf(obj, key, i, sigma) for i, (_, obj) in enumerate(walk(output))]
+
+
+BATCH_MAX = 1 << 20  # outputs up to this many elements are projected a lap's slots at a time
+BATCH_ELEMS = 1 << 25  # ... in stacks of at most this many elements (128 MB of float32 a temporary)
+
+
+def project_many(outputs: list[Any], key: int, sigma: list[float]) -> list[list[dict[str, Any]]]:
+    """`project` of each of a lap's outputs, the same numbers: a leaf that has one shape and dtype in
+    every slot (small outputs, where a commit cost ~20 Python calls and two read-backs an output, so
+    hundreds of slots took ~100 ms a lap) is projected for the slots at once, a stack of them at a
+    time, with one read-back a stack (the sign patterns depend on the key and the leaf, never the
+    slot). A slot whose stack row is not finite is projected alone, on the exact path."""
+    per = [list(walk(o)) for o in outputs]
+    out: list[list[dict[str, Any] | None]] = [[None] * len(leaves) for leaves in per]
+    stacks: dict[tuple[Any, ...], list[int]] = {}
+    for j, leaves in enumerate(per):
+        for i, (_, obj) in enumerate(leaves):
+            if isinstance(obj, torch.Tensor) and type(obj) is torch.Tensor and obj.is_floating_point() \
+                    and 0 < obj.numel() <= BATCH_MAX:
+                stacks.setdefault((i, tuple(obj.shape), obj.dtype, obj.device), []).append(j)
+    for (i, _, _, _), js in stacks.items():
+        sig = sigma[i] if i < len(sigma) else 1.0
+        step = max(1, BATCH_ELEMS // per[js[0]][i][1].numel())
+        for c in range(0, len(js), step):
+            chunk = js[c:c + step]
+            for j, proj in zip(chunk, _project_stack([per[j][i][1] for j in chunk], key, i, sig), strict=True):
+                out[j][i] = proj
+    for j, leaves in enumerate(per):
+        for i, (_, obj) in enumerate(leaves):
+            if out[j][i] is None:
+                out[j][i] = _project_leaf(obj, key, i, sigma)
+    return out  # type: ignore[return-value]
+
+
+def _project_stack(ts: list[torch.Tensor], key: int, leaf: int, sigma: float) -> list[dict[str, Any]]:
+    """`_project_tensor` of B same-shape tensors at once: their (B, n) stack through the fast path
+    (the tail through g, its counts exact), one read-back; a row that is not finite is redone alone."""
+    x = torch.stack([t.detach().reshape(-1) for t in ts])
+    b, n = x.shape
+    w, phi = _wave(key, leaf)
+    scale = w / sigma if sigma > 0 and math.isfinite(sigma) else w
+    width = min(WIDTH, max(n, 1))
+    rows = n // width
+    tail = x[:, rows * width:]
+    cols, row_signs, tail_signs = sign_table(key, leaf, width, rows, tail.shape[1], x.device)
+    acc = torch.zeros(b, K + 4, dtype=torch.float64, device=x.device)  # K sums, 3 counts, finite
+    with _no_tf32():
+        if rows:
+            y = _sines(x[:, :rows * width].reshape(b, rows, width), scale, phi) @ cols  # (B, rows, K)
+            acc[:, :K] = (y * row_signs).sum(1, dtype=torch.float64) \
+                - math.sin(phi) * row_signs.sum(0, dtype=torch.float64) * cols.sum(0, dtype=torch.float64)
+        acc[:, K + 3] = torch.isfinite(acc[:, :K]).all(1).to(torch.float64)
+        if tail.shape[1]:
+            acc[:, :K] += (_g(tail, scale, phi).unsqueeze(2) * tail_signs).sum(1, dtype=torch.float64)
+            acc[:, K] += torch.isnan(tail).sum(1)
+            acc[:, K + 1] += (tail == math.inf).sum(1)
+            acc[:, K + 2] += (tail == -math.inf).sum(1)
+    dtype, shape = str(ts[0].dtype).removeprefix("torch."), list(ts[0].shape)
+    out = []
+    for t, vals in zip(ts, acc.tolist(), strict=True):
+        if vals[K + 3] != 1.0:  # a NaN/inf in the rows: the exact path counts it
+            out.append(_project_tensor(t, key, leaf, sigma))
+            continue
+        out.append({"kind": "tensor", "p": vals[:K], "n": n, "dtype": dtype, "shape": shape,
+                    "nan": int(vals[K]), "posinf": int(vals[K + 1]), "neginf": int(vals[K + 2])})
     return out
+
+
+def _project_leaf(obj: Any, key: int, i: int, sigma: list[float]) -> dict[str, Any]:
+    if isinstance(obj, torch.Tensor) and type(obj) is torch.Tensor and obj.is_floating_point():
+        return _project_tensor(obj, key, i, sigma[i] if i < len(sigma) else 1.0)
+    if isinstance(obj, torch.Tensor):
+        return {"kind": "exact", "digest": _digest(obj), "shape": list(obj.shape)}
+    if isinstance(obj, (bool, int, float)) or obj is None:
+        return {"kind": "number", "value": obj}
+    return {"kind": "other", "cls": type(obj).__name__}
 
 
 def _digest(t: torch.Tensor) -> int:  # integer outputs are compared exactly

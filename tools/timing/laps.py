@@ -127,10 +127,10 @@ def commit(ring: Ring, key: int, sigma: list[float]) -> list[list[dict[str, Any]
     """Every kept output's keyed projections (`audit.project`), in slot order."""
     import torch
 
-    from kiln.tools.timing.audit import project
+    from kiln.tools.timing.audit import project_many
 
     with torch.no_grad():
-        out = [project(o, key, sigma) for o in ring.outputs]
+        out = project_many(ring.outputs, key, sigma)
     _sync(ring.spec.device)
     return out
 
