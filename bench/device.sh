@@ -113,7 +113,7 @@ for part in "$@"; do
       b projection 60 python3 bench/projection_speed.py
       cp "$OUT/logs/projection.log" "$OUT/projection.md" 2>/dev/null ;;
     gn_speed)
-      b gn_speed 300 python3 bench/gn_speed.py --json "$OUT/logs/gn_speed.json"
+      b gn_speed 300 python3 bench/gn_speed.py --json "$OUT/logs/gn_speed.json" ${GN_ARGS:-}
       sed -n '/^| dtype/,$p' "$OUT/logs/gn_speed.log" > "$OUT/gn_speed.md" ;;
     fast_paths)
       b fast_paths 300 python3 bench/fast_paths.py

@@ -90,8 +90,12 @@ def main() -> int:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--check", action="store_true", help="only run `kiln check` on the first case (built-in kernel)")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
+    if a.check:
+        check(tmp)
+        return 0
     rows = []
     for c, (shape, dtype, fused) in enumerate(CASES):
         dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
@@ -122,6 +126,32 @@ def main() -> int:
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def check(tmp: Path) -> None:
+    """`kiln check` of the first case's built-in kernel: where its timing record puts the time (the
+    laps, the refresh and commit steps of each worker, the charge)."""
+    import subprocess
+
+    from kiln.agents.builtin import space
+    from kiln.agents.builtin.source import analyze, render
+
+    shape, _, _ = CASES[0]
+    src = PROBLEM.format(groups=32, ch=shape[1], expr="torch.nn.functional.silu(self.norm(x))",
+                         shape=", ".join(map(str, shape)))
+    prob, cand, rec = tmp / "gn_problem.py", tmp / "gn_kiln.py", tmp / "gn_check.json"
+    prob.write_text(src)
+    cand.write_text(render(analyze(src), space.default("gnorm", "gnorm", "cuda"), set()))
+    subprocess.run([sys.executable, "-m", "kiln.evals.cli", "check", str(prob), str(cand), "--device", "cuda",
+                    "--json", str(rec)], timeout=300)
+    r = json.loads(rec.read_text())
+    t = r.get("timing") or {}
+    print(json.dumps({"status": r["status"], "stages_s": r.get("stages_s"),
+                      "speedups": {k: round(v["value"], 3) for k, v in (t.get("speedups") or {}).items()},
+                      "candidate_median_us": (t.get("candidate") or {}).get("median_us"),
+                      "baselines_us": {k: v.get("median_us") for k, v in (t.get("baselines") or {}).items()},
+                      "timing_integrity": (r.get("integrity") or {}).get("timing"),
+                      "reasons": r.get("reasons")}, indent=1), flush=True)
 
 
 def load_src(tmp: Path, name: str, src: str):

@@ -147,7 +147,7 @@ def project(output: Any, key: int, sigma: list[float]) -> list[dict[str, Any]]:
     return [_project_leaf(obj, key, i, sigma) for i, (_, obj) in enumerate(walk(output))]
 
 
-BATCH_MAX = 1 << 20  # outputs up to this many elements are projected a lap's slots at a time
+BATCH_MAX = 1 << 22  # outputs up to this many elements (16 MB of float32) are projected a lap's slots at a time
 BATCH_ELEMS = 1 << 25  # ... in stacks of at most this many elements (128 MB of float32 a temporary)
 
 
