@@ -73,6 +73,9 @@ class CheckOptions(Record):
     isolation: Isolation = Field("best-effort", description="strict: refuse to run unless every sandbox layer is "
                                                             "in force; best-effort: use what works, say what not")
     bwrap: str | None = Field(None, description="bubblewrap binary (None: `bwrap` on PATH)")
+    exclusive_timing: bool = Field(True, description="time only while no other kiln check times on this GPU (a "
+                                                      "per-GPU lock across threads and processes, kiln.tools.timing."
+                                                      "exclusive); the wait is recorded as stages_s.timing_wait")
     time_on_cpu: bool = Field(False, description="run the timing stage on the CPU with host clocks: only to test "
                                                  "the timing protocol, the numbers mean nothing there")
     run_rejected: bool = Field(False, description="execute a candidate the static scan rejected anyway (to test "

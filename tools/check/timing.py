@@ -71,15 +71,21 @@ def time_check(s: Session) -> None:
     loop_s = min(loop_s, LAPS_S)
     s.ref_call(m.Release(), "release")
     prepared = _baselines_prepared(s, plan["missing"])  # torch.compile done: nothing else runs on the GPU now
-    env_before = _env(s)
-    crowd = [_gpu_processes(s)]
-    sigma = _sigma(s)
-    cand = _candidate_laps(s, ring, loop_s, sigma)
-    crowd.append(_gpu_processes(s))
-    if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
-        s.cnd.close()
-    base = {**plan["cached"], **_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma)}
-    crowd.append(_gpu_processes(s, closing=1))  # the candidate's context may outlive its process by a moment
+    with _exclusive(s) as waited:
+        env_before = _env(s)
+        crowd = [_gpu_processes(s)]
+        sigma = _sigma(s)
+        cand = _candidate_laps(s, ring, loop_s, sigma)
+        crowd.append(_gpu_processes(s))
+        if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
+            s.cnd.close()
+        base = {**plan["cached"], **_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma)}
+        crowd.append(_gpu_processes(s, closing=1))  # the candidate's context may outlive its process by a moment
+    if waited is not None:
+        s.rec.stages_s["timing_wait"] = waited
+    elif s.o.exclusive_timing:
+        s.rec.reasons.append("timed without the GPU's timing lock: another check held it for the whole wait, so "
+                             "both may have timed at once")
     eager = base.get("eager") if "error" not in (base.get("eager") or {"error": 1}) else None
     samples, deferred = charged_samples(cand, eager, ring.slots)
     rec = TimingRecord(measured=True, method=METHOD.format(slots=ring.slots, span=L2_SPAN_BYTES >> 20, audit=N_AUDIT),
@@ -109,6 +115,19 @@ def time_check(s: Session) -> None:
     if peaks:
         s.evidence["peaks"] = peaks
     s.rec.stages_s["timing"] = s._since("timing")
+
+
+def _exclusive(s: Session) -> Any:
+    """This GPU's timing lock (`kiln.tools.timing.exclusive`), waited for up to half the timing
+    stage's budget (on the CPU too, where `time_on_cpu` tests the protocol); a no-op when the caller
+    asked for none."""
+    import contextlib
+
+    from kiln.tools.timing.exclusive import gpu_timing_lock
+
+    if not s.o.exclusive_timing:
+        return contextlib.nullcontext(None)
+    return gpu_timing_lock(caches.root() / "locks", s.o.gpu_index if s.rec.device == "cuda" else -1, 0.5 * s.budgets["timing"])
 
 
 def _sigma(s: Session) -> list[float]:
