@@ -29,9 +29,19 @@ def main() -> int:
     ap.add_argument("bundle")
     ap.add_argument("--dtype", default="fp32")
     ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--tried", action="store_true", help="every kernel the run tried (manifest.tried.json), "
+                                                         "not only the kept ones")
     a = ap.parse_args()
     t = place(build(a.target), "cuda", a.dtype)
     bundle = kiln.load(a.bundle)
+    if a.tried:
+        from pathlib import Path
+
+        from kiln.evals.model.bundle import Bundle
+        from kiln.evals.model.records import BundleManifest
+
+        folder = Path(a.bundle)
+        bundle = Bundle(folder, BundleManifest.model_validate_json((folder / "manifest.tried.json").read_text()))
 
     def fwd() -> None:
         with torch.no_grad():

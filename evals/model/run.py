@@ -6,7 +6,8 @@
     RUN_DIR/problems/         extracted problems (+ .params.pt, captured calls), extract.json
     RUN_DIR/optimise*/        the batch rounds (results.sqlite, one agent run per problem)
     RUN_DIR/confirm/          confirmation checks in the model's dtype
-    RUN_DIR/bundle/           the kernels that stay patched + manifest.json
+    RUN_DIR/bundle/           the kernels that stay patched + manifest.json (manifest.tried.json: every
+                              kernel the end-to-end check tried; their files are all there)
     RUN_DIR/model.json, report.html
 
 `--budget-minutes N` bounds the whole command (`budget.Clock`): optimisation stops early enough for
@@ -211,6 +212,8 @@ class Run:
                                          "keep": keep}))
         self.report.e2e = rec
         after_e2e(outcomes, rec, keep, groups)
+        # what was tried stays beside what was kept: the kernels' files are all in the folder
+        (b.folder / "manifest.tried.json").write_text(b.manifest.model_dump_json(indent=2))
         manifest = b.manifest.model_copy(update={
             "entries": [e for e in b.manifest.entries if e.group in keep], "compile_policy": rec.compile_policy,
             "e2e": {"coverage": rec.coverage, "speedups": {k: v.value for k, v in rec.speedups.items()}}})
