@@ -18,6 +18,12 @@ from kiln.tools.evaluator import Evaluator
 from kiln.tools.inputs import derive_seed
 from kiln.tools.records import CheckOptions, CheckRecord
 
+REWARD_TIMING = {"timing_laps_s": 0.4, "timing_target_pct": 3.0}
+"""A reward's timing, unless its options say otherwise: each function's laps stop at a 3 % CI (a full
+check: 1 %) or 0.4 s (1.5 s). A GRPO group's speed gate needs the order of its samples, not a 1 %
+figure, and the timing stage (one per GPU at a time) bounds a reward loop's rate; the record's CI
+says what precision a figure has."""
+
 
 def completion_code(completion: Any) -> str:
     """The candidate in a completion: TRL passes text, or a list of chat messages (the last
@@ -85,7 +91,8 @@ class KilnReward:
         elif device == "auto":
             device = "cpu"
         self.evaluator = evaluator
-        self.options = (options or CheckOptions()).model_copy(update={"device": device, "timeout_s": timeout_s})
+        self.options = (options or CheckOptions(**REWARD_TIMING)).model_copy(update={"device": device,
+                                                                                   "timeout_s": timeout_s})
         self.params, self.seed, self.timeout_s = params or RewardParams(), seed, timeout_s
         self.cache = CheckCache(Path(cache) if cache else None)
         self.max_workers = max_workers or max(1, int(getattr(evaluator, "n_slots", 1)))

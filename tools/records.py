@@ -73,6 +73,10 @@ class CheckOptions(Record):
     isolation: Isolation = Field("best-effort", description="strict: refuse to run unless every sandbox layer is "
                                                             "in force; best-effort: use what works, say what not")
     bwrap: str | None = Field(None, description="bubblewrap binary (None: `bwrap` on PATH)")
+    timing_laps_s: float = Field(1.5, gt=0, description="at most this long for one function's timing laps (the "
+                                                          "candidate's, each baseline's); kiln.rewards takes less")
+    timing_target_pct: float = Field(1.0, gt=0, description="a function's laps stop once the 95% CI half-width of "
+                                                             "its median lap is this % of it (or at timing_laps_s)")
     exclusive_timing: bool = Field(True, description="time only while no other kiln check times on this GPU (a "
                                                       "per-GPU lock across threads and processes, kiln.tools.timing."
                                                       "exclusive); the wait is recorded as stages_s.timing_wait")

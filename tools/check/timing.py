@@ -28,9 +28,7 @@ if TYPE_CHECKING:
     from kiln.tools.check.session import Session
 
 LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's laps and each baseline's
-LAPS_S = 1.5  # and at most this long for one function's laps
-MIN_LAPS, MAX_LAPS, WARM_LAPS = 8, 60, 1
-TARGET_PCT = 1.0  # stop once the 95% CI half-width of the median lap is this % of it
+MIN_LAPS, MAX_LAPS, WARM_LAPS = 8, 60, 1  # per function; its time cap and CI target are CheckOptions'
 N_AUDIT = 16  # timed (lap, slot) pairs the reference recomputes, picked in secret after the laps
 CPU_SLOTS = 4
 SLACK_SHARE = 0.02  # the candidate's refresh + commit may exceed the baseline's by this share of it, plus...
@@ -68,7 +66,7 @@ def time_check(s: Session) -> None:
     plan = s.timing_plan
     ring: RingSpec = plan["ring"]
     loop_s = LOOP_SHARE * s.budgets["timing"] / (1 + len(s.o.baselines))
-    loop_s = min(loop_s, LAPS_S)
+    loop_s = min(loop_s, s.o.timing_laps_s)
     s.ref_call(m.Release(), "release")
     prepared = _baselines_prepared(s, plan["missing"])  # torch.compile done: nothing else runs on the GPU now
     with _exclusive(s) as waited:
@@ -159,7 +157,7 @@ class Laps:
         o = [r + c for r, c in zip(self.refresh_s, self.commit_s, strict=True)]
         return (statistics.fmean(o), statistics.variance(o) if len(o) > 1 else 0.0, len(o)) if o else (0.0, 0.0, 0)
 
-    def done(self, slots: int, elapsed: float, loop_s: float) -> bool:
+    def done(self, slots: int, elapsed: float, loop_s: float, target_pct: float) -> bool:
         from kiln.tools.timing.stats import should_stop
 
         n = len(self.lap_s)
@@ -168,11 +166,12 @@ class Laps:
         if n >= MAX_LAPS or elapsed > loop_s:
             return True
         stop, _ = should_stop(self.per_call_us(slots), elapsed, max_time_s=loop_s, min_samples=MIN_LAPS,
-                              target_pct=TARGET_PCT, max_samples=MAX_LAPS)
+                              target_pct=target_pct, max_samples=MAX_LAPS)
         return stop
 
 
-def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[float], key_of: Any) -> Laps:
+def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[float], key_of: Any,
+             target_pct: float) -> Laps:
     """Refresh / lap / commit until the median is tight or the time is spent; `call(cmd)` sends one
     command and returns its reply, `key_of(lap)` the lap's secret commit key."""
     laps = Laps(name)
@@ -181,7 +180,7 @@ def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[fl
         call(m.Lap(name=name))
     t_start = time.monotonic()
     lap = 0
-    while not laps.done(ring.slots, time.monotonic() - t_start, loop_s):
+    while not laps.done(ring.slots, time.monotonic() - t_start, loop_s, target_pct):
         lap += 1
         t0 = time.monotonic()
         call(m.Refresh(lap=lap, name=name))
@@ -201,7 +200,8 @@ def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[fl
 def _candidate_laps(s: Session, ring: RingSpec, loop_s: float, sigma: list[float]) -> dict[str, Any]:
     s.enter("timing", "the candidate's timing laps")
     s._call_cand(m.TimeSetup(ring=ring.model_dump()))
-    laps = run_laps(s._call_cand, "candidate", ring, loop_s, sigma, lambda lap: s.seed("commit", lap))
+    laps = run_laps(s._call_cand, "candidate", ring, loop_s, sigma, lambda lap: s.seed("commit", lap),
+                    s.o.timing_target_pct)
     s.enter("timing", "after the timing laps")
     peak = s._call_cand(m.PeakMemory())
     return {"laps": laps, "peak_bytes": getattr(peak, "peak_bytes", None)}
@@ -279,7 +279,7 @@ def _prepared(s: Session, base: WorkerHandle, name: str) -> dict[str, Any]:
 def _one_baseline(s: Session, base: WorkerHandle, name: str, loop_s: float, ring: RingSpec, sigma: list[float]
                   ) -> dict[str, Any]:
     laps = run_laps(lambda cmd: base.call(cmd, s.ref_deadline()), name, ring, loop_s, sigma,
-                    lambda lap: s.seed("baseline-commit", name, lap))
+                    lambda lap: s.seed("baseline-commit", name, lap), s.o.timing_target_pct)
     run: dict[str, Any] = {"samples_us": laps.per_call_us(ring.slots), "overhead": list(laps.overhead()),
                            "refresh_s": statistics.median(laps.refresh_s), "commit_s": statistics.median(laps.commit_s)}
     if name == "eager":
