@@ -76,3 +76,26 @@ def test_the_timing_rules() -> None:
     assert rules(_ti(deferred_us_per_call=30.0)) == [("timing.deferred-work", "warn")]
     assert rules(_ti(deferred_us_per_call=3.0)) == []  # below the 5 us floor
     assert rules(_ti(deferred_us_per_call=8.0), 1000.0) == []  # below 10% of the time per call
+
+
+def test_a_cached_baseline_that_would_charge_the_candidate_is_timed_again(tmp_path: Path, monkeypatch) -> None:
+    """The charge compares the candidate's refresh + commit with the baseline's identical steps; a
+    cached baseline's steps were timed in another check, under other load. When the cached figures
+    would charge the candidate, the eager baseline is timed again in this check and replaces them."""
+    import json
+
+    from kiln.tools.check import caches
+
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(caches, "gpu_identity", lambda index: "a test GPU")  # baselines cache off a GPU too
+    opts = TIMED.model_copy(update={"baselines": ["eager"]})
+    first = check(PROBLEM, DATA / "add_triton.py", opts)
+    assert first.status == "ok" and first.evidence.baselines_cached == [], first.reasons
+    (path,) = (tmp_path / "cache" / "baselines").glob("*.json")
+    data = json.loads(path.read_text())
+    assert data["overhead"][0] > 0
+    path.write_text(json.dumps({**data, "overhead": [0.0, 0.0, 8], "refresh_s": 0.0, "commit_s": 0.0}))
+    again = check(PROBLEM, DATA / "add_triton.py", opts)  # the cache now claims the steps cost nothing
+    assert again.status == "ok" and again.timing and again.timing.measured, again.reasons
+    assert again.evidence.baselines_cached == []  # timed again, not read
+    assert json.loads(path.read_text())["overhead"][0] > 0  # and the cache holds the fresh run
