@@ -9,13 +9,19 @@ group) row that walks its row twice in BLOCK chunks:
   cancellation), then the lanes combined with Chan's formula;
 - pass 2 normalises, applies the affine weights and the epilogue, and stores; a row is 160 KB, so
   the second read of the whole tensor (10 MB at SD sizes) comes from L2 (50 MB on an H200).
-One read from DRAM, one write, one launch.
+One read from DRAM, one write, one launch. Up to ROWS_MAX_ELEMS elements in all: past that the split
+path's GPU time wins over its second launch.
 """
 
 from __future__ import annotations
 
 from kiln.agents.builtin.gen_groupnorm_lines import _affine, _epilogue, _kernel, _load_x
 from kiln.agents.builtin.plan import Plan
+
+ROWS_MAX_ELEMS = 1 << 22
+"""The one-launch path up to this many elements; past it the split path's GPU time wins over its
+second launch (H200, fp32 + SiLU, 32 groups, batch 2: at 64x64 x 320 ch, 2.6 Mi elements, one launch
+31.6 us a call against 70; at 128x128, 10.5 Mi, 104 us against 57: bench/gn_speed.py)."""
 
 
 def rows_kernel(plan: Plan) -> str:
@@ -44,7 +50,7 @@ def rows_launch(ts: str, eps: float, cfg: dict) -> list[str]:
     """Forward lines: when the rows are too few to fill the GPU, the one-launch kernel, and return.
     `shape`, `G`, `HW`, `CG`, `R`, `rows` and `out` are bound by gn_forward's lines before these."""
     return [  # one program streams a whole row: wide chunks and many warps keep its loads in flight
-        "if 2 * rows <= _kiln_sm_count(out.device):",
+        f"if 2 * rows <= _kiln_sm_count(out.device) and rows * R <= {ROWS_MAX_ELEMS}:",
         f"    br = min({max(int(cfg['block']), 4096)}, triton.next_power_of_2(R))",
         f"    _kiln_gn_rows[(rows,)](out, {ts}, R, HW, CG, G, {eps!r}, BLOCK=br, "
         "num_warps=max(1, min(16, br // 256)))",

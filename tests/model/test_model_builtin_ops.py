@@ -73,8 +73,11 @@ def load(path, name):
 prob, cand = load(sys.argv[1], "prob"), load(sys.argv[2], "cand")
 class Refuse:
     def __getitem__(self, grid):
-        raise AssertionError("the split path ran")
-cand._kiln_gn_stats = cand._kiln_gn_apply = Refuse()
+        raise AssertionError("the refused path ran")
+if sys.argv[3] == "rows":
+    cand._kiln_gn_stats = cand._kiln_gn_apply = Refuse()
+else:
+    cand._kiln_gn_rows = Refuse()
 torch.manual_seed(0)
 ref = prob.Model(*prob.get_init_inputs())
 new = cand.ModelNew(*prob.get_init_inputs())
@@ -91,8 +94,22 @@ def test_few_long_rows_take_one_launch(tmp_path: Path) -> None:
     row in two chunks (Welford per lane, then Chan across lanes) and matches torch."""
     cand = _generate("group_norm_silu_rows", tmp_path)
     assert "_kiln_gn_rows[(rows,)]" in cand.read_text()
-    proc = subprocess.run([sys.executable, "-c", ROWS_CHECK, str(PROBLEMS / "group_norm_silu_rows.py"), str(cand)],
-                          env=interp_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", ROWS_CHECK, str(PROBLEMS / "group_norm_silu_rows.py"), str(cand),
+                           "rows"], env=interp_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert proc.returncode == 0 and lines, proc.stderr[-2000:]
+    assert json.loads(lines[-1])["err"] < 1e-4
+
+
+def test_few_rows_of_many_elements_in_all_take_the_split_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ROWS_MAX_ELEMS elements in all, few rows still go to the split path, whose GPU time wins
+    there over its second launch (H200: 2x320x128x128, 104 us a call in one launch, 57 split)."""
+    from kiln.agents.builtin import gen_groupnorm_rows
+
+    monkeypatch.setattr(gen_groupnorm_rows, "ROWS_MAX_ELEMS", 10000)  # the problem's 2 x 10240 is past it
+    cand = _generate("group_norm_silu_rows", tmp_path)
+    proc = subprocess.run([sys.executable, "-c", ROWS_CHECK, str(PROBLEMS / "group_norm_silu_rows.py"), str(cand),
+                           "split"], env=interp_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stderr[-2000:]
     assert json.loads(lines[-1])["err"] < 1e-4
