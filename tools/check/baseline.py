@@ -18,6 +18,23 @@ from kiln.tools.check.reference import Case
 from kiln.tools.check.worker import JobSpec, Worker
 
 
+def profiled_once(model: Any, inputs: tuple, device: str) -> None:
+    """One forward under torch.profiler (CPU operators and CUDA kernels), as the candidate's worker
+    runs in its integrity stage before it is timed: the profiler leaves CUPTI attached to a process
+    (Kineto does not finalize it by default), which may slow every later launch, and the two workers'
+    refresh, lap and commit steps must cost the same when nothing is hidden in them."""
+    if device != "cuda":
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            model(*inputs)
+            torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - a profiler that cannot run leaves the worker as it was
+        torch.cuda.synchronize()
+
+
 class BaselineWorker(Worker):
     blame = "reference"
 
@@ -42,6 +59,7 @@ class BaselineWorker(Worker):
         assert self.case is not None
         if self.ring is None:
             self.ring = Ring(self.case.mod.get_inputs, RingSpec.model_validate(cmd.ring))
+            profiled_once(self.case.model, self.ring.slots[0], self.spec.device)
         fn = baseline_fn(cmd.name, self.case.model)
         if cmd.name == "compile":
             with torch.no_grad():
