@@ -194,11 +194,6 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
         f"prec = {prec!r} if a.dtype == torch.float32 else 'tf32'",
         *([] if batched else ["nb = 1"]),
         *gemv,
-        # fp32 through TF32 tensor cores wants B K-major: a row-major K x N B is copied K-major first
-        # where the GEMM's work dwarfs the copy (H200, 4096^3 fp32 in tf32x3: 4.6 ms with B N-major,
-        # 2.2 ms K-major, whatever A's layout; KernelBench level 1 problems 1, 16, 17, 18)
-        "if a.dtype == torch.float32 and prec != 'ieee' and b2.stride(-2) != 1 and M >= 256:",
-        "    b2 = b2.transpose(-1, -2).contiguous().transpose(-1, -2)",
         # tiles clipped to the problem (a GEMV's N = 1 takes 16 columns, not 128; tl.dot needs 16)
         f"bm, bn, bk = _kiln_tile(M, {bm}), _kiln_tile(N, {bn}), _kiln_tile(K, {bk})",
         "tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)",
@@ -212,6 +207,13 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
         "    bk, ns = _kiln_tile(K, 64), 3",
         "ks = triton.cdiv(triton.cdiv(K, split), bk) * bk",
         "split = triton.cdiv(K, ks)",
+        # fp32 through TF32 tensor cores wants B K-major: a row-major K x N B is copied K-major first
+        # where the GEMM's work dwarfs the copy (H200, 4096^3 fp32 in tf32x3: 4.6 ms with B N-major,
+        # 2.2 ms K-major, whatever A's layout; KernelBench level 1 problems 1, 16, 17, 18). Not for a
+        # split-K GEMM: its few tiles stream B once (256 x 256 over K = 524288 ran 0.34x eager K-major,
+        # 0.73x as given)
+        "if a.dtype == torch.float32 and prec != 'ieee' and b2.stride(-2) != 1 and M >= 256 and split == 1:",
+        "    b2 = b2.transpose(-1, -2).contiguous().transpose(-1, -2)",
         "ws = torch.empty((split, nb, M, N) if split > 1 else (1,), device=out.device, dtype=torch.float32)",
         "grid = (tiles, nb, split)",
         f"_kiln_mm[grid](a2, b2, out{eargs}, ws, M, N, K, nb, ks, {strides}, "

@@ -135,19 +135,21 @@ def test_no_split_where_the_tiles_fill_the_gpu(tmp_path: Path) -> None:
 def test_fp32_gemm_reads_b_k_major(tmp_path: Path) -> None:
     """TF32 tensor cores want B K-major (on the H200 a 4096^3 fp32 GEMM took 4.6 ms with a row-major B,
     2.2 ms with it K-major): a row-major B is copied K-major where M is large enough to pay for the
-    copy; a small M reads it as it is."""
+    copy; a small M, or a split-K GEMM (few tiles streaming a long K), reads it as it is."""
     pairs = []
-    for name, m in (("square", 256), ("short", 64)):
+    for name, m, k, sms in (("square", 256, 96, 0), ("short", 64, 96, 0), ("split", 256, 8192, 64)):
         prob = tmp_path / f"{name}.py"
         prob.write_text(PROBLEM.format(init_args="", init_body="        pass", init_inputs="", args="a, b",
-                                       expr="torch.matmul(a, b)", inputs=f"torch.randn({m}, 96), torch.randn(96, 80)"))
+                                       expr="torch.matmul(a, b)", inputs=f"torch.randn({m}, {k}), torch.randn({k}, 80)"))
         cand = tmp_path / f"cand_{name}.py"
-        cand.write_text(render(analyze(prob.read_text()), space.default("matmul", "matmul", "cpu"), set()))
+        cand.write_text(render(analyze(prob.read_text()), space.default("matmul", "matmul", "cpu") | {"sms": sms},
+                               set()))
         pairs += [str(prob), str(cand)]
     proc = subprocess.run([sys.executable, "-c", RUN, *pairs], env=dict(os.environ, TRITON_INTERPRET="1"),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
-    square, short = res[pairs[0]], res[pairs[2]]
+    square, short, split = res[pairs[0]], res[pairs[2]], res[pairs[4]]
     assert square["b_strides"] == [[1, 96]] and square["rel_err"] < 1e-5, square
     assert short["b_strides"] == [[80, 1]] and short["rel_err"] < 1e-5, short
+    assert split["reduces"] == 1 and split["b_strides"] == [[80, 1]] and split["rel_err"] < 1e-5, split  # split-K: as given
