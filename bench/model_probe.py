@@ -4,6 +4,7 @@ and the host-device synchronisations and copies inside one forward (a sync in a 
 the host running ahead of the GPU, so the forward becomes host time plus GPU time).
 
     . bench/device_env.sh && python3 bench/model_probe.py examples/model/sd_resblock.py:make RUN/bundle
+    ... RUN/bundle --tried --only fused_group_norm_ac9bfff8   # one tried group alone
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--tried", action="store_true", help="every kernel the run tried (manifest.tried.json), "
                                                          "not only the kept ones")
+    ap.add_argument("--only", action="append", default=[], help="patch only this group (repeatable)")
     a = ap.parse_args()
     t = place(build(a.target), "cuda", a.dtype)
     bundle = kiln.load(a.bundle)
@@ -49,7 +51,7 @@ def main() -> int:
 
     rows = {}
     for variant in ("eager", "patched", "eager again"):
-        handle = bundle.apply(t.model) if variant == "patched" else None
+        handle = bundle.apply(t.model, only=set(a.only) or None) if variant == "patched" else None
         for _ in range(5):
             fwd()
         torch.cuda.synchronize()
