@@ -76,6 +76,8 @@ def main() -> int:
         rows[variant] = {"host_issue_us": round(statistics.median(host), 1), "forward_us": round(statistics.median(gpu), 1),
                          "kernel_us": round(sum(e.device_time for e in kernels), 1), "kernels": len(kernels),
                          "syncs_and_copies": dict(api),
+                         "top_kernels": sorted(((e.name[:60], round(e.device_time, 1)) for e in kernels),
+                                               key=lambda kv: -kv[1])[:10],
                          "top_cpu_ops": [(e.key, e.count, round(e.cpu_time_total, 1))
                                          for e in sorted(prof.key_averages(), key=lambda k: -k.cpu_time_total)[:12]]}
         if handle is not None:
