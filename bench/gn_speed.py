@@ -61,10 +61,12 @@ VARIANTS = [("kiln", {}, None)] + [
 
 def variants(an, ref_mod, tmp: Path, tag0: str) -> dict:
     """eager, torch.compile, and the built-in kernel: its own dispatch, then forced onto each path."""
+    import torch
+
     from kiln.agents.builtin import space
     from kiln.agents.builtin.source import render
 
-    out = {"eager": ref_mod, "compile": __import__("torch").compile(ref_mod)}
+    out = {"eager": ref_mod, "compile": torch.compile(ref_mod)}
     base = space.default("gnorm", "gnorm", "cuda")
     for k, (tag, knobs, force) in enumerate(VARIANTS):
         mod = load_src(tmp, f"{tag0}_{k}", render(an, base | knobs, set()))

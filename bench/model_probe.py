@@ -13,7 +13,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from collections import Counter
 
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
@@ -23,6 +22,7 @@ def main() -> int:
     import torch
 
     import kiln
+    from kiln.evals.model.inmodel import _one, forward
     from kiln.evals.model.targets import build, place
 
     ap = argparse.ArgumentParser()
@@ -45,9 +45,7 @@ def main() -> int:
         folder = Path(a.bundle)
         bundle = Bundle(folder, BundleManifest.model_validate_json((folder / "manifest.tried.json").read_text()))
 
-    def fwd() -> None:
-        with torch.no_grad():
-            t.call()
+    fwd = forward(t)
 
     rows = {}
     for variant in ("eager", "patched", "eager again"):
@@ -56,16 +54,10 @@ def main() -> int:
             fwd()
         torch.cuda.synchronize()
         host, gpu = [], []
-        for _ in range(a.n):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            h0 = time.perf_counter()
-            e0.record()
-            fwd()
-            e1.record()
-            host.append((time.perf_counter() - h0) * 1e6)
-            e1.synchronize()
-            gpu.append(e0.elapsed_time(e1) * 1e3)
+        for _ in range(a.n):  # kiln model's own in-model timer: CUDA events around one forward, and the host's time
+            g, h = _one(fwd, True)
+            gpu.append(g)
+            host.append(h)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                 torch.profiler.ProfilerActivity.CUDA]) as prof:
             fwd()
