@@ -12,6 +12,8 @@
 #   model        issue 24: whole-model workloads (bench/model_bench.py), each one `kiln model --budget-minutes 8`
 #                ($MODEL_BUDGET_MIN): only what fits the call runs; name one with model:PART (model:resblock-fp32,
 #                model:resblock-bf16, model:resnet50-stage4-fp32, model:qwen3-b8-bf16, model:overhead)
+#   model_drift  issue 24: eager timed at each stage boundary inside one `kiln model` run (bench/model_drift.py;
+#                DRIFT_ARGS: the run's options, default sd_resblock fp32, --top 2, 2.7-minute budget)
 #   projection   issue 22: one timing-audit projection of a 256 MB output, whole and by part (bench/projection_speed.py)
 #   fast_paths   issue 25: fp32 GEMM speed and error vs kiln's rule per tl.dot input_precision (bench/fast_paths.py)
 #   gn_speed     issue 23: group norm (+ SiLU) at UNet/ResNet sizes, the built-in kernel's paths vs eager and compile
@@ -109,6 +111,11 @@ for part in "$@"; do
         note "model-$p rc=$? ($(( $(date +%s) - start ))s into the call)"
       done
       python3 bench/model_bench.py --table "$OUT/logs/model_bench" > "$OUT/model.md" 2>&1 ;;
+    model_drift)
+      b model_drift 260 python3 bench/model_drift.py ${DRIFT_TARGET:-examples/model/sd_resblock.py:make} -- \
+        ${DRIFT_ARGS:---device cuda --dtype fp32 --top 2 --max-iters 1 --budget-minutes 2.7 --min-share 0.02 --trials 2 --timeout 120 --concurrency 2} \
+        --out /tmp/model_drift
+      grep '^DRIFT' "$OUT/logs/model_drift.log" > "$OUT/model_drift.jsonl" 2>/dev/null ;;
     projection)
       b projection 60 python3 bench/projection_speed.py
       cp "$OUT/logs/projection.log" "$OUT/projection.md" 2>/dev/null ;;
