@@ -38,6 +38,7 @@ from kiln.agents.builtin import BuiltinCoder, space
 from kiln.agents.builtin.source import analyze, render
 
 VARIANT = [False]  # --conv-tf32: also time and judge the conv family with one TF32 product (cuDNN's default precision)
+KNOB_SETS: list[dict] = []  # --variants: further knob sets of the problem's family, each timed and judged
 def peaks() -> dict:
     bw = copy_gbps()
     n = 8192 if DEV == "cuda" else 256
@@ -107,6 +108,11 @@ def run_problem(path: Path, tmp: Path, compile_ok: bool, pk: dict) -> dict:
         row["kiln_ms"] = bench_ms(lambda: new(*inputs))
         if VARIANT[0] and an.family == "conv":  # the conv default is tf32x3; its TF32 alternative
             row |= _variant(an, prob, ref, inputs, tmp, path.stem, {"prec": "tf32"})
+        fam_knobs = space.KNOBS.get(an.family, {})
+        for i, ks in enumerate(k for k in KNOB_SETS if set(k) <= set(fam_knobs)):
+            v = _variant(an, prob, ref, inputs, tmp, f"{path.stem}_{i}", ks)
+            row.setdefault("variants", []).append({"knobs": ks, "ms": v["variant_ms"], "correct": v["variant_correct"],
+                                                   "worst": v["variant_worst"], "x_default": row["kiln_ms"] / v["variant_ms"]})
         if compile_ok and DEV == "cuda":
             t0 = time.time()
             comp = torch.compile(ref)
@@ -200,8 +206,13 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=540.0)
     ap.add_argument("--compile-budget-s", type=float, default=240.0, help="time for torch.compile baselines")
     ap.add_argument("--conv-tf32", action="store_true", help="conv problems: also time and judge one TF32 product")
+    ap.add_argument("--variants", default="", help="knob sets to time beside the default, for the families that have "
+                                                   "those knobs: 'block_n=64,num_warps=4;num_stages=4'")
     a = ap.parse_args()
     VARIANT[0] = a.conv_tf32
+    for part in filter(None, a.variants.split(";")):
+        KNOB_SETS.append({k: (v if not v.lstrip("-").isdigit() else int(v)) for k, v in
+                          (kv.split("=", 1) for kv in part.split(","))})
     a.out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     pk = peaks()

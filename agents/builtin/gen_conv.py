@@ -215,7 +215,7 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
         lines += ["if x5.is_contiguous():", "    x5 = x5.view(NB, CIN, 1, 1, D * H * W)",
                   "    D, H, W, OD, OH, OW = 1, 1, D * H * W, 1, 1, OD * OH * OW"]  # fmt: skip
     ebody, eptrs, estr = E.forward_lines(plan, 2, True, nsp)
-    lines += ebody + _tiles(cfg, q, tr)
+    lines += ebody + _tiles(cfg, q, tr) + _channels_inner(tr)
     wst = "swi, swo = ws[1], ws[0]" if not tr else "swi, swo = ws[0], ws[1]"
     lines += ["ws = w5.stride()", wst, f"swg = {'CIG * swi' if tr else 'COG * swo'}",
               f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
@@ -226,6 +226,17 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
     phases = f" * {math.prod(q['stride'])}" if tr else ""  # transposed: one program per output phase too
     rest = f"NB{phases} * tiles_d * tiles_h * tiles_w"
     return "\n".join(lines + T.launch(cfg, "_kiln_convt" if tr else "_kiln_conv", args, rest, q["groups"]))
+
+
+def _channels_inner(tr: bool) -> list[str]:
+    """The per-tap loops' K is the input channel: with the channels innermost in memory (one copy of
+    the input, a no-op when it is channels-last already, and of the small weight) both MMA operands
+    are K-major, as Hopper's TF32 tensor cores take them, and a tile's rows are 16-byte loads; NCDHW
+    gives M-major positions and a weight read at a stride of KD*KH*KW (4-byte loads, 2026-12-03)."""
+    w_in, w_out = ("1, 2, 3, 4, 0", "4, 0, 1, 2, 3") if tr else ("0, 2, 3, 4, 1", "0, 4, 1, 2, 3")
+    return ["if not flat:",
+            "    x5 = x5.permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3)",
+            f"    w5 = w5.permute({w_in}).contiguous().permute({w_out})"]
 
 
 def _tiles(cfg: dict, q: dict, tr: bool) -> list[str]:

@@ -165,7 +165,7 @@ CPU_DEFAULTS |= {
     "argreduce": {"block": 16384, "num_warps": 4},
     "crossent": {"block": 16384, "chunk": 4096, "num_warps": 4},
 }
-FIXED |= {"conv": {"flat_below": 32}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 128, "softmax_block": 1024},
+FIXED |= {"conv": {"flat_below": 16}, "dwconv": {}, "pool": {}, "attn": {"flash_max_d": 128, "softmax_block": 1024},
           "chanstats": {}, "pipeline": {}, "scan": {"lanes": 64},
           "argreduce": {"lanes": 64}, "crossent": {"reduce_block": 1024}}  # fmt: skip
 
