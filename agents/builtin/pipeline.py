@@ -222,7 +222,7 @@ def plan_graph(g: KGraph) -> Plan:
 
 KERNEL_DEF_RE = re.compile(r"^def (_kiln_\w+)\(", re.M)
 HELPER_NAMES = ("_kiln_sm_count", "_kiln_collapse", "_kiln_prod", "_kiln_bstrides5", "_kiln_view5", "_kiln_pool_out",
-                "_kiln_conv_prune")
+                "_kiln_conv_prune", "_kiln_chan_inner")
 
 
 def _rename(kernels: str, fwd: str, k: int) -> tuple[str, str]:
