@@ -147,3 +147,10 @@ def test_a_kernel_instance_is_rebuilt_when_a_parameter_changes() -> None:
     assert k.instance([w.half()]) is not b and k.instance([torch.ones(4)]) is not b
     assert torch.equal(k.run([torch.ones(4)], [w]), torch.full((4,), 2.0))
 
+
+def test_the_overhead_probe_reports_each_layer_on_cpu() -> None:
+    from kiln.evals.model import overhead
+
+    p = overhead.layers("cpu")  # raises when the fused pair never ran as one kernel
+    assert set(p) == {"scope_us", "instance_us", "lean_kind_us", "runtime_call_us", "fused_pair_us"}
+    assert all(v > 0 for v in p.values()) and p["scope_us"] < p["runtime_call_us"], p
