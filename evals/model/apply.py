@@ -4,7 +4,6 @@ Only instance attributes change: the model's classes and state dict are untouche
 
 from __future__ import annotations
 
-import contextlib
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,23 +51,27 @@ class Applied:
     def __exit__(self, *exc: object) -> None:
         self.remove()
 
-    @contextlib.contextmanager
-    def scope(self) -> Any:
-        if torch.compiler.is_compiling() and not self.table.compile_kernels:
-            yield
-            return
-        self.depth += 1
+    def call(self, inner: Callable, args: tuple, kwargs: dict) -> Any:
+        """`inner(*args, **kwargs)` in the kernel mode: the outermost scope enters it and, leaving,
+        fills what placeholders are left; nested scopes only count. (A plain method, not a
+        `contextlib` context manager: that one costs a generator per call.)"""
+        if self.depth:
+            self.depth += 1
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.depth -= 1
+        if not self.table.compile_kernels and torch.compiler.is_compiling():
+            return inner(*args, **kwargs)
+        self.depth = 1
         try:
-            if self.depth == 1:
-                with self.mode:
-                    try:
-                        yield
-                    finally:
-                        self.mode.fill_all()
-            else:
-                yield
+            with self.mode:
+                try:
+                    return inner(*args, **kwargs)
+                finally:
+                    self.mode.fill_all()
         finally:
-            self.depth -= 1
+            self.depth = 0
 
 
 def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callable], Callable]) -> None:
@@ -82,8 +85,7 @@ def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callabl
 def scoped(applied: Applied) -> Callable[[Callable], Callable]:
     def make(inner: Callable) -> Callable:
         def forward(*args: Any, **kwargs: Any) -> Any:
-            with applied.scope():
-                return inner(*args, **kwargs)
+            return applied.call(inner, args, kwargs)
         return forward
     return make
 
@@ -91,14 +93,15 @@ def scoped(applied: Applied) -> Callable[[Callable], Callable]:
 def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[[Callable], Callable]:
     def make(inner: Callable) -> Callable:
         def forward(x: Any, *rest: Any, **kw: Any) -> Any:
-            if not rest and not kw and not (torch.compiler.is_compiling() and not applied.table.compile_kernels):
+            compiling = torch.compiler.is_compiling()
+            if not rest and not kw and not (compiling and not applied.table.compile_kernels):
                 eps = getattr(mod, "eps", getattr(mod, "variance_epsilon", None))
                 call = ((x, mod.weight), {"eps": float(eps) if eps is not None else None})
                 if applied.table.ranges:  # kernel time per group (measure.py)
                     with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
-                        ok, out = site.try_run(*call)
+                        ok, out = site.try_run(*call, compiling=compiling)
                 else:
-                    ok, out = site.try_run(*call)
+                    ok, out = site.try_run(*call, compiling=compiling)
                 if ok:
                     applied.table.count(site.entry.group)
                     return out

@@ -77,7 +77,15 @@ class Guard:
             if not isinstance(v, torch.Tensor) or v.dtype is not dtype or v.shape != shape \
                     or v.stride() != stride or v.is_cuda is not cuda or (grad and v.requires_grad):
                 return False
-        return all(_src(values[i]) == src for i, src in self.plain)
+        for i, src in self.plain:  # noqa: SIM110 - a loop, not all(genexpr): this runs every patched call
+            if _src(values[i]) != src:
+                return False
+        return True
+
+    def match(self, args: tuple, kwargs: dict) -> list[Any] | None:
+        """`values(args, kwargs)` when they pass `ok`, else None."""
+        values = self.values(args, kwargs)
+        return values if values is not None and self.ok(values) else None
 
     def split(self, values: list[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """(the kernel's activations, the module's parameters), in the problem's order."""

@@ -42,11 +42,23 @@ def _hooked(hook: Any) -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-def _kind(v: Any) -> Any:
-    if isinstance(v, torch.Tensor):
-        return (v.dtype, v.data_ptr() % 16 == 0)
-    hash(v)  # TypeError for unhashable values: the caller falls back
-    return (type(v), v)
+_Tensor = torch.Tensor
+
+
+def kind(grid: Any, device: int, args: tuple, kwargs: dict) -> tuple:
+    """A call's kind as one flat tuple: the grid, the device, how many positional arguments, then each
+    argument as two entries (a tensor's dtype and whether it is 16-byte aligned; any other value's
+    type and the value itself), each keyword's name before its two, in the call's order (so two
+    orders are two kinds, never one). A dtype is never a type, so no tensor reads as a value. Raises
+    TypeError when an argument cannot be hashed (the caller then takes Triton's path)."""
+    key = [grid, device, len(args)]
+    for a in args:
+        key += (a.dtype, not a.data_ptr() % 16) if isinstance(a, _Tensor) else (type(a), a)
+    for k, v in kwargs.items():
+        key += (k, v.dtype, not v.data_ptr() % 16) if isinstance(v, _Tensor) else (k, type(v), v)
+    out = tuple(key)
+    hash(out)
+    return out
 
 
 class _Plan:
@@ -94,13 +106,12 @@ class LeanKernel:
         return lambda *args, **kwargs: self.launch(grid, args, kwargs)
 
     def launch(self, grid: Any, args: tuple, kwargs: dict) -> Any:
-        from triton import knobs
-
-        if self.broken or callable(grid) or _hooked(knobs.runtime.launch_enter_hook) or self.jit.pre_run_hooks:
+        rt = _knobs().runtime
+        if self.broken or callable(grid) or _hooked(rt.launch_enter_hook) or self.jit.pre_run_hooks:
             return self.jit[grid](*args, **kwargs)
+        device = _device()
         try:
-            key = (tuple(grid), torch.cuda.current_device(), tuple(_kind(a) for a in args),
-                   tuple(sorted((k, _kind(v)) for k, v in kwargs.items())))
+            key = kind(grid if type(grid) is tuple else tuple(grid), device, args, kwargs)
         except TypeError:
             return self.jit[grid](*args, **kwargs)
         plan = self.plans.get(key)
@@ -113,13 +124,36 @@ class LeanKernel:
                     self.broken = f"{type(err).__name__}: {err}"
             return kernel
         try:
-            exit_hook = knobs.runtime.launch_exit_hook
-            plan.launch(args, kwargs, torch._C._cuda_getCurrentRawStream(key[1]), exit_hook if _hooked(exit_hook) else None)
+            exit_hook = rt.launch_exit_hook
+            plan.launch(args, kwargs, _stream(device), exit_hook if _hooked(exit_hook) else None)
         except Exception as err:  # noqa: BLE001 - the launcher refused before launching: Triton's path
             self.broken = f"{type(err).__name__}: {err}"
             return self.jit[grid](*args, **kwargs)
         self.lean_calls += 1
         return plan.kernel
+
+
+def _knobs() -> Any:
+    """`triton.knobs`, imported once (an import statement per launch costs more than the lookup)."""
+    global _KNOBS
+    if _KNOBS is None:
+        from triton import knobs
+
+        _KNOBS = knobs
+    return _KNOBS
+
+
+_KNOBS: Any = None
+
+
+def _device() -> int:
+    """The current CUDA device: `torch.cuda.current_device()` without its Python wrapper (the C call
+    initialises CUDA lazily itself)."""
+    return torch._C._cuda_getDevice()
+
+
+def _stream(device: int) -> int:
+    return torch._C._cuda_getCurrentRawStream(device)
 
 
 def lean(module: Any) -> int:

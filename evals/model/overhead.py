@@ -5,6 +5,13 @@
 - `passthrough_us`: an op inside a patched scope that no kernel takes (the TorchFunctionMode's set
   lookup), minus the same op outside;
 - `guard_us`: the guard of a call that matches (argument order, shapes, dtypes, strides, values);
+- the runtime's layers, kernel left out (any device): `scope_us` (entering and leaving a patched
+  scope), `runtime_call_us` (a whole patched call whose kernel returns its input: scope, dispatch,
+  guard, kernel wrapper), `instance_us` (the kernel wrapper's per-call instance key, two
+  parameters), `fused_pair_us` (a group norm -> SiLU pair through its placeholder, kernel left
+  out), `lean_kind_us` (the lean launcher's key for the SiLU launch);
+- with the lean launcher, `lean_stub_us`: one lean launch with the compiled kernel's launcher
+  replaced by a no-op (key, hook checks, argument fill: the launcher's own C call left out);
 - per-call host time of a small SiLU: eager, the built-in kernel launched by Triton, the same kernel
   through the lean launcher, and the whole patched path (mode, guard, kernel wrapper, launch);
 - the SD-size group norm + SiLU, eager against the built-in fused kernel: kernel time (torch.profiler)
@@ -85,6 +92,25 @@ class Act(nn.Module):
         return F.silu(x)
 
 
+class Same(nn.Module):
+    """A 'kernel' that costs nothing: the patch runtime's own cost is what is left."""
+
+    def __init__(self, *params: Any) -> None:
+        super().__init__()
+
+    def forward(self, x, *rest):
+        return x
+
+
+class GnSilu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.GroupNorm(4, 8)
+
+    def forward(self, x):
+        return F.silu(self.norm(x))
+
+
 def builtin_kernel(problem: str, folder: Path, device: str) -> Any:
     """The built-in Coder's first kernel for a problem source, imported as a module."""
     from kiln.agents.base import CoderTask
@@ -118,6 +144,44 @@ def passthrough(device: str, n_ops: int = 200, reps: int = 200) -> dict[str, flo
     return {"passthrough_us": (patched - eager) / n_ops, "guard_us": guard, "op_us": eager / n_ops}
 
 
+def layers(device: str) -> dict[str, float]:
+    """The runtime's layers with a kernel that costs nothing (module docstring)."""
+    x = torch.ones(4096, device=device)
+    act, scope = Act(), apply_entries(nn.Identity(), [], compile_kernels=False)
+    site = site_for(act, x, types.SimpleNamespace(ModelNew=Same), "overhead_probe_same")
+    kern, w = Kernel(types.SimpleNamespace(ModelNew=Same), None, "overhead_probe_inst"), torch.ones(8, device=device)
+    args, kw = (x, x, 4096), {"BLOCK": 2048, "num_warps": 8, "num_stages": 1}
+    out = {"scope_us": host_us(lambda: scope.call(int, (), {}), 20000, "cpu"),
+           "instance_us": host_us(lambda: kern.instance([w, w]), 20000, "cpu"),
+           "lean_kind_us": host_us(lambda: launch.kind((2,), 0, args, kw), 20000, "cpu")}
+    with torch.no_grad(), apply_entries(act, [site], compile_kernels=False):
+        out["runtime_call_us"] = host_us(lambda: act(x), 5000, device)
+    gn, xg = GnSilu().to(device).eval(), torch.randn(2, 8, 4, 4, device=device)
+    prof = profile.profile_model(gn, [lambda: gn(xg)], "cpu" if device == "cpu" else device, "float32")
+    g = next(g for g in prof.groups if g.kind == "fused")
+    entry = BundleEntry(group=g.id, kind="fused", sig=g.sig, tail=g.tail, kernel="", scopes=g.scopes)
+    fused = Site(entry, Kernel(types.SimpleNamespace(ModelNew=Same), g.tail.out, "overhead_probe_fused"))
+    with torch.no_grad(), apply_entries(gn, [fused], compile_kernels=False) as h:
+        out["fused_pair_us"] = host_us(lambda: gn(xg), 5000, device)
+        if not h.table.calls.get(g.id):
+            raise RuntimeError("the fused group norm -> SiLU pair never ran as one kernel")
+    return out
+
+
+def lean_stub_us(mod: Any, x: torch.Tensor) -> float:
+    """One lean launch of the SiLU kernel with its launcher a no-op (after a real launch made the plan)."""
+    lk = next(v for v in vars(mod).values() if isinstance(v, launch.LeanKernel) and v.plans)
+    lk = launch.LeanKernel(lk.jit)
+    out, args, kw = torch.empty_like(x), (x, x.numel()), {"BLOCK": 2048, "num_warps": 8, "num_stages": 1}
+    lk[(2,)](out, *args, **kw)
+    for plan in lk.plans.values():
+        plan.kernel = types.SimpleNamespace(run=lambda *a: None, function=None, packed_metadata=None)
+    us = host_us(lambda: lk.launch((2,), (out, *args), kw), 5000, "cpu")
+    if not lk.lean_calls:
+        raise RuntimeError(f"the lean launcher never took its own path: {lk.broken}")
+    return us
+
+
 def small_call(device: str, folder: Path) -> dict[str, float]:
     """Host us per call of a 4096-element SiLU: eager, kernel (Triton launch), kernel (lean), patched."""
     x = torch.randn(4096, device=device)
@@ -127,6 +191,7 @@ def small_call(device: str, folder: Path) -> dict[str, float]:
            "kernel_triton_us": host_us(lambda: k(x), 2000, device)}
     if launch.lean(mod):
         out["kernel_lean_us"] = host_us(lambda: k(x), 2000, device)
+        out["lean_stub_us"] = lean_stub_us(mod, x)
     act = Act()
     site = site_for(act, x, mod, "overhead_probe_silu")
     with torch.no_grad(), apply_entries(act, [site], compile_kernels=False) as h:
@@ -168,6 +233,7 @@ def probe() -> dict[str, Any]:
     out: dict[str, Any] = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                            "torch": torch.__version__, "lean_available": launch.available()}
     out |= passthrough(device)
+    out |= layers(device)
     if device == "cuda":
         with tempfile.TemporaryDirectory(prefix="kiln-overhead-") as tmp:
             out |= small_call(device, Path(tmp))

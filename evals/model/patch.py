@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,10 @@ class Kernel:
         self.op_name = op_name
 
     def instance(self, params: list[torch.Tensor]) -> torch.nn.Module:
-        key = tuple((p.data_ptr(), p._version, p.dtype) for p in params)
+        key: Any = []  # flat: three entries a parameter (its storage, its in-place version, its dtype)
+        for p in params:
+            key += (p.data_ptr(), p._version, p.dtype)
+        key = tuple(key)
         inst = self.cache.get(key)
         if inst is None:
             if len(self.cache) > 256:
@@ -71,6 +75,10 @@ class Kernel:
     def __call__(self, acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
         if torch.compiler.is_compiling():
             return custom_op(self)(acts, params)
+        return self.run(acts, params)
+
+    def run(self, acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+        """The eager call (the caller knows it is not being compiled)."""
         fwd = self.instance(params).forward  # not Module.__call__: a kernel module has no hooks
         if torch.is_grad_enabled():
             with torch.no_grad():
@@ -106,14 +114,39 @@ class Site:
         self.guard = Guard(entry.sig)
         self.tail = Guard(entry.tail, skip_head=True) if entry.tail is not None else None
 
-    def try_run(self, args: tuple, kwargs: dict, func: Any = None) -> tuple[bool, Any]:
+    def try_run(self, args: tuple, kwargs: dict, func: Any = None, compiling: bool | None = None) -> tuple[bool, Any]:
+        """(True, the kernel's result) when the call matches, else (False, None); `compiling` when the
+        caller has already asked torch.compiler."""
         if func is not None and kwargs:
             args, kwargs = sigs.normalize(func, args, kwargs)
-        values = self.guard.values(args, kwargs)
-        if values is None or not self.guard.ok(values):
+        values = self.guard.match(args, kwargs)
+        if values is None:
             return False, None
         acts, params = self.guard.split(values)
-        return True, self.kernel(acts, params)
+        return True, (self.kernel.run(acts, params) if compiling is False else self.kernel(acts, params))
+
+    # A fused pair's tail, read once from its signature (the same at every call).
+    @cached_property
+    def tail_func(self) -> Any:
+        assert self.entry.tail is not None
+        return sigs.resolve(self.entry.tail.op)
+
+    @cached_property
+    def tail_writes(self) -> bool:
+        assert self.entry.tail is not None
+        return _writes_input(self.entry.tail)
+
+    @cached_property
+    def head_at(self) -> tuple[int, ...]:
+        """Where in the tail's arguments the head's output stands."""
+        assert self.entry.tail is not None
+        return tuple(i for i, a in enumerate(self.entry.tail.args) if a.param == HEAD_MARK)
+
+    @cached_property
+    def placeholder(self) -> tuple[tuple, tuple, torch.dtype]:
+        o = self.entry.sig.out
+        assert o is not None
+        return tuple(o.shape), tuple(o.stride), getattr(torch, o.dtype)
 
 
 @dataclass
@@ -163,29 +196,28 @@ class KilnMode(TorchFunctionMode):
         nargs, nkw = sigs.normalize(func, args, kwargs) if kwargs else (args, kwargs)
         if not compiling:
             for site in self.table.fused.get(func, ()):
-                values = site.guard.values(nargs, nkw)
-                if values is not None and site.guard.ok(values):
+                values = site.guard.match(nargs, nkw)
+                if values is not None:
                     return self._defer(site, func, args, kwargs, values)
         for site in self.table.single.get(func, ()):
-            ok, out = self._run(site, nargs, nkw)
+            ok, out = self._run(site, nargs, nkw, compiling)
             if ok:
                 return out
         return func(*args, **kwargs)
 
-    def _run(self, site: Site, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+    def _run(self, site: Site, args: tuple, kwargs: dict, compiling: bool | None = None) -> tuple[bool, Any]:
         if not self.table.ranges:
-            ok, out = site.try_run(args, kwargs)
+            ok, out = site.try_run(args, kwargs, compiling=compiling)
         else:
             with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
-                ok, out = site.try_run(args, kwargs)
+                ok, out = site.try_run(args, kwargs, compiling=compiling)
         if ok:
             self.table.count(site.entry.group)
         return ok, out
 
     def _defer(self, site: Site, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> torch.Tensor:
-        o = site.entry.sig.out
-        assert o is not None
-        ph = torch.empty_strided(o.shape, o.stride, dtype=getattr(torch, o.dtype), device=values[0].device
+        shape, stride, dtype = site.placeholder
+        ph = torch.empty_strided(shape, stride, dtype=dtype, device=values[0].device
                                  if isinstance(values[0], torch.Tensor) else None)
         self.pending[id(ph)] = (ph, Pending(site, func, args, kwargs, values))
         return ph
@@ -196,17 +228,16 @@ class KilnMode(TorchFunctionMode):
         found = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and id(v) in self.pending]
         for ph in found:
             _, p = self.pending[id(ph)]
-            tail, tguard = p.site.entry.tail, p.site.tail
-            assert tail is not None and tguard is not None
-            values = tguard.values(*sigs.normalize(func, args, kwargs))
-            if func is sigs.resolve(tail.op) and values is not None and _is_head(tail, values, ph) \
-                    and tguard.ok(values):
+            tguard = p.site.tail
+            assert tguard is not None
+            values = tguard.values(*sigs.normalize(func, args, kwargs)) if func is p.site.tail_func else None
+            if values is not None and any(values[i] is ph for i in p.site.head_at) and tguard.ok(values):
                 del self.pending[id(ph)]
-                return True, self._fused(p, ph, tail, tguard, values)
+                return True, self._fused(p, ph, tguard, values)
             self.fill(id(ph))
         return False, None
 
-    def _fused(self, p: Pending, ph: torch.Tensor, tail: CallSig, tguard: Guard, values: list[Any]) -> Any:
+    def _fused(self, p: Pending, ph: torch.Tensor, tguard: Guard, values: list[Any]) -> Any:
         acts, params = p.site.guard.split(p.values)
         tacts, tparams = tguard.split(values)
         self.table.count(p.site.entry.group)
@@ -215,7 +246,7 @@ class KilnMode(TorchFunctionMode):
                 out = p.site.kernel(acts + tacts, params + tparams)
         else:
             out = p.site.kernel(acts + tacts, params + tparams)
-        if _writes_input(tail):  # relu_(bn(x)): the placeholder becomes the result, no copy
+        if p.site.tail_writes:  # relu_(bn(x)): the placeholder becomes the result, no copy
             ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())
             return ph
         return out
@@ -253,7 +284,3 @@ def _writes_input(tail: CallSig) -> bool:
     names = sigs.positional_names(sigs.resolve(tail.op)) or ()
     return tail.op.endswith("_") or any((a.name or (names[i] if i < len(names) else "")) == "inplace"
                                         and a.src == "True" for i, a in enumerate(tail.args))
-
-
-def _is_head(tail: CallSig, values: list[Any], ph: torch.Tensor) -> bool:
-    return any(s.param == HEAD_MARK and v is ph for s, v in zip(tail.args, values, strict=True))

@@ -30,6 +30,7 @@ class NotWritable(Exception):
 
 
 _POSITIONAL: dict[Any, tuple[str, ...] | None] = {}
+_UNREAD: Any = object()
 
 
 def positional_names(func: Any) -> tuple[str, ...] | None:
@@ -49,8 +50,12 @@ def normalize(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """One form for every way of writing a call: keyword arguments that could be positional become
     positional (`F.group_norm(x, 32, weight=w)` is `F.group_norm(x, 32, w)`; torch.compile passes them
     positionally). Builtins without a Python signature stay as written."""
-    names = _POSITIONAL.get(func) if torch.compiler.is_compiling() else positional_names(func)
-    if not names or not kwargs:
+    if not kwargs:
+        return args, kwargs
+    names = _POSITIONAL.get(func, _UNREAD)  # read already: no need to ask torch.compiler
+    if names is _UNREAD:
+        names = None if torch.compiler.is_compiling() else positional_names(func)
+    if not names:
         return args, kwargs
     out, kw = list(args), dict(kwargs)
     for name in names[len(args):]:
