@@ -67,19 +67,24 @@ def ew_forward(plan: Plan, cfg: dict) -> str:
     args = [f"float({e})" if sc else e for e, sc in zip(names, scalar, strict=True)]
     tens = [e for e, sc in zip(names, scalar, strict=True) if not sc]
     blk, nw = cfg["block"], cfg["num_warps"]
-    persistent = f"min(triton.cdiv(n, {blk}), _kiln_sm_count(out.device) * {cfg['waves']})"
+    persistent = f"min(-(-n // {blk}), _kiln_sm_count(out.device) * {cfg['waves']})"
     zeros = "[0, 0, 0, 0]"
     strides = "[" + ", ".join(zeros if sc else f"{e}.expand(shape).stride()" for e, sc in zip(names, scalar, strict=True)) + "]"
     return "\n".join(
         [
-            f"ins = [{', '.join(tens)}]",
+            # straight-line host code: this runs on every call (torch.broadcast_shapes alone cost 6-9 us
+            # a call on the CPU machine, most of a small patched op's host time)
             f"args = [{', '.join(args)}]",
-            "shape = tuple(torch.broadcast_shapes(*[t.shape for t in ins]))",
-            "out = torch.empty(shape, device=ins[0].device, dtype=ins[0].dtype)",
+            f"shape = {tens[0]}.shape",
+            f"same = {' and '.join(f'{e}.shape == shape' for e in tens[1:]) or 'True'}",
+            "if not same:",
+            f"    shape = torch.broadcast_shapes({', '.join(f'{e}.shape' for e in tens)})",
+            "shape = tuple(shape)",
+            f"out = torch.empty(shape, device={tens[0]}.device, dtype={tens[0]}.dtype)",
             "n = out.numel()",
             "if n == 0:\n    return out",
-            "if all(tuple(t.shape) == shape and t.is_contiguous() for t in ins):",
-            f"    grid = ({persistent if cfg['persistent'] else f'triton.cdiv(n, {blk})'},)",
+            f"if same and {' and '.join(f'{e}.is_contiguous()' for e in tens)}:",
+            f"    grid = ({persistent if cfg['persistent'] else f'-(-n // {blk})'},)",
             f"    _kiln_ew_flat[grid](out, *args, n, BLOCK={blk}, num_warps={nw}, num_stages={cfg['num_stages']})",
             "    return out",
             f"sizes, strides = _kiln_collapse(shape, {strides})",
