@@ -115,7 +115,8 @@ for part in "$@"; do
       b model_drift 260 python3 bench/model_drift.py ${DRIFT_TARGET:-examples/model/sd_resblock.py:make} -- \
         ${DRIFT_ARGS:---device cuda --dtype fp32 --top 2 --max-iters 1 --budget-minutes 2.7 --min-share 0.02 --trials 2 --timeout 120 --concurrency 2} \
         --out /tmp/model_drift
-      grep '^DRIFT' "$OUT/logs/model_drift.log" > "$OUT/model_drift.jsonl" 2>/dev/null ;;
+      grep '^DRIFT' "$OUT/logs/model_drift.log" > "$OUT/model_drift.jsonl" 2>/dev/null
+      mkdir -p "$OUT/logs/model_drift_run" && cp /tmp/model_drift/*.json "$OUT/logs/model_drift_run/" 2>/dev/null ;;
     projection)
       b projection 60 python3 bench/projection_speed.py
       cp "$OUT/logs/projection.log" "$OUT/projection.md" 2>/dev/null ;;

@@ -279,7 +279,8 @@ KIND_TILES = {"transposed": {"block_n": 64, "num_warps": 4}, "per_tap": {"block_
 """Where a knob is at the family's GPU default, the value that kind of conv takes instead (H200,
 2026-12-04, 30 level-1 convs, channels innermost): transposed convs ran 1.0-1.48x faster with 64-wide
 channel tiles on 4 warps (12 of 17 by >= 1.2x), the per-tap loops of plain convs 1.0-1.18x with 64
-channels a K step; the flat loop (few input channels) keeps 32 (64 was 0.69x on a 3-channel 3-D conv)."""
+channels a K step. Transposed convs keep K steps of 32 (64 with the 4-warp tile halved 57, 61, 65 and 69),
+and so does the flat loop (few input channels: 64 was 0.69x on a 3-channel 3-D conv)."""
 
 
 def _kind_cfg(cfg: dict, tr: bool) -> dict:
@@ -294,7 +295,8 @@ def _tiles(cfg: dict, q: dict, tr: bool) -> list[str]:
     s = q["stride"]
     sizes = [f"triton.cdiv(O{d}, {s[i]})" for i, d in enumerate("DHW")] if tr else ["OD", "OH", "OW"]
     flat = "False" if tr else f"CIG < {cfg['flat_below']}"
-    tap_bk = KIND_TILES["per_tap"]["block_k"] if cfg["block_k"] == space.DEFAULTS["conv"]["block_k"] else cfg["block_k"]
+    at_default = cfg["block_k"] == space.DEFAULTS["conv"]["block_k"]
+    tap_bk = KIND_TILES["per_tap"]["block_k"] if at_default and not tr else cfg["block_k"]
     return [
         f"QD, QH, QW = {', '.join(sizes)}",
         f"flat = {flat}",
