@@ -217,7 +217,7 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
         lines += ["if x5.is_contiguous():", "    x5 = x5.view(NB, CIN, 1, 1, D * H * W)",
                   "    D, H, W, OD, OH, OW = 1, 1, D * H * W, 1, 1, OD * OH * OW"]  # fmt: skip
     ebody, eptrs, estr = E.forward_lines(plan, 2, True, nsp)
-    lines += ebody + _tiles(cfg, q, tr) + _channels_inner(tr)
+    lines += ebody + _tiles(cfg, q, tr, _pointwise(plan, q)) + _channels_inner(tr)
     wst = "swi, swo = ws[1], ws[0]" if not tr else "swi, swo = ws[0], ws[1]"
     lines += ["ws = w5.stride()", wst, f"swg = {'CIG * swi' if tr else 'COG * swo'}",
               f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
@@ -279,7 +279,8 @@ KIND_TILES = {"transposed": {"block_n": 64, "num_warps": 4}, "per_tap": {"block_
 """Where a knob is at the family's GPU default, the value that kind of conv takes instead (H200,
 2026-12-04, 30 level-1 convs, channels innermost): transposed convs ran 1.0-1.48x faster with 64-wide
 channel tiles on 4 warps (12 of 17 by >= 1.2x), the per-tap loops of plain convs 1.0-1.18x with 64
-channels a K step. Transposed convs keep K steps of 32 (64 with the 4-warp tile halved 57, 61, 65 and 69),
+channels a K step (not a 1x1 conv: 64 channels are then its whole K, one step with no pipelining, 0.87x).
+Transposed convs keep K steps of 32 (64 with the 4-warp tile halved 57, 61, 65 and 69),
 and so does the flat loop (few input channels: 64 was 0.69x on a 3-channel 3-D conv)."""
 
 
@@ -289,14 +290,14 @@ def _kind_cfg(cfg: dict, tr: bool) -> dict:
     return cfg | {k: v for k, v in over.items() if cfg.get(k) == d[k]}
 
 
-def _tiles(cfg: dict, q: dict, tr: bool) -> list[str]:
+def _tiles(cfg: dict, q: dict, tr: bool, pointwise: bool = False) -> list[str]:
     """Tile sizes from the knobs, clipped to the shape: BLOCK_N to the group's output channels,
     BLOCK_K to its input channels (or to CIG*taps in flat mode), the patch to the output."""
     s = q["stride"]
     sizes = [f"triton.cdiv(O{d}, {s[i]})" for i, d in enumerate("DHW")] if tr else ["OD", "OH", "OW"]
     flat = "False" if tr else f"CIG < {cfg['flat_below']}"
     at_default = cfg["block_k"] == space.DEFAULTS["conv"]["block_k"]
-    tap_bk = KIND_TILES["per_tap"]["block_k"] if at_default and not tr else cfg["block_k"]
+    tap_bk = KIND_TILES["per_tap"]["block_k"] if at_default and not tr and not pointwise else cfg["block_k"]
     return [
         f"QD, QH, QW = {', '.join(sizes)}",
         f"flat = {flat}",

@@ -75,6 +75,7 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     cases = [load_problem(Path(c), what="case", model_optional=True) for c in options.cases]
     rec = CheckRecord(problem=prob.path, candidate=str(Path(candidate).resolve()),
                       device=_device(options.device), dtype=options.dtype, status="error")
+    rec.stages_s["load"] = round(time.monotonic() - t0, 3)  # the problem and its cases parsed
     from kiln.tools.sandbox.box import sandbox_for  # strict without a full sandbox: refused here
 
     t_box = time.monotonic()
@@ -97,7 +98,9 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     peaks = None
     if not executed_not and _unsupported(rec, lang, options.dtype, Path(candidate)) is None:
         rec, peaks = _run_guarded(rec, prob, cases, cand, options, static)
+    t_verdict = time.monotonic()
     rec = _verdict(rec, options, peaks)
+    rec.stages_s["verdict"] = round(time.monotonic() - t_verdict, 3)
     rec.stages_s["total"] = round(time.monotonic() - t0, 3)
     return rec
 

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiln.tools.check.messages import CandPackReply, CandTrialReply, RefJudgeReply, RefTrialReply
-from kiln.tools.correctness import first_failure
-from kiln.tools.inputs import DISTRIBUTIONS
+from kiln.tools.draws import DISTRIBUTIONS
 from kiln.tools.records import CaseSummary, DegenerateRecord, Finding, TrialRecord
 
 DIST_WORDS = {name: d.words for name, d in DISTRIBUTIONS.items()}
@@ -130,6 +129,10 @@ class TrialComparer:
                 cmp.first_failure = (f"ModelNew.forward wrote into its input tensors on {describe(bad)}. Inputs are "
                                      "read-only: allocate the output (and any scratch) separately.")
             else:
+                from kiln.tools.correctness import (
+                    first_failure,  # torch: not at import (see kiln.tools.draws)
+                )
+
                 cmp.first_failure = first_failure(describe(bad), bad.mismatch, None if bad.mismatch else bad.error)
             cmp.short_reason = _short(bad)
         return cmp

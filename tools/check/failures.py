@@ -7,8 +7,8 @@ import random
 from typing import Any
 
 from kiln.tools.check.workers import WorkerGone
+from kiln.tools.draws import derive_seed
 from kiln.tools.errors import KilnInputError
-from kiln.tools.inputs import derive_seed
 
 
 class Failure(Exception):

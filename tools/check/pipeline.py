@@ -36,9 +36,11 @@ def fork_server(device: str, gpu_index: int, box: Any = None) -> Any:
 def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
                 options: CheckOptions, *, static: list[Finding], seed: int) -> tuple[CheckRecord, Any]:
     """One session's record (verdict not applied) and the physics floor's peaks it read."""
-    from kiln.tools.check.merge import integrity_record
+    t_imports = time.monotonic()  # no torch yet: a fresh `kiln check` imports it in the background meanwhile
     from kiln.tools.check.session import Session
     from kiln.tools.sandbox.box import sandbox_for
+
+    rec.stages_s["parent_imports"] = round(time.monotonic() - t_imports, 3)
 
     box = sandbox_for(options.isolation, options.bwrap)
     work = new_workdir()
@@ -49,6 +51,8 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
         s = Session(rec, prob, cases, cand, options, static=static, secret=seed, work=work,
                     budgets=stage_timeouts(options), zygote=zygote, sandbox=box)
         out = s.run()
+        from kiln.tools.check.merge import integrity_record
+
         cmp_findings = s.comparer.cmp.findings if s.comparer else []
         out.integrity = integrity_record(s.evidence, static, options.policy, cmp_findings, static_mode=options.static)
         if out.timing is None:
@@ -59,10 +63,12 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
         out.env = out.timing.env if out.timing and out.timing.env else out.env
         return out, _peaks(s.evidence.get("peaks"))
     finally:
+        t_clean = time.monotonic()
         with contextlib.suppress(OSError):
             os.chmod(work, 0o700)
         shutil.rmtree(work, ignore_errors=True)
         caches.trim_candidate_cache(cand.sha256)
+        rec.stages_s["cleanup"] = round(time.monotonic() - t_clean, 3)  # the work dir and the compile cache
 
 
 def _peaks(data: Any) -> Any:

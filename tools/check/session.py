@@ -26,11 +26,10 @@ from kiln.tools.check import caches
 from kiln.tools.check import messages as m
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
 from kiln.tools.check.failures import Failure, reference_broken, reference_error
-from kiln.tools.check.outputs import make_slot
 from kiln.tools.check.worker import CaseSpec, JobSpec
 from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, worker_confinement, worker_env
+from kiln.tools.draws import DISTRIBUTIONS, derive_seed, trial_count
 from kiln.tools.errors import KilnInputError
-from kiln.tools.inputs import DISTRIBUTIONS, derive_seed, trial_count
 from kiln.tools.problem import CandidateInfo, ProblemInfo
 from kiln.tools.records import CheckOptions, CheckRecord, CompileRecord, Finding
 from kiln.tools.sandbox.confine import SANDBOX_EXIT
@@ -320,6 +319,8 @@ class Session:
         again), then hand them to the judge."""
         cand = self._recv_cand()
         assert isinstance(cand, m.CandTrialReply)
+        from kiln.tools.check.outputs import make_slot  # torch: imported once there is an output to read
+
         first, fd1 = make_slot(str(self.layout.out / f"{t.tag}.first"))
         second, fd2 = make_slot(str(self.layout.out / f"{t.tag}.second"))
         packed = self._call_cand(m.CandPack(key=self.seed("key", t.tag), first=first.path, second=second.path))
