@@ -136,7 +136,7 @@ def stage_times(record: CheckRecord, iteration: int) -> list[TimeEntry]:
     if "total" in st:
         verify_s = max(0.0, st["total"] - setup_s - compile_s - time_s)
     else:
-        verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing", "total_workers"))
+        verify_s = sum(v for k, v in st.items() if k not in ("compile", "timing", "total_workers") and "." not in k)
     out = {"compile": compile_s, "verify": verify_s, "time": time_s, "check_setup": setup_s}
     return [TimeEntry(iteration=iteration, kind=k, seconds=v) for k, v in out.items() if v]
 

@@ -79,8 +79,17 @@ def outcome_from_record(problem: str, sample: int, rec: CheckRecord | None, *, t
         tokens=tokens,
         cost_usd=cost_usd,
         wall_s=wall_s,
-        gpu_s=sum(rec.stages_s.values()) if rec.device.startswith("cuda") else 0.0,
+        gpu_s=check_seconds(rec.stages_s) if rec.device.startswith("cuda") else 0.0,
     )
+
+
+def check_seconds(stages: dict[str, float]) -> float:
+    """A check's own wall seconds: its `total` (the other entries are parts of it, some nested:
+    `timing.*` within `timing`, every stage within `total_workers`); the top-level stages summed
+    for a record that has no total."""
+    if "total" in stages:
+        return stages["total"]
+    return sum(v for k, v in stages.items() if "." not in k and k != "total_workers")
 
 
 @functools.cache

@@ -78,6 +78,9 @@ def test_a_check_records_its_wait_and_says_when_it_timed_without_the_lock(tmp_pa
     assert rec.status == "ok" and rec.timing and rec.timing.measured, rec.reasons
     assert 0 <= rec.stages_s["timing_wait"] < 1.0
     assert not any("timing lock" in r for r in rec.reasons)
+    parts = {k: v for k, v in rec.stages_s.items() if k.startswith("timing.")}  # where the stage's time went
+    assert {"timing.candidate_laps", "timing.close_candidate", "timing.baselines", "timing.peaks"} <= set(parts)
+    assert sum(parts.values()) <= rec.stages_s["timing"] + 0.01 and parts["timing.candidate_laps"] > 0
     proc = _hold(caches.root() / "locks", -1, 120)  # the CPU protocol's lock, held by another process
     try:
         rec = check(DATA / "add_problem.py", DATA / "add_triton.py", TIMED.model_copy(update={"timing_timeout_s": 1.0}))

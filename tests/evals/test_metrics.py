@@ -77,3 +77,15 @@ def test_untimed_runs_report_null_not_zero() -> None:
 def test_geomean_ignores_missing() -> None:
     assert geomean([]) is None
     assert geomean([4.0, 1.0]) == pytest.approx(2.0)
+
+
+def test_a_checks_gpu_seconds_are_its_total_not_the_sum_of_nested_stages() -> None:
+    """stages_s holds nested entries (every stage within total_workers and total, timing.* within
+    timing): a batch row's gpu_s is the check's own total, not their sum."""
+    from kiln.evals.batch.jobs import check_seconds
+
+    stages = {"load": 0.01, "fork_server": 0.6, "compile": 1.5, "correctness": 0.7, "timing": 1.9,
+              "timing.candidate_laps": 1.2, "timing.baselines": 0.3, "total_workers": 4.6, "total": 8.2}
+    assert check_seconds(stages) == 8.2
+    no_total = {k: v for k, v in stages.items() if k != "total"}
+    assert abs(check_seconds(no_total) - (0.01 + 0.6 + 1.5 + 0.7 + 1.9)) < 1e-9
