@@ -58,21 +58,7 @@ acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"""
 CONV_LOOP = """ih0 = oh * SH - PH
 iw0 = ow * SW - PW
 id0 = od * SD - PD
-if DIRECT:
-    for t in range(CIG * KD * KH * KW):
-        ci = t // (KD * KH * KW)
-        r = t % (KD * KH * KW)
-        kd = r // (KH * KW)
-        kh = (r // KW) % KH
-        kw = r % KW
-        idd = id0 + kd * DD
-        ih = ih0 + kh * DH
-        iw = iw0 + kw * DW
-        m_in = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        a = tl.load(x_base + ci.to(tl.int64) * sxc + (idd * sxd + ih * sxh + iw * sxw), mask=m_in, other=0.0)
-        b = tl.load(w_base + t * swi + rn * swo, mask=n_ok, other=0.0)
-        acc += a.to(tl.float32)[:, None] * b.to(tl.float32)[None, :]
-elif FLAT:
+if FLAT:
     for k0 in range(0, CIG * KD * KH * KW, BLOCK_K):
         k = k0 + rk
         k_ok = k < CIG * KD * KH * KW
@@ -173,7 +159,7 @@ def conv_kernel(plan: Plan) -> str:
     return (
         f"\n\n@triton.jit\ndef {name}(x_ptr, w_ptr, out_ptr{ptrs}, CIN, D, H, W, COUT, OD, OH, OW, CIG, COG, "
         f"TILES_D, TILES_H, TILES_W, sxn, sxc, sxd, sxh, sxw, swi, swo, swd, swh, sww, swg{estr}, {SPATIAL}, "
-        + ("PERD: tl.constexpr, PERH: tl.constexpr, PERW: tl.constexpr, " if tr else "DIRECT: tl.constexpr, ") +
+        + ("PERD: tl.constexpr, PERH: tl.constexpr, PERW: tl.constexpr, " if tr else "") +
         "FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BH: tl.constexpr, "
         "BW: tl.constexpr, "
         f"PREC: tl.constexpr):\n{indent(body)}\n"
@@ -236,27 +222,12 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
     lines += ["ws = w5.stride()", wst, f"swg = {'CIG * swi' if tr else 'COG * swo'}",
               f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
               ]  # fmt: skip
-    if not tr:
-        lines += _direct(G)
     args = (f"(x5, w5, out{eptrs}, CIN, D, H, W, COUT, OD, OH, OW, CIG, COG, tiles_d, tiles_h, tiles_w, *x5.stride(), "
             f"swi, swo, ws[2], ws[3], ws[4], swg{estr}, {spatial_kwargs(q, tr)}, FLAT=flat, BLOCK_M=bm, BH=bh, BW=bw, "
-            "PREC=prec, " + ("" if tr else "DIRECT=flat, "))  # fmt: skip
+            "PREC=prec, ")  # fmt: skip
     phases = f" * {math.prod(q['stride'])}" if tr else ""  # transposed: one program per output phase too
     rest = f"NB{phases} * tiles_d * tiles_h * tiles_w"
     return "\n".join(lines + T.launch(cfg, "_kiln_convt" if tr else "_kiln_conv", args, rest, q["groups"]))
-
-
-def _direct(groups: int) -> list[str]:
-    """Few input channels (the flat case: RGB, a few per group): a direct convolution, one fp32 FMA
-    outer product per (input channel, tap) over a tile of positions x output channels. The MMA path
-    spent its time gathering a [positions, channel x tap] tile per K step (0.24-0.7x eager on
-    KernelBench's 3-channel convs); here a step is one masked row of positions and one contiguous row
-    of the weight, laid out [group, channel x tap, output channel] (a copy of the small weight). Exact
-    fp32 arithmetic, whatever PyTorch's TF32 settings."""
-    return ["if flat:",
-            f"    w5 = w5.reshape({groups}, COG, CIG * KD * KH * KW).transpose(1, 2).contiguous()",
-            "    swi, swo, swg, ws = COG, 1, CIG * KD * KH * KW * COG, (0, 0, 0, 0, 0)",
-            "    bn = min(128, max(16, triton.next_power_of_2(COG)))"]
 
 
 CHAN_INNER_KERNEL = """

@@ -16,7 +16,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 
 TAPS = {f"{p}{d}": v for p, v in (("S", 1), ("P", 1), ("D", 1), ("K", 3)) for d in "DHW"}
 CONSTEXPRS = {  # a representative launch of each kernel (ModelNew picks these from the shapes)
-    "conv": TAPS | {"FLAT": False, "DIRECT": False, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "BH": 8, "BW": 16, "PREC": "tf32x3"},
+    "conv": TAPS | {"FLAT": False, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "BH": 8, "BW": 16, "PREC": "tf32x3"},
     "convt": TAPS | {"SH": 2, "SW": 2, "PERD": 1, "PERH": 2, "PERW": 2, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32,
                      "BH": 8, "BW": 16, "PREC": "tf32x3", "FLAT": False},
     "dwconv": TAPS | {"BLOCK": 1024, "BH": 2, "BW": 512},
@@ -44,7 +44,6 @@ def _kernels(path: Path) -> dict:
 def _compile(fn, base: str, ptr: str, flat: bool = False) -> str:
     consts = {a: v for a, v in CONSTEXPRS[base].items() if a in fn.arg_names}
     consts |= {"FLAT": flat} if "FLAT" in consts else {}
-    consts |= {"DIRECT": flat} if "DIRECT" in consts else {}  # few channels: the direct FMA loop
     if ptr != "*fp32" and "PREC" in consts:
         consts["PREC"] = "tf32"  # what ModelNew passes for 16-bit inputs
     is_ptr = {a: a.endswith("_ptr") or a[:1] == "p" and a[1:].isdigit() for a in fn.arg_names}
@@ -76,9 +75,7 @@ def test_spatial_kernels_compile_for_sm90(tmp_path: Path, monkeypatch: pytest.Mo
             variants = [("*fp32", False)] + ([("*bf16", False)] if base in MMA else []) + ([("*fp32", True)] if base == "conv" else [])
             for ptr, flat in variants:
                 ptx = _compile(fn, base, ptr, flat)
-                if base == "conv" and flat:  # few input channels: the direct loop, exact fp32 FMAs
-                    assert "fma.rn.f32" in ptx and "wgmma" not in ptx, f"{base}: the direct loop is not FMAs"
-                elif base in MMA:
+                if base in MMA:
                     assert "wgmma" in ptx or "mma.sync" in ptx, f"{base}: no tensor-core MMA"
             seen.add(base)
     assert seen == set(CONSTEXPRS), set(CONSTEXPRS) - seen
