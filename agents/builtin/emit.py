@@ -11,6 +11,19 @@ import triton
 import triton.language as tl
 """
 
+F32_DOT_HELPER = '''
+
+def _kiln_f32_dot(t, k, prec):
+    """An fp32 tl.dot's input precision. "bf16x3" (each operand split in two bf16 halves, three bf16
+    products: about 16 of fp32's 24 mantissa bits, at half the tensor-core time of tf32x3) where the
+    GPU's Triton has it (3.6 on) and a dot sums at least 64 products; otherwise tf32x3 (the CPU
+    interpreter, an older Triton, a short sum whose reference error is tiny next to bf16x3's)."""
+    if prec != "bf16x3":
+        return prec
+    new = tuple(int(v) for v in triton.__version__.split(".")[:2] if v.isdigit()) >= (3, 6)
+    return "bf16x3" if t.is_cuda and k >= 64 and new else "tf32x3"
+'''
+
 HELPERS = '''
 _KILN_NSM = {}
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from kiln.agents.builtin.emit import HELPERS
+from kiln.agents.builtin.emit import F32_DOT_HELPER, HELPERS
 from kiln.agents.builtin.extra_plans import FAMILIES as EXTRA_FAMILIES
 from kiln.agents.builtin.extra_plans import family_parts as extra_parts
 from kiln.agents.builtin.gen_elementwise import COLLAPSE_HELPER, ew_forward, ew_kernel
@@ -38,5 +38,5 @@ def family_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
     elif fam == "gnorm":
         kernels, fwd, helpers = gn_kernels(plan), gn_forward(plan, cfg), HELPERS + PROD_HELPER
     else:
-        kernels, fwd, helpers = mm_kernel(plan), mm_forward(plan, cfg), TILE_HELPER
+        kernels, fwd, helpers = mm_kernel(plan), mm_forward(plan, cfg), TILE_HELPER + F32_DOT_HELPER
     return kernels, fwd, helpers

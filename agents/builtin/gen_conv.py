@@ -28,7 +28,7 @@ import math
 from kiln.agents.builtin import gen_conv_tune as T
 from kiln.agents.builtin import gen_epilogue as E
 from kiln.agents.builtin import space
-from kiln.agents.builtin.emit import input_exprs
+from kiln.agents.builtin.emit import F32_DOT_HELPER, input_exprs
 from kiln.agents.builtin.plan import Plan
 
 CONV_SETUP = """pid = tl.program_id(0)
@@ -220,7 +220,8 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
     lines += ebody + _tiles(cfg, q, tr, _pointwise(plan, q)) + _channels_inner(tr)
     wst = "swi, swo = ws[1], ws[0]" if not tr else "swi, swo = ws[0], ws[1]"
     lines += ["ws = w5.stride()", wst, f"swg = {'CIG * swi' if tr else 'COG * swo'}",
-              f"prec = {cfg['prec']!r} if x5.dtype == torch.float32 else 'tf32'",
+              f"prec = _kiln_f32_dot(x5, CIG * KD * KH * KW{' // ' + str(math.prod(q['stride'])) if tr else ''}, "
+              f"{cfg['prec']!r}) if x5.dtype == torch.float32 else 'tf32'",
               ]  # fmt: skip
     args = (f"(x5, w5, out{eptrs}, CIN, D, H, W, COUT, OD, OH, OW, CIG, COG, tiles_d, tiles_h, tiles_w, *x5.stride(), "
             f"swi, swo, ws[2], ws[3], ws[4], swg{estr}, {spatial_kwargs(q, tr)}, FLAT=flat, BLOCK_M=bm, BH=bh, BW=bw, "
@@ -311,7 +312,7 @@ def _tiles(cfg: dict, q: dict, tr: bool, pointwise: bool = False) -> list[str]:
 
 def conv_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
     kernel = conv_kernel(plan)
-    helper = E.HELPER + CHAN_INNER_HELPER
+    helper = E.HELPER + CHAN_INNER_HELPER + F32_DOT_HELPER
     if cfg.get("autotune"):
         return kernel + T.tuned_copy(kernel) + CHAN_INNER_KERNEL, conv_forward(plan, cfg), helper + T.HELPER
     return kernel + CHAN_INNER_KERNEL, conv_forward(plan, cfg), helper

@@ -191,7 +191,7 @@ def mm_forward(plan: Plan, cfg: dict) -> str:
         "    return out",
     ]
     lines += rest + [
-        f"prec = {prec!r} if a.dtype == torch.float32 else 'tf32'",
+        f"prec = _kiln_f32_dot(a, K, {prec!r}) if a.dtype == torch.float32 else 'tf32'",
         *([] if batched else ["nb = 1"]),
         *gemv,
         # tiles clipped to the problem (a GEMV's N = 1 takes 16 columns, not 128; tl.dot needs 16)

@@ -27,7 +27,7 @@ MM_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), small to lar
 KNOBS: dict[str, dict[str, list]] = {
     "elementwise": {"block": [1024, 2048, 4096, 8192], "num_warps": [4, 8, 16], "persistent": [0, 1]},
     "row": {"tile": [2048, 4096, 8192, 16384], "num_warps": [4, 8, 16], "persistent": [0, 1], "num_stages": [1, 2, 3]},
-    "matmul": {"tile": list(range(len(MM_TILES))), "prec": ["auto", "tf32x3", "ieee"]},
+    "matmul": {"tile": list(range(len(MM_TILES))), "prec": ["auto", "tf32x3", "bf16x3", "ieee"]},
     "gnorm": {"block": [1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]},
 }
 
@@ -122,14 +122,17 @@ def exhausted(family: str, visited: set[str]) -> bool:
 
 # The spatial / attention families and the pipeline (extra_plans.py, pipeline.py). Conv tiles
 # are upper bounds: the forward clips BLOCK_N to the group's output channels and BLOCK_K to its
-# input channels (or channels x taps), so one configuration serves any shape. fp32 convs and
-# attention use tf32x3 first. One TF32 product ("tf32") is left to the search and the tolerance:
-# as the default it failed kiln's rule on 29 of 30 KernelBench level-1 convs on the H200 (1.0-36x
-# the allowance, 2026-12-03), so cuDNN's fp32 convs there err far less than one TF32 product
-# although torch.backends.cudnn.allow_tf32 is on.
+# input channels (or channels x taps), so one configuration serves any shape. fp32 convs use bf16x3
+# (three bf16 products; tf32x3 where the GPU's Triton lacks it or a dot sums fewer than 64 products):
+# on the H200 it passed kiln's rule on all 31 level-1 convs and 6 GEMMs (worst 0.56 of the allowance,
+# most near 0.01) at 1.0-1.6x tf32x3's speed (2026-12-04). Attention uses tf32x3. One TF32 product
+# ("tf32") is left to the search and the tolerance: as the default it failed kiln's rule on 29 of 30
+# KernelBench level-1 convs on the H200 (1.0-36x the allowance, 2026-12-03), so cuDNN's fp32 convs
+# there err far less than one TF32 product although torch.backends.cudnn.allow_tf32 is on.
 KNOBS |= {
     "conv": {"block_m": [32, 64, 128, 256], "block_n": [16, 32, 64, 128], "block_k": [16, 32, 64],
-             "num_warps": [4, 8], "num_stages": [2, 3, 4], "prec": ["tf32x3", "tf32", "ieee"], "autotune": [0, 1]},
+             "num_warps": [4, 8], "num_stages": [2, 3, 4], "prec": ["bf16x3", "tf32x3", "tf32", "ieee"],
+             "autotune": [0, 1]},
     "dwconv": {"block": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]},
     "pool": {"block": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]},
     "attn": {"block_m": [32, 64, 128], "block_n": [32, 64, 128], "num_warps": [4, 8], "num_stages": [1, 2, 3],
@@ -142,7 +145,7 @@ KNOBS |= {
                  "num_warps": [2, 4, 8, 16]},
 }  # fmt: skip
 DEFAULTS |= {
-    "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "tf32x3",
+    "conv": {"block_m": 128, "block_n": 128, "block_k": 32, "num_warps": 8, "num_stages": 3, "prec": "bf16x3",
              "autotune": 0},
     "dwconv": {"block": 1024, "num_warps": 4},
     "pool": {"block": 1024, "num_warps": 4},
@@ -154,7 +157,7 @@ DEFAULTS |= {
     "crossent": {"block": 4096, "chunk": 4096, "num_warps": 8},  # not yet measured: one row of 4096 per program
 }
 CPU_DEFAULTS |= {
-    "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "tf32x3",
+    "conv": {"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 4, "num_stages": 2, "prec": "bf16x3",
              "autotune": 0},
     "dwconv": {"block": 2048, "num_warps": 4},
     "pool": {"block": 2048, "num_warps": 4},
@@ -173,7 +176,9 @@ FIXED |= {"conv": {"flat_below": 16}, "dwconv": {}, "pool": {}, "attn": {"flash_
 def fp32_dot(prec: str) -> str:
     """The tl.dot input precision of an fp32 matmul: `prec` itself, or for "auto" PyTorch's own in
     this process: TF32 while `torch.backends.cuda.matmul.allow_tf32` is on (off by default), else
-    tf32x3; NVIDIA_TF32_OVERRIDE=0 keeps cuBLAS off TF32, so it keeps the kernel off it too."""
+    bf16x3, which the forward takes only on a GPU whose Triton has it and for K >= 64, tf32x3
+    otherwise (`_kiln_f32_dot`); NVIDIA_TF32_OVERRIDE=0 keeps cuBLAS off TF32, so it keeps the kernel
+    off it too."""
     if prec != "auto":
         return prec
     import os
@@ -181,4 +186,4 @@ def fp32_dot(prec: str) -> str:
     import torch
 
     allowed = torch.backends.cuda.matmul.allow_tf32 and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0"
-    return "tf32" if allowed else "tf32x3"
+    return "tf32" if allowed else "bf16x3"

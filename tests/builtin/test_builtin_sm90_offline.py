@@ -76,6 +76,8 @@ def test_kernels_compile_for_sm90(name: str, tmp_path: Path, monkeypatch: pytest
             assert "wgmma" in ptx or "mma.sync" in ptx, "the matmul does not use tensor cores"
             split = _compile(fn, kname, SPLIT_K=8)  # the split-K slice: partial sums, no epilogue
             assert "wgmma" in split or "mma.sync" in split
+            bf = _compile(fn, kname, PREC="bf16x3")  # fp32 on a GPU: three bf16 products (`_kiln_f32_dot`)
+            assert ("wgmma" in bf or "mma.sync" in bf) and "bf16" in bf
 
 
 @pytest.mark.parametrize("name", ["softmax", "linear_gelu"])

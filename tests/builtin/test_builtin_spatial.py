@@ -40,12 +40,14 @@ def test_spatial_families_match_the_reference(tmp_path: Path, gen, run_selfcheck
 
 
 def test_conv_kernels_are_implicit_gemms_and_honest(tmp_path: Path, gen) -> None:
-    """fp32 convs are tl.dot GEMMs in tf32x3 although PyTorch lets cuDNN use TF32 (one TF32 product
-    failed kiln's rule on 29 of 30 level-1 convs on the H200); transposed convs gather (no atomics:
+    """fp32 convs are tl.dot GEMMs in bf16x3 on a GPU (tf32x3 where it can't: `_kiln_f32_dot`), never
+    one TF32 product although PyTorch lets cuDNN use TF32 (one TF32 product failed kiln's rule on 29
+    of 30 level-1 convs on the H200); transposed convs gather (no atomics:
     deterministic); depthwise is its own direct kernel; forward only allocates, views and launches."""
     conv = gen(LEVEL1 / "55_conv_standard_2D__asymmetric_input__square_kernel.py", tmp_path).read_text()
     assert torch.backends.cudnn.allow_tf32  # PyTorch's default
-    assert "tl.dot(a, b, acc, input_precision=PREC)" in conv and "prec = 'tf32x3' if" in conv
+    assert "tl.dot(a, b, acc, input_precision=PREC)" in conv
+    assert "prec = _kiln_f32_dot(x5, CIG * KD * KH * KW, 'bf16x3') if x5.dtype == torch.float32" in conv
     convt = gen(LEVEL1 / "75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded"
                 "____dilated__.py", tmp_path).read_text()  # fmt: skip
     assert "def _kiln_convt(" in convt and "atomic" not in convt
@@ -76,8 +78,9 @@ def test_a_wrong_conv_fails_the_selfcheck(tmp_path: Path, gen, run_selfcheck) ->
 
 
 def test_fp32_matmul_precision_follows_pytorchs_own(monkeypatch) -> None:
-    """`auto`: tf32x3 unless the user allowed TF32 for fp32 matmuls; NVIDIA_TF32_OVERRIDE=0 (cuBLAS
-    kept off TF32) keeps the kernel off it too; an explicit precision is kept."""
+    """`auto`: bf16x3 (tf32x3 where the forward can't take it) unless the user allowed TF32 for fp32
+    matmuls; NVIDIA_TF32_OVERRIDE=0 (cuBLAS kept off TF32) keeps the kernel off it too; an explicit
+    precision is kept."""
     from kiln.agents.builtin.space import fp32_dot
 
     cublas = torch.backends.cuda.matmul
@@ -85,10 +88,35 @@ def test_fp32_matmul_precision_follows_pytorchs_own(monkeypatch) -> None:
     monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
     try:
         cublas.allow_tf32 = False  # PyTorch's default
-        assert (fp32_dot("auto"), fp32_dot("ieee"), fp32_dot("tf32")) == ("tf32x3", "ieee", "tf32")
+        assert (fp32_dot("auto"), fp32_dot("ieee"), fp32_dot("tf32")) == ("bf16x3", "ieee", "tf32")
         cublas.allow_tf32 = True
         assert fp32_dot("auto") == "tf32"
         monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
-        assert fp32_dot("auto") == "tf32x3"
+        assert fp32_dot("auto") == "bf16x3"
     finally:
         cublas.allow_tf32 = saved
+
+
+def test_bf16x3_is_taken_only_where_it_can_run_and_the_sum_is_long(monkeypatch) -> None:
+    """The generated forward's precision choice: bf16x3 on a CUDA tensor with Triton >= 3.6 and a dot
+    of at least 64 products; tf32x3 on CPU (the interpreter has no bf16x3), with an older Triton and
+    for short sums; any other precision is kept as asked."""
+    import types
+
+    import triton
+
+    from kiln.agents.builtin.emit import F32_DOT_HELPER
+
+    ns: dict = {"triton": triton}
+    exec(F32_DOT_HELPER, ns)  # noqa: S102 - kiln's own helper text, as the generated module holds it
+    choose = ns["_kiln_f32_dot"]
+    gpu, cpu = types.SimpleNamespace(is_cuda=True), types.SimpleNamespace(is_cuda=False)
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    assert choose(gpu, 576, "bf16x3") == "bf16x3"
+    assert choose(gpu, 20, "bf16x3") == "tf32x3"  # a transposed grouped conv's short sum (75: 0.56 of its allowance)
+    assert choose(cpu, 576, "bf16x3") == "tf32x3"
+    assert choose(gpu, 576, "ieee") == "ieee" and choose(gpu, 576, "tf32x3") == "tf32x3"
+    monkeypatch.setattr(triton, "__version__", "3.5.1")
+    assert choose(gpu, 576, "bf16x3") == "tf32x3"
+    monkeypatch.setattr(triton, "__version__", "3.10.0+git1234")
+    assert choose(gpu, 576, "bf16x3") == "bf16x3"

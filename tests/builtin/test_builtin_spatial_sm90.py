@@ -41,8 +41,9 @@ def _kernels(path: Path) -> dict:
     return {re.sub(r"^_kiln_(s\d+_)?", "", k): v for k, v in vars(mod).items() if isinstance(v, triton.runtime.jit.JITFunction)}
 
 
-def _compile(fn, base: str, ptr: str, flat: bool = False) -> str:
+def _compile(fn, base: str, ptr: str, flat: bool = False, prec: str | None = None) -> str:
     consts = {a: v for a, v in CONSTEXPRS[base].items() if a in fn.arg_names}
+    consts |= {"PREC": prec} if prec else {}
     consts |= {"FLAT": flat} if "FLAT" in consts else {}
     if ptr != "*fp32" and "PREC" in consts:
         consts["PREC"] = "tf32"  # what ModelNew passes for 16-bit inputs
@@ -73,6 +74,9 @@ def test_spatial_kernels_compile_for_sm90(tmp_path: Path, monkeypatch: pytest.Mo
             if base not in CONSTEXPRS:
                 continue  # the elementwise normalise after batch statistics: test_builtin_sm90_offline
             variants = [("*fp32", False)] + ([("*bf16", False)] if base in MMA else []) + ([("*fp32", True)] if base == "conv" else [])
+            if base == "conv":  # fp32 on a GPU takes three bf16 products (`_kiln_f32_dot`)
+                bf = _compile(fn, base, "*fp32", False, prec="bf16x3")
+                assert "wgmma" in bf and "bf16" in bf, "conv: bf16x3 is not bf16 tensor-core MMAs"
             for ptr, flat in variants:
                 ptx = _compile(fn, base, ptr, flat)
                 if base in MMA:
