@@ -159,7 +159,8 @@ def layers(device: str) -> dict[str, float]:
     gn, xg = GnSilu().to(device).eval(), torch.randn(2, 8, 4, 4, device=device)
     prof = profile.profile_model(gn, [lambda: gn(xg)], "cpu" if device == "cpu" else device, "float32")
     g = next(g for g in prof.groups if g.kind == "fused")
-    entry = BundleEntry(group=g.id, kind="fused", sig=g.sig, tail=g.tail, kernel="", scopes=g.scopes)
+    entry = BundleEntry(group=g.id, kind="fused", sig=g.sig, tail=g.tail, kernel="", scopes=g.scopes,
+                        module_paths=g.module_paths)
     fused = Site(entry, Kernel(types.SimpleNamespace(ModelNew=Same), g.tail.out, "overhead_probe_fused"))
     with torch.no_grad(), apply_entries(gn, [fused], compile_kernels=False) as h:
         out["fused_pair_us"] = host_us(lambda: gn(xg), 5000, device)
