@@ -10,14 +10,17 @@ so the ops around it run untouched):
 - anything else (another op, an in-place write, `.data`, printing) first fills it with the head's
   real result (its own kernel when one is patched), then runs as written.
 
-Either way it turns back into a plain `torch.Tensor`, so later ops pay nothing. The patched scope
-that holds the pair fills whatever is still pending when its forward ends, so no placeholder
-escapes. A head input written in place before the placeholder is read is detected (tensor versions)
+Filled (or written by an in-place tail), it turns back into a plain `torch.Tensor`, so later ops pay
+nothing. After an out-of-place tail it stays a placeholder, *spent*: usually nothing holds it any
+more and it is freed unread; a later reader (the head's output had another consumer) gets it filled.
+The patched scope that holds the pair fills the placeholders still alive when its forward ends (they
+are tracked by weak reference), so none escapes empty. A head input written in place before the placeholder is read is detected (tensor versions)
 and raised: the head's result cannot be recomputed then.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -33,11 +36,12 @@ META_METHODS = {"size", "dim", "stride", "numel", "is_contiguous", "element_size
 class Pending:
     """A deferred head call, kept on its placeholder until the placeholder is read."""
 
-    __slots__ = ("site", "table", "func", "args", "kwargs", "values", "versions")
+    __slots__ = ("site", "table", "func", "args", "kwargs", "values", "versions", "spent")
 
     def __init__(self, site: Any, table: Any, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> None:
         self.site, self.table, self.func, self.args, self.kwargs, self.values = site, table, func, args, kwargs, values
         self.versions = [values[i]._version for i in site.tensor_at]  # checked again when it is read
+        self.spent = False  # the fused tail ran: the placeholder is filled only if it is read again
 
 
 class Placeholder(torch.Tensor):
@@ -68,7 +72,7 @@ def defer(table: Any, site: Any, func: Callable, args: tuple, kwargs: dict, valu
                              device=values[0].device if isinstance(values[0], torch.Tensor) else None)
     ph._kiln = Pending(site, table, func, args, kwargs, values)
     ph.__class__ = Placeholder
-    table.pending[id(ph)] = ph
+    table.pending[id(ph)] = weakref.ref(ph)  # one nobody holds any more needs no filling
     return ph
 
 
@@ -76,11 +80,15 @@ def _release(ph: Any) -> Pending:
     p: Pending = ph._kiln
     del ph._kiln
     ph.__class__ = torch.Tensor
-    del p.table.pending[id(ph)]
+    p.table.pending.pop(id(ph), None)
+    _check(p)
+    return p
+
+
+def _check(p: Pending) -> None:
     if [p.values[i]._version for i in p.site.tensor_at] != p.versions:
         raise RuntimeError(f"kiln: an input of {p.site.entry.group}'s head was written in place before its "
                            "deferred result was read, so that result cannot be computed; unpatch this group")
-    return p
 
 
 def fill(ph: Any) -> None:
@@ -96,9 +104,13 @@ def fill(ph: Any) -> None:
         ph.copy_(p.func(*p.args, **p.kwargs))
 
 
-def fill_all(pending: dict[int, torch.Tensor]) -> None:
-    for ph in list(pending.values()):
-        fill(ph)
+def fill_all(pending: dict[int, weakref.ref]) -> None:
+    """Fill the placeholders still alive (a scope's end: none may escape it empty)."""
+    for ref in list(pending.values()):
+        ph = ref()
+        if type(ph) is Placeholder:
+            fill(ph)
+    pending.clear()
 
 
 def tail(ph: Any, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
@@ -106,13 +118,13 @@ def tail(ph: Any, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]
     on `ph`; else (False, None), `ph` still pending."""
     p: Pending = ph._kiln
     site = p.site
-    if func is not site.tail_func:
+    if func is not site.tail_func or p.spent:
         return False, None
     tguard = site.tail
     values = tguard.values(args, kwargs)
     if values is None or not any(values[i] is ph for i in site.head_at) or not tguard.ok(values):
         return False, None
-    _release(ph)
+    _check(p)
     acts, params = site.guard.split(p.values)
     tacts, tparams = tguard.split(values)
     p.table.count(site.entry.group)
@@ -122,8 +134,10 @@ def tail(ph: Any, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]
     else:
         out = site.kernel(acts + tacts, params + tparams)
     if site.tail_writes:  # relu_(bn(x)): the placeholder becomes the result, no copy
+        _release(ph)
         ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())
         return True, ph
+    p.spent = True  # `h = norm(x); y = act(h); h + y`: a later read of h still gets the head's result
     return True, out
 
 

@@ -167,7 +167,7 @@ class Table:
     compile_kernels: bool = True
     calls: dict[str, int] = field(default_factory=dict)  # group -> kernel calls (for tests and reports)
     ranges: bool = False  # each kernel call in a `kiln.group.<id>` profiler range (gputime.py)
-    pending: dict[int, torch.Tensor] = field(default_factory=dict)  # id -> placeholder not read yet
+    pending: dict[int, Any] = field(default_factory=dict)  # id -> weakref to a placeholder not filled yet
     depth: int = 0  # patched scopes being run (a head defers only inside one: its end fills the rest)
 
     def count(self, group: str) -> None:
