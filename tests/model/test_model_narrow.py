@@ -156,3 +156,11 @@ def test_stock_calls_are_the_calls_a_mode_records(cls: type) -> None:
     call = next(c for c in rec.calls if c.sig.op == f"F.{func.__name__}")
     with torch.no_grad():  # the guard refuses tensors that need autograd
         assert Guard(call.sig).match(build(mod, x), {}) is not None
+
+
+def test_the_overhead_probe_reports_a_forward_on_cpu() -> None:
+    from kiln.evals.model import overhead
+
+    p = overhead.per_forward("cpu", reps=1)  # raises when the pairs never ran fused
+    assert set(p) == {"forward_eager_us", "forward_patched_free_us", "forward_pairs_eager_us", "forward_runtime_us"}
+    assert p["forward_eager_us"] > p["forward_pairs_eager_us"] > 0, p
