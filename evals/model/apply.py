@@ -12,7 +12,9 @@ from typing import Any
 import torch
 
 from kiln.evals.model import sigs
+from kiln.evals.model.defer import Placeholder, fill, fill_all, tail
 from kiln.evals.model.patch import KilnMode, Site, Table, custom_op
+from kiln.evals.model.stock import stock_call
 
 
 @dataclass
@@ -25,7 +27,7 @@ class Applied:
     mode: KilnMode
     originals: list[tuple[torch.nn.Module, Any, Callable]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    depth: int = 0
+    in_mode: bool = False
     active: bool = True
 
     def remove(self) -> None:
@@ -51,27 +53,36 @@ class Applied:
     def __exit__(self, *exc: object) -> None:
         self.remove()
 
-    def call(self, inner: Callable, args: tuple, kwargs: dict) -> Any:
-        """`inner(*args, **kwargs)` in the kernel mode: the outermost scope enters it and, leaving,
-        fills what placeholders are left; nested scopes only count. (A plain method, not a
-        `contextlib` context manager: that one costs a generator per call.)"""
-        if self.depth:
-            self.depth += 1
+    def call(self, inner: Callable, args: tuple, kwargs: dict, watch: bool = True) -> Any:
+        """`inner(*args, **kwargs)` as a patched scope: the outermost scope, leaving, fills what
+        placeholders are left; `watch`: in the kernel mode (entered once, by the first scope that
+        watches). (A plain method, not a `contextlib` context manager: that one costs a generator.)"""
+        t = self.table
+        if t.depth:
+            t.depth += 1
             try:
-                return inner(*args, **kwargs)
+                return self._run(inner, args, kwargs, watch)
             finally:
-                self.depth -= 1
-        if not self.table.compile_kernels and torch.compiler.is_compiling():
+                t.depth -= 1
+        if not t.compile_kernels and torch.compiler.is_compiling():
             return inner(*args, **kwargs)
-        self.depth = 1
+        t.depth = 1
+        try:
+            return self._run(inner, args, kwargs, watch)
+        finally:
+            t.depth = 0
+            if t.pending:
+                fill_all(t.pending)
+
+    def _run(self, inner: Callable, args: tuple, kwargs: dict, watch: bool) -> Any:
+        if not watch or self.in_mode:
+            return inner(*args, **kwargs)
+        self.in_mode = True
         try:
             with self.mode:
-                try:
-                    return inner(*args, **kwargs)
-                finally:
-                    self.mode.fill_all()
+                return inner(*args, **kwargs)
         finally:
-            self.depth = 0
+            self.in_mode = False
 
 
 def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callable], Callable]) -> None:
@@ -82,10 +93,38 @@ def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callabl
     applied.originals.append((mod, own, mod.forward))
 
 
-def scoped(applied: Applied) -> Callable[[Callable], Callable]:
+def scoped(applied: Applied, watch: bool) -> Callable[[Callable], Callable]:
     def make(inner: Callable) -> Callable:
         def forward(*args: Any, **kwargs: Any) -> Any:
-            return applied.call(inner, args, kwargs)
+            return applied.call(inner, args, kwargs, watch)
+        return forward
+    return make
+
+
+def stock_site(applied: Applied, mod: torch.nn.Module, func: Callable, build: Callable) -> Callable[[Callable], Callable]:
+    """A stock leaf module (stock.py) whose call a kernel may take, as a head, a single site or a fused
+    pair's tail on a placeholder: routed here, with no mode entered."""
+    table = applied.table
+
+    def make(inner: Callable) -> Callable:
+        def forward(x: Any, *rest: Any, **kw: Any) -> Any:
+            if rest or kw:
+                return inner(x, *rest, **kw)
+            cls = type(x)
+            if cls is Placeholder:  # the tail right after its head: the fused kernel
+                done, out = tail(x, func, build(mod, x), {})
+                if done:
+                    return out
+                fill(x)
+            elif cls is not torch.Tensor:  # a Parameter, another subclass: the plain path
+                return inner(x)
+            if func not in table.single and func not in table.fused:
+                return inner(x)
+            compiling = torch.compiler.is_compiling()
+            if compiling and not table.compile_kernels:
+                return inner(x)
+            done, out = table.route(func, build(mod, x), {}, compiling)
+            return out if done else inner(x)
         return forward
     return make
 
@@ -113,7 +152,8 @@ def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[
 def apply_entries(model: torch.nn.Module, sites: list[Site], compile_kernels: bool) -> Applied:
     table = Table(compile_kernels=compile_kernels)
     applied = Applied(model, table, KilnMode(table))
-    scopes: list[str] = []
+    watch: dict[str, bool] = {}  # scope path -> whether it enters the kernel mode
+    stock: dict[str, tuple[Callable, Callable]] = {}  # stock leaf path -> (its functional, its builder)
     for site in sites:
         e = site.entry
         if e.kind == "module":
@@ -131,15 +171,53 @@ def apply_entries(model: torch.nn.Module, sites: list[Site], compile_kernels: bo
             sigs.positional_names(sigs.resolve(e.tail.op))
         custom_op(site.kernel)  # registered now: torch.compile must not trace its creation
         (table.fused if e.kind == "fused" else table.single).setdefault(func, []).append(site)
-        scopes += [s for s in e.scopes if s not in scopes]
-    for path in scopes:
+        _plan_scopes(model, e, func, watch, stock)
+    for path, (func, build) in stock.items():
+        mod = _submodule(model, path)
+        assert mod is not None
+        wrap_forward(applied, mod, stock_site(applied, mod, func, build))
+    for path, w in watch.items():
         mod = _submodule(model, path)
         if mod is None:
             applied.missing.append(f"no module at {path}")
             continue
-        wrap_forward(applied, mod, scoped(applied))
+        wrap_forward(applied, mod, scoped(applied, w))
     applied.mode.watch = table.watched()
     return applied
+
+
+def _plan_scopes(model: torch.nn.Module, e: Any, func: Callable, watch: dict[str, bool],
+                 stock: dict[str, tuple[Callable, Callable]]) -> None:
+    """Where a site is intercepted: at its stock leaf module when it has one (no mode), else in the
+    kernel mode over the narrowest scope that holds the call. A fused pair's head goes the same way;
+    its tail is met by the placeholder itself (or at a stock tail module), and its common scope only
+    fills what is left when it ends. A fused entry with no head paths (an older bundle) keeps the mode
+    over the common scope."""
+    fused = e.kind == "fused"
+    for path in e.module_paths if fused else e.scopes:
+        _intercept(model, path, func, watch, stock)
+    if not fused:
+        return
+    tail_func = sigs.resolve(e.tail.op)
+    for path in e.scopes:
+        watch[path] = watch.get(path, False) or not e.module_paths
+        scope = _submodule(model, path)
+        for name, mod in scope.named_modules() if scope is not None else ():
+            call = stock_call(mod)
+            full = f"{path}.{name}" if path and name else path or name
+            if call is not None and call[0] is tail_func and not watch.get(full):
+                stock[full] = call
+
+
+def _intercept(model: torch.nn.Module, path: str, func: Callable, watch: dict[str, bool],
+               stock: dict[str, tuple[Callable, Callable]]) -> None:
+    mod = _submodule(model, path)
+    call = stock_call(mod) if mod is not None else None
+    if call is not None and call[0] is func and not watch.get(path):
+        stock[path] = call
+    else:
+        stock.pop(path, None)
+        watch[path] = True
 
 
 def _submodule(model: torch.nn.Module, path: str) -> torch.nn.Module | None:

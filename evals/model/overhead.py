@@ -12,6 +12,9 @@
   out), `lean_kind_us` (the lean launcher's key for the SiLU launch);
 - with the lean launcher, `lean_stub_us`: one lean launch with the compiled kernel's launcher
   replaced by a no-op (key, hook checks, argument fill: the launcher's own C call left out);
+- per forward of the SD ResBlocks (examples/model/sd_resblock.py, small): eager, patched with their
+  group norm -> SiLU pairs fused into a free kernel, the pairs' own eager host time, and
+  `forward_runtime_us`: what the runtime costs a forward (patched - eager + pairs);
 - per-call host time of a small SiLU: eager, the built-in kernel launched by Triton, the same kernel
   through the lean launcher, and the whole patched path (mode, guard, kernel wrapper, launch);
 - the SD-size group norm + SiLU, eager against the built-in fused kernel: kernel time (torch.profiler)
@@ -159,12 +162,50 @@ def layers(device: str) -> dict[str, float]:
     gn, xg = GnSilu().to(device).eval(), torch.randn(2, 8, 4, 4, device=device)
     prof = profile.profile_model(gn, [lambda: gn(xg)], "cpu" if device == "cpu" else device, "float32")
     g = next(g for g in prof.groups if g.kind == "fused")
-    entry = BundleEntry(group=g.id, kind="fused", sig=g.sig, tail=g.tail, kernel="", scopes=g.scopes)
+    entry = BundleEntry(group=g.id, kind="fused", sig=g.sig, tail=g.tail, kernel="", scopes=g.scopes,
+                        module_paths=g.module_paths)
     fused = Site(entry, Kernel(types.SimpleNamespace(ModelNew=Same), g.tail.out, "overhead_probe_fused"))
     with torch.no_grad(), apply_entries(gn, [fused], compile_kernels=False) as h:
         out["fused_pair_us"] = host_us(lambda: gn(xg), 5000, device)
         if not h.table.calls.get(g.id):
             raise RuntimeError("the fused group norm -> SiLU pair never ran as one kernel")
+    return out
+
+
+SD_RESBLOCK = Path(__file__).resolve().parents[2] / "examples" / "model" / "sd_resblock.py"
+
+
+def per_forward(device: str, reps: int = 5) -> dict[str, float]:
+    """The SD ResBlocks (`make_small`: tiny tensors, so the host is what is timed) per forward: eager,
+    and patched with every group norm -> SiLU pair fused into a kernel that costs nothing; the pairs'
+    own eager host time; the runtime's cost per forward is patched - (eager - pairs). Best of `reps`
+    alternating runs."""
+    from kiln.evals.model.targets import from_file
+
+    if not SD_RESBLOCK.exists():
+        return {}
+    model, (x, temb) = from_file(str(SD_RESBLOCK), "make_small")
+    model, x, temb = model.to(device).eval(), x.to(device), temb.to(device)
+    prof = profile.profile_model(model, [lambda: model(x, temb)], device, "float32")
+    g = next(g for g in prof.groups if g.kind == "fused" and g.sig.op == "F.group_norm")
+    entry = BundleEntry(group=g.id, kind="fused", sig=g.sig, tail=g.tail, kernel="", scopes=g.scopes,
+                        module_paths=g.module_paths)
+    site = Site(entry, Kernel(types.SimpleNamespace(ModelNew=Same), g.tail.out, "overhead_probe_forward"))
+    norms = [(b.norm1, b.nonlinearity, x) for b in model.blocks] + [(b.norm2, b.nonlinearity, x) for b in model.blocks]
+    eager, patched = [], []
+    with torch.no_grad():
+        pairs = sum(host_us(lambda n=n, a=a, t=t: a(n(t)), 500, device) for n, a, t in norms)
+        h = apply_entries(model, [site], compile_kernels=False)
+        for _ in range(reps):
+            h.remove()
+            eager.append(host_us(lambda: model(x, temb), 300, device))
+            h.install()
+            patched.append(host_us(lambda: model(x, temb), 300, device))
+        h.remove()
+    if h.table.calls.get(g.id, 0) == 0:
+        raise RuntimeError("the SD ResBlocks' group norm -> SiLU pairs never ran fused")
+    out = {"forward_eager_us": min(eager), "forward_patched_free_us": min(patched), "forward_pairs_eager_us": pairs}
+    out["forward_runtime_us"] = out["forward_patched_free_us"] - out["forward_eager_us"] + pairs
     return out
 
 
@@ -234,6 +275,7 @@ def probe() -> dict[str, Any]:
                            "torch": torch.__version__, "lean_available": launch.available()}
     out |= passthrough(device)
     out |= layers(device)
+    out |= per_forward(device)
     if device == "cuda":
         with tempfile.TemporaryDirectory(prefix="kiln-overhead-") as tmp:
             out |= small_call(device, Path(tmp))

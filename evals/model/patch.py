@@ -1,14 +1,17 @@
 """Patch a live model with verified kernels, without editing its source.
 
-- *Function sites* (`F.group_norm`, `x.softmax(-1)`, ...): a `TorchFunctionMode` is entered around
-  the forward of the modules where the calls happen (their *scopes*); a call whose function, argument
-  shapes, dtypes, strides, devices and values match a kernel's recorded signature runs the kernel; any
-  other call (another shape, autograd needed, ...) runs the original op.
+- *Function sites* (`F.group_norm`, `x.softmax(-1)`, ...): where the call is a stock torch.nn leaf
+  module's own forward (`nn.GroupNorm`, `nn.SiLU`, stock.py), that module's forward is wrapped and
+  nothing else is intercepted; elsewhere a `TorchFunctionMode` is entered around the forward of the
+  innermost module where the calls happen (their *scopes*). A call whose function, argument shapes,
+  dtypes, strides, devices and values match a kernel's recorded signature runs the kernel; any other
+  call (another shape, autograd needed, ...) runs the original op.
 - *Module sites* (RMSNorm classes): the module instance's `forward` is wrapped the same way.
-- *Fused pairs* (`group_norm -> silu`, `softmax(fp32) -> .to(bf16)`): the head returns an empty
-  placeholder and remembers its call; when the next call is the expected tail on that placeholder, one
-  fused kernel produces the tail's result. Anything else that touches the placeholder first (another
-  op, the end of the scope) fills it with the head's real result, so no reader ever sees it empty.
+- *Fused pairs* (`group_norm -> silu`, `softmax(fp32) -> .to(bf16)`): the head (intercepted like a
+  function site) returns an empty placeholder that sees every op on it (defer.py): the expected tail
+  on it runs one fused kernel; anything else fills it with the head's real result first, so no reader
+  ever sees it empty. The pair's common scope only fills what is left when its forward ends: the ops
+  around the pair run with no interception.
 - Under `torch.compile` each kernel is a `torch.library` custom op with a fake implementation (the
   recorded output shape), or, with compile policy "original", the original ops (inductor fuses them).
   Fused placeholders are eager-only.
@@ -29,6 +32,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kiln.evals.model import sigs
+from kiln.evals.model.defer import Placeholder, defer
 from kiln.evals.model.guard import Guard
 from kiln.evals.model.records import BundleEntry, CallSig
 
@@ -78,12 +82,14 @@ class Kernel:
         return self.run(acts, params)
 
     def run(self, acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
-        """The eager call (the caller knows it is not being compiled)."""
+        """The eager call (the caller knows it is not being compiled), with torch functions handled
+        plainly inside: a kernel's own torch calls never come back to the kernel mode or a placeholder."""
         fwd = self.instance(params).forward  # not Module.__call__: a kernel module has no hooks
-        if torch.is_grad_enabled():
-            with torch.no_grad():
-                return fwd(*acts)
-        return fwd(*acts)
+        with torch._C.DisableTorchFunction():
+            if torch.is_grad_enabled():
+                with torch.no_grad():
+                    return fwd(*acts)
+            return fwd(*acts)
 
 
 def custom_op(k: Kernel) -> Any:
@@ -143,19 +149,15 @@ class Site:
         return tuple(i for i, a in enumerate(self.entry.tail.args) if a.param == HEAD_MARK)
 
     @cached_property
+    def tensor_at(self) -> list[int]:
+        """Where in the head's arguments its tensors stand (their versions are checked when deferred)."""
+        return [i for i, a in enumerate(self.entry.sig.args) if a.kind != "value"]
+
+    @cached_property
     def placeholder(self) -> tuple[tuple, tuple, torch.dtype]:
         o = self.entry.sig.out
         assert o is not None
         return tuple(o.shape), tuple(o.stride), getattr(torch, o.dtype)
-
-
-@dataclass
-class Pending:
-    site: Site
-    func: Callable
-    args: tuple
-    kwargs: dict
-    values: list[Any]
 
 
 @dataclass
@@ -165,6 +167,8 @@ class Table:
     compile_kernels: bool = True
     calls: dict[str, int] = field(default_factory=dict)  # group -> kernel calls (for tests and reports)
     ranges: bool = False  # each kernel call in a `kiln.group.<id>` profiler range (gputime.py)
+    pending: dict[int, Any] = field(default_factory=dict)  # id -> weakref to a placeholder not filled yet
+    depth: int = 0  # patched scopes being run (a head defers only inside one: its end fills the rest)
 
     def count(self, group: str) -> None:
         self.calls[group] = self.calls.get(group, 0) + 1
@@ -172,112 +176,50 @@ class Table:
     def watched(self) -> frozenset:
         return frozenset(self.single) | frozenset(self.fused)
 
-
-class KilnMode(TorchFunctionMode):
-    """Routes matching calls to kernels; every other call runs unchanged (after one set lookup)."""
-
-    def __init__(self, table: Table) -> None:
-        super().__init__()
-        self.table = table
-        self.watch: frozenset = frozenset()
-        self.pending: dict[int, tuple[torch.Tensor, Pending]] = {}
-
-    def __torch_function__(self, func: Callable, types_: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        if not self.pending and func not in self.watch:  # the common case: one lookup, then the op
-            return func(*args, **(kwargs or {}))
-        kwargs = kwargs or {}
-        if self.pending:
-            done, out = self._pending_call(func, args, kwargs)
-            if done:
-                return out
-        compiling = torch.compiler.is_compiling()
-        if compiling and not self.table.compile_kernels:
-            return func(*args, **kwargs)
-        nargs, nkw = sigs.normalize(func, args, kwargs) if kwargs else (args, kwargs)
-        if not compiling:
-            for site in self.table.fused.get(func, ()):
-                values = site.guard.match(nargs, nkw)
-                if values is not None:
-                    return self._defer(site, func, args, kwargs, values)
-        for site in self.table.single.get(func, ()):
-            ok, out = self._run(site, nargs, nkw, compiling)
-            if ok:
-                return out
-        return func(*args, **kwargs)
-
-    def _run(self, site: Site, args: tuple, kwargs: dict, compiling: bool | None = None) -> tuple[bool, Any]:
-        if not self.table.ranges:
+    def run(self, site: Site, args: tuple, kwargs: dict, compiling: bool | None = None) -> tuple[bool, Any]:
+        if not self.ranges:
             ok, out = site.try_run(args, kwargs, compiling=compiling)
         else:
             with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
                 ok, out = site.try_run(args, kwargs, compiling=compiling)
         if ok:
-            self.table.count(site.entry.group)
+            self.count(site.entry.group)
         return ok, out
 
-    def _defer(self, site: Site, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> torch.Tensor:
-        shape, stride, dtype = site.placeholder
-        ph = torch.empty_strided(shape, stride, dtype=dtype, device=values[0].device
-                                 if isinstance(values[0], torch.Tensor) else None)
-        self.pending[id(ph)] = (ph, Pending(site, func, args, kwargs, values))
-        return ph
-
-    def _pending_call(self, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
-        if _metadata(func):  # x.shape, x.size(), x.dtype ...: no data read, the placeholder can wait
-            return False, None
-        found = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and id(v) in self.pending]
-        for ph in found:
-            _, p = self.pending[id(ph)]
-            tguard = p.site.tail
-            assert tguard is not None
-            values = tguard.values(*sigs.normalize(func, args, kwargs)) if func is p.site.tail_func else None
-            if values is not None and any(values[i] is ph for i in p.site.head_at) and tguard.ok(values):
-                del self.pending[id(ph)]
-                return True, self._fused(p, ph, tguard, values)
-            self.fill(id(ph))
+    def route(self, func: Callable, args: tuple, kwargs: dict, compiling: bool) -> tuple[bool, Any]:
+        """(True, the result) when a kernel takes the call `func(*args, **kwargs)`: a fused pair's head
+        defers (eager, inside a scope), else a single site runs; (False, None) when none does."""
+        nargs, nkw = sigs.normalize(func, args, kwargs) if kwargs else (args, kwargs)
+        if not compiling and self.depth:
+            for site in self.fused.get(func, ()):
+                values = site.guard.match(nargs, nkw)
+                if values is not None:
+                    return True, defer(self, site, func, args, kwargs, values)
+        for site in self.single.get(func, ()):
+            ok, out = self.run(site, nargs, nkw, compiling)
+            if ok:
+                return True, out
         return False, None
 
-    def _fused(self, p: Pending, ph: torch.Tensor, tguard: Guard, values: list[Any]) -> Any:
-        acts, params = p.site.guard.split(p.values)
-        tacts, tparams = tguard.split(values)
-        self.table.count(p.site.entry.group)
-        if self.table.ranges:
-            with torch.profiler.record_function(f"kiln.group.{p.site.entry.group}"):
-                out = p.site.kernel(acts + tacts, params + tparams)
-        else:
-            out = p.site.kernel(acts + tacts, params + tparams)
-        if p.site.tail_writes:  # relu_(bn(x)): the placeholder becomes the result, no copy
-            ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())
-            return ph
-        return out
 
-    def fill(self, key: int) -> None:
-        """The head's real result into its placeholder (its own kernel when one is patched)."""
-        ph, p = self.pending.pop(key)
-        with torch.no_grad():
-            nargs, nkw = sigs.normalize(p.func, p.args, p.kwargs) if p.kwargs else (p.args, p.kwargs)
-            for site in self.table.single.get(p.func, ()):
-                ok, out = self._run(site, nargs, nkw)
-                if ok:
-                    ph.copy_(out)
-                    return
-            ph.copy_(p.func(*p.args, **p.kwargs))
+class KilnMode(TorchFunctionMode):
+    """Routes matching calls to kernels; every other call runs unchanged (after one set lookup). A
+    call on a placeholder goes on to the placeholder's own handler (defer.py)."""
 
-    def fill_all(self) -> None:
-        for key in list(self.pending):
-            self.fill(key)
+    def __init__(self, table: Table) -> None:
+        super().__init__()
+        self.table = table
+        self.watch: frozenset = frozenset()
 
-
-META_PROPS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_sparse"}
-META_METHODS = {"size", "dim", "stride", "numel", "is_contiguous", "element_size", "nelement", "ndimension",
-                "get_device", "is_floating_point"}
-
-
-def _metadata(func: Callable) -> bool:
-    owner = getattr(func, "__self__", None)
-    if getattr(func, "__name__", "") == "__get__" and getattr(owner, "__name__", "") in META_PROPS:
-        return True
-    return getattr(func, "__name__", "") in META_METHODS
+    def __torch_function__(self, func: Callable, types_: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func not in self.watch or Placeholder in types_:  # the common case: one lookup, then the op
+            return func(*args, **kwargs)
+        compiling = torch.compiler.is_compiling()
+        if compiling and not self.table.compile_kernels:
+            return func(*args, **kwargs)
+        done, out = self.table.route(func, args, kwargs, compiling)
+        return out if done else func(*args, **kwargs)
 
 
 def _writes_input(tail: CallSig) -> bool:
