@@ -120,3 +120,15 @@ def test_bf16x3_is_taken_only_where_it_can_run_and_the_sum_is_long(monkeypatch) 
     assert choose(gpu, 576, "bf16x3") == "tf32x3"
     monkeypatch.setattr(triton, "__version__", "3.10.0+git1234")
     assert choose(gpu, 576, "bf16x3") == "bf16x3"
+
+
+def test_pipeline_stages_keep_tf32x3_and_single_ops_take_bf16x3(tmp_path: Path, gen) -> None:
+    """A conv or GEMM stage of a pipeline (a norm after it can magnify its error past the reference's
+    own: KernelBench level 2's 21 and 73 in TF32) asks for tf32x3; a conv alone asks for bf16x3, which the
+    forward takes only where it can run."""
+    from spatial_lib import SHRUNK
+
+    alone = gen(LEVEL1 / "55_conv_standard_2D__asymmetric_input__square_kernel.py", tmp_path).read_text()
+    assert "_kiln_f32_dot(x5, CIG * KD * KH * KW, 'bf16x3')" in alone
+    piped = gen(SHRUNK / "level2" / "52_Conv2d_Activation_BatchNorm.py", tmp_path).read_text()
+    assert "_kiln_f32_dot(x5, CIG * KD * KH * KW, 'tf32x3')" in piped and "'bf16x3')" not in piped
