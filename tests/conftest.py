@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,20 @@ SERIAL = {
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+@pytest.fixture(autouse=True)
+def _triton_interpret_kept() -> object:
+    """kiln switches its own process to Triton's interpreter for a CPU bundle or model run
+    (`TRITON_INTERPRET`, read when a kernel is decorated); a test that does so in-process must not
+    leave a later test of the same worker compiling kernels through the interpreter (the sm_90
+    offline compile tests then saw no JITFunction)."""
+    before = os.environ.get("TRITON_INTERPRET")
+    yield
+    if before is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = before
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(__file__).parent
     for item in items:
