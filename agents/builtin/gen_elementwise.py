@@ -76,9 +76,9 @@ def ew_forward(plan: Plan, cfg: dict) -> str:
             # a call on the CPU machine, most of a small patched op's host time)
             f"args = [{', '.join(args)}]",
             f"shape = {tens[0]}.shape",
-            f"same = {' and '.join(f'{e}.shape == shape' for e in tens[1:]) or 'True'}",
-            "if not same:",
-            f"    shape = torch.broadcast_shapes({', '.join(f'{e}.shape' for e in tens)})",
+            *([f"same = {' and '.join(f'{e}.shape == shape' for e in tens[1:])}",
+               f"shape = shape if same else torch.broadcast_shapes({', '.join(f'{e}.shape' for e in tens)})"]
+              if len(tens) > 1 else ["same = True"]),
             "shape = tuple(shape)",
             f"out = torch.empty(shape, device={tens[0]}.device, dtype={tens[0]}.dtype)",
             "n = out.numel()",

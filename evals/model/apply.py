@@ -135,14 +135,9 @@ def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[
             compiling = torch.compiler.is_compiling()
             if not rest and not kw and not (compiling and not applied.table.compile_kernels):
                 eps = getattr(mod, "eps", getattr(mod, "variance_epsilon", None))
-                call = ((x, mod.weight), {"eps": float(eps) if eps is not None else None})
-                if applied.table.ranges:  # kernel time per group (measure.py)
-                    with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
-                        ok, out = site.try_run(*call, compiling=compiling)
-                else:
-                    ok, out = site.try_run(*call, compiling=compiling)
+                ok, out = applied.table.run(site, (x, mod.weight), {"eps": float(eps) if eps is not None else None},
+                                            compiling)
                 if ok:
-                    applied.table.count(site.entry.group)
                     return out
             return inner(x, *rest, **kw)
         return forward

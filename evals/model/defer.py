@@ -14,8 +14,9 @@ Filled (or written by an in-place tail), it turns back into a plain `torch.Tenso
 nothing. After an out-of-place tail it stays a placeholder, *spent*: usually nothing holds it any
 more and it is freed unread; a later reader (the head's output had another consumer) gets it filled.
 The patched scope that holds the pair fills the placeholders still alive when its forward ends (they
-are tracked by weak reference), so none escapes empty. A head input written in place before the placeholder is read is detected (tensor versions)
-and raised: the head's result cannot be recomputed then.
+are tracked by weak reference), so none escapes empty. A head input written in place before the
+placeholder is read is detected (tensor versions) and raised: the head's result cannot be recomputed
+then.
 """
 
 from __future__ import annotations

@@ -129,9 +129,8 @@ class TrialComparer:
                 cmp.first_failure = (f"ModelNew.forward wrote into its input tensors on {describe(bad)}. Inputs are "
                                      "read-only: allocate the output (and any scratch) separately.")
             else:
-                from kiln.tools.correctness import (
-                    first_failure,  # torch: not at import (see kiln.tools.draws)
-                )
+                # torch: imported here, not at module import (see kiln.tools.draws)
+                from kiln.tools.correctness import first_failure
 
                 cmp.first_failure = first_failure(describe(bad), bad.mismatch, None if bad.mismatch else bad.error)
             cmp.short_reason = _short(bad)

@@ -69,31 +69,27 @@ def time_check(s: Session) -> None:
     loop_s = min(loop_s, s.o.timing_laps_s)
     s.ref_call(m.Release(), "release")
     prepared = _baselines_prepared(s, plan["missing"])  # torch.compile done: nothing else runs on the GPU now
-    parts: dict[str, float] = {}  # where the timing stage's seconds went (stages_s["timing.<part>"])
+    part = _Parts()  # where the timing stage's seconds went (stages_s["timing.<part>"])
     with _exclusive(s) as waited:
-        t_part = time.monotonic()
+        part.start()
         env_before = _env(s)
         crowd = [_gpu_processes(s)]
         sigma = _sigma(s)
-        parts["env"] = time.monotonic() - t_part
-        t_part = time.monotonic()
+        part("env")
         cand = _candidate_laps(s, ring, loop_s, sigma)
-        parts["candidate_laps"] = time.monotonic() - t_part
-        t_part = time.monotonic()
+        part("candidate_laps")
         crowd.append(_gpu_processes(s))
         if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
             s.cnd.close()
-        parts["close_candidate"] = time.monotonic() - t_part
-        t_part = time.monotonic()
+        part("close_candidate")
         base = {**plan["cached"], **_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma)}
-        parts["baselines"] = time.monotonic() - t_part
         crowd.append(_gpu_processes(s, closing=1))  # the candidate's context may outlive its process by a moment
         if "eager" in plan["cached"] and charged_samples(cand, base["eager"], ring.slots)[1] > 0:
             fresh = _eager_now(s, ring, loop_s, sigma)  # a charge is judged against steps timed now
             if "error" not in fresh:
                 base["eager"] = fresh
                 plan["cached"].pop("eager")
-    t_part = time.monotonic()
+        part("baselines")
     if waited is not None:
         s.rec.stages_s["timing_wait"] = waited
     elif s.o.exclusive_timing:
@@ -124,15 +120,29 @@ def time_check(s: Session) -> None:
     s.rec.timing = rec
     s.evidence["timing_integrity"] = _integrity(s, ring, cand, eager, deferred, sigma)
     s.evidence["baselines_cached"] = sorted(plan["cached"])
-    parts["summary_and_audit"] = time.monotonic() - t_part
-    t_part = time.monotonic()
+    part("summary_and_audit")
     peaks = _peaks(s)
     if peaks:
         s.evidence["peaks"] = peaks
-    parts["peaks"] = time.monotonic() - t_part
+    part("peaks")
     s.rec.stages_s["timing"] = s._since("timing")
-    for k, v in parts.items():
-        s.rec.stages_s[f"timing.{k}"] = round(v, 3)
+    s.rec.stages_s.update({f"timing.{k}": round(v, 3) for k, v in part.seconds.items()})
+
+
+class _Parts:
+    """Consecutive parts of a stage: `part(name)` ends the part running since the last call."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.start()
+
+    def start(self) -> None:
+        self.mark = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = now - self.mark
+        self.mark = now
 
 
 def _exclusive(s: Session) -> Any:
