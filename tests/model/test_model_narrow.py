@@ -6,6 +6,7 @@ after its tail, a head input written in place, and remove() all behave."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import types
 
 import pytest
@@ -163,4 +164,9 @@ def test_the_overhead_probe_reports_a_forward_on_cpu() -> None:
 
     p = overhead.per_forward("cpu", reps=1)  # raises when the pairs never ran fused
     assert set(p) == {"forward_eager_us", "forward_patched_free_us", "forward_pairs_eager_us", "forward_runtime_us"}
-    assert p["forward_eager_us"] > p["forward_pairs_eager_us"] > 0, p
+    # timings on a loaded CI host order any way (a timing is a benchmark, never a pass/fail test): only what
+    # the probe computes from them is checked
+    assert all(math.isfinite(v) for v in p.values()), p
+    assert min(p["forward_eager_us"], p["forward_patched_free_us"], p["forward_pairs_eager_us"]) > 0, p
+    want = p["forward_patched_free_us"] - p["forward_eager_us"] + p["forward_pairs_eager_us"]
+    assert p["forward_runtime_us"] == pytest.approx(want), p
