@@ -3,7 +3,9 @@ fp32, bench/eval_core_cases/), each row a fresh `kiln check` process unless it s
 
   cold_empty     empty kiln cache: peaks measured, baselines timed (torch.compile compiled), Triton cold
   cold_new_src   caches warm, a candidate source never seen (its Triton compile is cold)
-  again          the same problem and candidate again (everything cached)
+  again          the same problem and candidate again (everything cached; the resident fork server
+                 that cold_empty started forks the workers: a fresh process waits for none)
+  again_own      as `again`, with KILN_FORK_SERVER=process (the process starts its own fork server)
   no_bwrap       as `again`, with the bwrap outer layer unavailable (best-effort: what the sandbox costs)
   in_process     two checks in one process through LocalEvaluator (fork server warm), the second timed
 
@@ -35,9 +37,9 @@ def variant(tmp: Path, tag: str) -> Path:
     return path
 
 
-def kiln_check(cand: Path, cache: Path, extra: list[str]) -> dict:
+def kiln_check(cand: Path, cache: Path, extra: list[str], env_extra: dict[str, str] | None = None) -> dict:
     out = cand.with_suffix(f".{time.monotonic_ns()}.json")
-    env = {**os.environ, "KILN_CACHE_DIR": str(cache)}
+    env = {**os.environ, "KILN_CACHE_DIR": str(cache), **(env_extra or {})}
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "kiln.evals.cli", "check", str(PROBLEM), str(cand), "--device", "cuda",
                            "--json", str(out), *extra], capture_output=True, text=True, env=env, timeout=900)
@@ -47,6 +49,7 @@ def kiln_check(cand: Path, cache: Path, extra: list[str]) -> dict:
             "stages_s": rec.get("stages_s"), "isolation": (rec.get("isolation") or {}),
             "speedups": {k: round(v["value"], 3) for k, v in ((rec.get("timing") or {}).get("speedups") or {}).items()},
             "baselines_cached": (rec.get("evidence") or {}).get("baselines_cached"),
+            "fork_server": (rec.get("evidence") or {}).get("fork_server"),
             "timing": {k: v for k, v in ((rec.get("integrity") or {}).get("timing") or {}).items()
                        if v not in (None, "") and k in ("n_laps", "slots", "deferred_us_per_call", "cand_refresh_s",
                                                         "cand_commit_s", "base_refresh_s", "base_commit_s",
@@ -91,16 +94,18 @@ def main() -> int:
     keep("cold_new_src", kiln_check(variant(tmp, "b"), cache, extra))
     keep("again", kiln_check(variant(tmp, "b"), cache, extra))
     keep("again_2", kiln_check(variant(tmp, "b"), cache, extra))
+    keep("again_own", kiln_check(variant(tmp, "b"), cache, extra, {"KILN_FORK_SERVER": "process"}))
     keep("no_bwrap", kiln_check(variant(tmp, "b"), cache, ["--bwrap", str(tmp / "no-bwrap-here")]))
     keep("in_process", in_process(tmp, cache))
-    lines = ["| run | wall s | status | fork server | spawn | compile | correctness | integrity | timing | isolation |",
+    lines = ["| run | wall s | status | fork server (kind) | spawn | compile | correctness | integrity | timing | isolation |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in res.items():
         if name == "in_process":
             continue
         st = r.get("stages_s") or {}
         lines.append(f"| {name} | {r['wall_s']} | {r['status']} | " + " | ".join(
-            str(st.get(k, "")) for k in ("fork_server", "spawn", "compile", "correctness", "integrity", "timing"))
+            (f"{st.get(k, '')} ({r.get('fork_server')})" if k == "fork_server" else str(st.get(k, "")))
+            for k in ("fork_server", "spawn", "compile", "correctness", "integrity", "timing"))
             + f" | {r['isolation'].get('level', r['isolation'].get('in_force', ''))} |")
     ip = res["in_process"]
     lines.append(f"\nin one process (LocalEvaluator, fork server warm): new source {ip['new_source_s']} s, "

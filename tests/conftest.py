@@ -9,6 +9,11 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+# Tests start hundreds of kiln processes, each with its own cache root: a resident fork server each
+# (kiln.tools.sandbox.resident, a user's default) would leave dozens of idle servers of ~1 GB behind.
+# The suite runs per-process servers; tests/sandbox/test_resident.py runs the resident one.
+os.environ.setdefault("KILN_FORK_SERVER", "process")
+
 
 @pytest.fixture
 def fixtures() -> Path:

@@ -206,10 +206,25 @@ def check_sandbox(bwrap: str | None = None) -> DoctorItem:
                           "and best-effort runs candidates with the layers above only")
 
 
+def check_fork_servers() -> DoctorItem:
+    """The resident fork servers of this user (kiln.tools.sandbox.resident) that answer now."""
+    from kiln.tools.sandbox import resident
+
+    if not resident.enabled():
+        return DoctorItem(name="fork server", status="OK", detail=f"one per kiln process ({resident.MODE_ENV}=process)")
+    live = resident.running()
+    idle = f"stops after {resident.idle_s():.0f} s unused"
+    if not live:
+        return DoctorItem(name="fork server", status="OK", detail=f"resident: none running (the next check starts one; {idle})")
+    pids = ", ".join(str(s["pid"]) for s in live)
+    return DoctorItem(name="fork server", status="OK", detail=f"resident: {len(live)} running (pid {pids}; {idle})",
+                      fix="kiln doctor --stop-servers stops them")
+
+
 def collect(cache_dir: Path, bwrap: str | None = None) -> list[DoctorItem]:
     checks: list[Callable[[], DoctorItem]] = [check_python, check_gpu, check_cuda, check_fast_path, check_ninja,
                                               check_ncu, check_interpreter, lambda: check_cache(cache_dir),
-                                              lambda: check_sandbox(bwrap)]
+                                              lambda: check_sandbox(bwrap), check_fork_servers]
     # side by side: the slow ones (torch's import here, the interpreter's subprocess, the sandbox probe)
     # overlap instead of adding up; the table keeps this order
     with ThreadPoolExecutor(max_workers=len(checks)) as pool:
@@ -242,9 +257,16 @@ def doctor(
     json_out: Annotated[bool, typer.Option("--json", help="print the items as JSON instead of a table")] = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="compile cache to inspect (default: kiln's)")] = None,
     bwrap: o.Bwrap = None,
+    stop_servers: Annotated[bool, typer.Option("--stop-servers", help="stop this user's resident fork servers first")] = False,
 ) -> None:
-    """Check GPUs, driver, CUDA, nvcc, torch, Triton, Nsight Compute, the compile cache and the sandbox."""
+    """Check GPUs, driver, CUDA, nvcc, torch, Triton, Nsight Compute, the compile cache, the sandbox and
+    the resident fork servers."""
     from kiln.tools.compile import default_cache_root
+
+    if stop_servers:
+        from kiln.tools.sandbox import resident
+
+        print(f"kiln: stopped {resident.stop_all()} resident fork server(s)", file=sys.stderr)
 
     items = collect(cache_dir or default_cache_root(), bwrap)
     if json_out:

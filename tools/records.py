@@ -379,6 +379,9 @@ class CheckEvidence(Record):
     lang: Lang | None = Field(None, description="the candidate's language, from its source")
     n_weights_copied: int | None = Field(None, description="reference parameters/buffers copied into ModelNew")
     baselines_cached: list[str] = Field(default_factory=list, description="baselines read from kiln's cache")
+    fork_server: Literal["resident", "process", "none"] | None = Field(
+        None, description="what forked the workers: the user's resident server (kiln.tools.sandbox.resident), "
+        "this process's own, or none (fresh interpreters)")
     extra_round: ExtraRound | None = None
 
 

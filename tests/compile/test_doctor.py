@@ -13,10 +13,11 @@ def test_doctor_json_reports_every_item(tmp_path):
                        timeout=180)
     items = {it["name"]: it for it in json.loads(p.stdout)}
     assert set(items) == {"torch / Triton", "GPU / driver", "CUDA / nvcc", "fast CUDA path", "ninja (load_inline)",
-                          "Nsight Compute", "Triton interpreter", "compile cache", "sandbox"}
+                          "Nsight Compute", "Triton interpreter", "compile cache", "sandbox", "fork server"}
     assert all(it["status"] in ("OK", "WARN", "FAIL") for it in items.values())
     assert all(it["fix"] for it in items.values() if it["status"] != "OK")
     assert items["Triton interpreter"]["status"] == "OK"
+    assert items["fork server"]["detail"] == "one per kiln process (KILN_FORK_SERVER=process)"  # the suite's setting
     import torch
 
     if torch.version.cuda is None:  # CI's CPU build: said in words, never "built for CUDA None" or "CUDA -"

@@ -60,6 +60,15 @@ def daemon(token):
     os.waitpid(pid, 0)
 
 
+def unix_hello(path):
+    """Connect to a Unix socket and ask it for a spawn without confinement."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(3)
+    s.connect(path)
+    s.sendall(b'{"op": "hello"}\n')
+    return s.recv(200)
+
+
 def probe(targets):
     r = {"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd()}
     r["tcp"] = attempt(lambda: socket.create_connection(("127.0.0.1", targets["port"]), timeout=3).close())
@@ -73,6 +82,9 @@ def probe(targets):
     for name, pid in (("kiln", targets["kiln_pid"]), ("server", targets.get("server_pid"))):
         if pid:
             r[f"signal:{name}"] = attempt(lambda p=pid: os.kill(p, 0))  # 0: would a signal reach it?
+    for name, path in (targets.get("unix") or {}).items():  # a resident fork server's relay, say
+        r[f"unix:{name}"] = attempt(lambda p=path: unix_hello(p))
+    r["shm"] = attempt(lambda: sorted(os.listdir("/dev/shm")))
     r["kill_init"] = attempt(lambda: os.kill(1, signal.SIGKILL))  # its namespace's init
     # its own /proc files are its own (CUDA writes there: error 304 without, on the H200), its init's are not
     r["own_proc"] = attempt(lambda: Path("/proc/self/comm").write_text("hostile"))

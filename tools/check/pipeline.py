@@ -60,6 +60,7 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
             out.timing.reason = s.evidence.get("not_timed") or out.timing.reason
         out.evidence.n_weights_copied = s.evidence.get("n_weights_copied")
         out.evidence.baselines_cached = list(s.evidence.get("baselines_cached") or [])
+        out.evidence.fork_server = _server_kind(zygote)
         out.env = out.timing.env if out.timing and out.timing.env else out.env
         return out, _peaks(s.evidence.get("peaks"))
     finally:
@@ -69,6 +70,14 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
         shutil.rmtree(work, ignore_errors=True)
         caches.trim_candidate_cache(cand.sha256)
         rec.stages_s["cleanup"] = round(time.monotonic() - t_clean, 3)  # the work dir and the compile cache
+
+
+def _server_kind(zygote: Any) -> str:
+    if zygote is None:
+        return "none"
+    from kiln.tools.sandbox.resident import Resident
+
+    return "resident" if isinstance(zygote, Resident) else "process"
 
 
 def _peaks(data: Any) -> Any:

@@ -36,6 +36,7 @@ def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = No
     """The fork server for this device (None: workers start as fresh interpreters), inside the
     sandbox `box` (kiln.tools.sandbox.box.Sandbox) when given; with `preimport`, the parent's own
     torch import starts in the background too."""
+    from kiln.tools.sandbox import zygote
     from kiln.tools.sandbox.zygote import get_zygote, retire
 
     if preimport:
@@ -50,9 +51,40 @@ def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = No
         return get_zygote((*slot, str(cache_root)), env)
     from kiln.tools.sandbox.box import server_mounts
 
-    command = box.server_command([sys.executable, "-m", "kiln.tools.sandbox.zygote"], env=env,
-                                 write=server_mounts(cache_root))
-    return get_zygote((*slot, str(cache_root)), env, command)
+    server = [sys.executable, "-m", "kiln.tools.sandbox.zygote"]
+    key = (*slot, str(cache_root))
+    shared = _resident_dir(box) if key not in _NO_RESIDENT else None
+    if shared is not None:  # one server for every kiln process of this user (kiln.tools.sandbox.resident)
+        command = box.server_command(server, env=env, write=server_mounts(cache_root, shared))
+        z = get_zygote(key, env, command, resident=True)
+        if z is not None:
+            return z
+        _NO_RESIDENT.add(key)
+        why = zygote.LAST_ERROR[-1] if zygote.LAST_ERROR else "unknown"
+        _say_once(f"kiln: warning: no resident fork server ({why}); this process starts its own")
+    command = box.server_command(server, env=env, write=server_mounts(cache_root))
+    return get_zygote(key, env, command)
+
+
+_NO_RESIDENT: set[tuple] = set()  # keys whose resident server failed in this process: its own from then on
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
+
+
+def _resident_dir(box: Any) -> Path | None:
+    """The shared scratch dir a resident server mounts, when this process may use one."""
+    from kiln.tools.sandbox import resident, scratch
+
+    if resident.eligible(box):
+        return None
+    shared = scratch.shared_dir()
+    root = scratch.root()
+    return shared if shared is not None and root.parent == shared else None
 
 
 def warm_fork_servers(device: str, gpu_indices: list[int], cache_root: Path, box: Any = None, *,

@@ -1,7 +1,8 @@
 """kiln's scratch root: one folder per kiln process, where every check's work dirs live.
 
 `/dev/shm/kiln-<pid>-<start time>/` (RAM: trial outputs are written and read once), or under the
-temp dir when /dev/shm is small. The sandbox mounts it read-write for the fork server; each worker
+temp dir when /dev/shm is small; with a resident fork server (the default), inside the per-user
+`kiln-shared-<uid>/` there, which that server mounts for every kiln process. The sandbox mounts it read-write for the fork server; each worker
 may write only its own dir inside it (Landlock). `ctl/` holds the fork server's status files,
 which no worker may write. At first use, the scratch roots of kiln processes that are gone are
 removed; at exit (SIGINT included) or on SIGTERM or SIGHUP, this process removes its own.
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 import time
@@ -32,10 +34,10 @@ _LOCK = threading.Lock()
 def start_time(pid: int) -> int | None:
     """The process's start time (clock ticks since boot), None when no such process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return int(text.rsplit(")", 1)[1].split()[19])
 
 
 def base_dir() -> Path:
@@ -79,12 +81,46 @@ def clean_stale(base: Path | None = None) -> list[Path]:
     return removed
 
 
+MODE_ENV = "KILN_FORK_SERVER"
+
+
+def enabled() -> bool:
+    """Does this process use a resident fork server (kiln.tools.sandbox.resident), and so nest its
+    scratch root in the per-user dir that server mounts? On unless KILN_FORK_SERVER=process."""
+    return os.environ.get(MODE_ENV, "resident").strip().lower() not in ("process", "0", "off", "no")
+
+
+def private_dir(path: Path) -> Path | None:
+    """`path` as a 0700 dir owned by this user (created if missing); None if it is anything else
+    (another user's, a link): then nothing of ours goes there."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    if st.st_mode & 0o077:
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)
+    return path
+
+
+def shared_dir() -> Path | None:
+    """With a resident fork server, the per-user dir that holds every kiln process's scratch root,
+    which that server mounts once for all; None without one."""
+    if not enabled():
+        return None
+    return private_dir(base_dir() / f"kiln-shared-{os.getuid()}")
+
+
 def root() -> Path:
     """This process's scratch root, created (and stale ones cleaned) on first use."""
     with _LOCK:
         if _ROOT and _ROOT[0].is_dir():
             return _ROOT[0]
-        base = base_dir()
+        base = shared_dir() or base_dir()
         clean_stale(base)
         path = base / f"kiln-{os.getpid()}-{start_time(os.getpid()) or 0}"
         path.mkdir(mode=0o700, exist_ok=True)
@@ -99,6 +135,9 @@ def at_start() -> None:
     root on SIGTERM/SIGHUP (handlers can only be set from the main thread, where this runs; a
     check may first need the root from another thread)."""
     clean_stale()
+    shared = shared_dir()
+    if shared is not None:
+        clean_stale(shared)
     _install_cleanup()
 
 

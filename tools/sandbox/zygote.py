@@ -139,7 +139,8 @@ class _Workers:
                 kill_worker(0, self.init.pop(pid, None))  # what it left behind dies with its namespace
                 with contextlib.suppress(OSError):
                     os.killpg(pid, 9)
-                write_status(path, wait_code(status))
+                with contextlib.suppress(OSError):  # its kiln process (and control dir) may be gone
+                    write_status(path, wait_code(status))
 
 
 def fork_is_clean() -> bool:
@@ -192,8 +193,10 @@ def _names(var: str) -> list[str]:
 
 
 def _handle(workers: _Workers, req: dict) -> dict:
-    if req.get("op") == "kill":
-        workers.kill(int(req["pid"]))
+    if req.get("op") == "kill":  # naming the worker's status file too: never a reaped pid reused by another
+        pid = int(req["pid"])
+        if req.get("status") is None or workers.status.get(pid) == req["status"]:
+            workers.kill(pid)
         return {"ok": True}
     return {"pid": workers.spawn(req)}
 
@@ -316,14 +319,18 @@ def _last_line(path: Path) -> str:
     return "no output"
 
 
-_POOL: dict[tuple, Zygote] = {}
+_POOL: dict[tuple, Any] = {}
+LAST_ERROR: list[str] = []  # why the last server failed to start
 _POOL_LOCK = threading.Lock()  # guards the two dicts; each key's own lock guards its start
 _KEY_LOCKS: dict[tuple, threading.Lock] = {}
 
 
-def get_zygote(key: tuple, env: dict[str, str], command: list[str] | None = None) -> Zygote | None:
+def get_zygote(key: tuple, env: dict[str, str], command: list[str] | None = None, *,
+               resident: bool = False) -> Any:
     """The process-wide server for `key`, started on first use; None if it can't start. Servers
-    for different keys (one per GPU in a batch) start side by side, not one after the other."""
+    for different keys (one per GPU in a batch) start side by side, not one after the other.
+    `resident`: a connection to the user's resident server for this command (started if none runs:
+    kiln.tools.sandbox.resident) instead of a server of this process's own."""
     with _POOL_LOCK:
         lock = _KEY_LOCKS.setdefault(key, threading.Lock())
     with lock:
@@ -331,15 +338,21 @@ def get_zygote(key: tuple, env: dict[str, str], command: list[str] | None = None
         if z is not None and z.alive():
             return z
         try:
-            z = Zygote(env, command) if command is not None else Zygote(env)
-        except (OSError, RuntimeError):
+            if resident and command is not None:
+                from kiln.tools.sandbox import resident as rs
+
+                z = rs.connect(command, env)  # its own session: no thread's end stops it
+            else:
+                z = Zygote(env, command) if command is not None else Zygote(env)
+        except (OSError, RuntimeError, ValueError) as exc:
+            LAST_ERROR[:] = [str(exc)[:300]]
             return None
         with _POOL_LOCK:
             _POOL[key] = z
         return z
 
 
-_RETIRED: list[Zygote] = []  # out of the pool, stopped once their last worker has ended
+_RETIRED: list[Any] = []  # out of the pool, stopped once their last worker has ended
 
 
 def retire(slot: tuple, keep: str) -> None:
