@@ -82,3 +82,34 @@ def test_exit_codes_and_signals_come_through(box: Sandbox, tmp_path: Path) -> No
     seven = run_isolated([sys.executable, "-c", code, "exit"], env=env, cwd=tmp_path, timeout_s=30,
                          confinement=conf, sandbox=box)
     assert seven.returncode == 7 and seven.signal_name is None
+
+
+def test_a_baseline_worker_cannot_reach_the_fork_servers_bytecode(box: Sandbox, planted: Planted) -> None:
+    """The baseline runs the problem's own code (a Proposer's, in the curriculum) inside the fork
+    server's mount of `zygote/`: Landlock lets it write its compile cache there, never the bytecode the
+    server imports at its next start nor the server's HOME (a poisoned .pyc would reach every later worker)."""
+    from kiln.tools.check import caches
+    from kiln.tools.check.worker import JobSpec
+    from kiln.tools.check.workers import worker_confinement
+
+    zyg = caches.root() / "zygote"
+    (zyg / "pycache").mkdir(parents=True, exist_ok=True)
+    (zyg / "home").mkdir(parents=True, exist_ok=True)
+    tag = planted.tag
+    planted.writes.update({"zygote_pycache": zyg / "pycache" / f"poisoned-{tag}.pyc",
+                           "zygote_home": zyg / "home" / f"poisoned-{tag}", "zygote": zyg / f"poisoned-{tag}"})
+    planted.cleanup += [planted.writes[k] for k in ("zygote_pycache", "zygote_home", "zygote")]
+    check = scratch.root() / f"check-{uuid.uuid4().hex[:8]}"
+    work = check / "baseline"
+    work.mkdir(parents=True)
+    (work / "report.json").touch()  # a check worker fills files in its own dir, creates none (locked_own)
+    script = stage(check / "shared", planted.targets())
+    spec = JobSpec(role="baseline", device="cpu", work_dir=str(work))
+    conf = worker_confinement(spec, caches.baseline_cache())
+    assert str(caches.baseline_cache()) in conf.write
+    env = scrubbed_env(device="cpu", gpu_index=0, cache_dir=caches.baseline_cache())
+    res = run_isolated([sys.executable, str(script)], env=env, cwd=work, timeout_s=60, confinement=conf,
+                       sandbox=layered(box, "inner"))  # the host's tree as the server's mount shows it: Landlock decides
+    report = json.loads((work / "report.json").read_text())
+    assert res.returncode == 0, res.stderr_tail
+    assert_contained(report, planted)

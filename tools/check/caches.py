@@ -44,6 +44,16 @@ def candidate_cache(source_sha: str) -> Path:
     return path
 
 
+def baseline_cache() -> Path:
+    """The baseline worker's compile caches (torch.compile's Triton kernels): inside the fork server's
+    mounted `zygote/`, but never `zygote/` itself, where the server keeps the bytecode it imports at
+    its next start (`pycache/`) and its HOME. The baseline runs the problem's own code, which the
+    curriculum's Proposer may have written: writing there would reach every later worker."""
+    path = root() / "zygote" / "baseline"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def profile_dir() -> str | None:
     """A developer's switch: dump a cProfile of every worker into this folder."""
     return os.environ.get("KILN_PROFILE_WORKERS") or None

@@ -53,7 +53,7 @@ def plan_timing(s: Session) -> None:
     missing = [n for n in s.o.baselines if n not in cached]
     s.timing_plan = {"ring": ring, "cached": cached, "missing": missing}
     if missing:
-        s.base = s._start(s._spec("baseline", cases=s.cases[:1]), caches.root() / "zygote")
+        s.base = s._start(s._spec("baseline", cases=s.cases[:1]), caches.baseline_cache())
         s.base.send(m.BaseSetup(seeds=s.case_seeds()["problem"]))
         for name in missing:
             s.base.send(m.BasePrepare(name=name, ring=ring.model_dump()))
@@ -308,7 +308,7 @@ def _eager_now(s: Session, ring: RingSpec, loop_s: float, sigma: list[float]) ->
 
     try:
         if s.base is None:
-            s.base = s._start(s._spec("baseline", cases=s.cases[:1]), caches.root() / "zygote")
+            s.base = s._start(s._spec("baseline", cases=s.cases[:1]), caches.baseline_cache())
             s.base.send(m.BaseSetup(seeds=s.case_seeds()["problem"]))
             s.base.recv_reply(s.ref_deadline())
         s.base.send(m.BasePrepare(name="eager", ring=ring.model_dump()))

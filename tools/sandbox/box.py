@@ -292,7 +292,8 @@ def harden_self() -> None:
 def server_mounts(cache_root: Path, scratch_dir: Path | None = None) -> list[str]:
     """What a fork server's bubblewrap mounts read-write: kiln's scratch root (every check's work
     dirs and the control dir; a resident server's: the dir of every process's roots), the
-    candidates' compile caches (`cand/`) and the trusted workers' (`zygote/`: baseline, peaks).
+    candidates' compile caches (`cand/`) and the server's own (`zygote/`: its bytecode and HOME; the
+    baseline worker writes only `zygote/baseline/` in it).
     Landlock then gives each worker its own part only."""
     paths = [str(scratch_dir or scratch.root()), str(cache_root / "cand"), str(cache_root / "zygote")]
     profile = os.environ.get("KILN_PROFILE_WORKERS")  # a developer's switch (kiln.tools.check.caches)
