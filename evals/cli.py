@@ -25,7 +25,7 @@ from kiln.tools.errors import KilnConfigError, KilnInputError
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("kiln.tools.check.cli:check", "Compile, verify and (on a GPU) time one candidate against a problem."),
     "doctor": ("kiln.tools.cli_doctor:doctor", "Check GPUs, driver, CUDA, nvcc, torch, Triton, Nsight Compute, "
-               "the compile cache and the sandbox."),
+               "the compile cache, the sandbox and the resident fork servers."),
     "profile": ("kiln.tools.profile.cli:profile", "Profile a candidate (ncu counters where allowed, else the "
                 "torch profiler) and print the Judge's digest."),
     "run": ("kiln.graphs.cli:run", "Run the Coder / Judge / Proposer loop on PROBLEM until the kernel is verified "
