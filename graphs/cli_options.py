@@ -116,8 +116,8 @@ def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None =
                  llm_cache: Path | None = None, isolation: str = ISOLATION, bwrap: str | None = None,
                  **rest: Any) -> LoopOptions:
     """The flags as one LoopOptions (device already resolved); KilnConfigError names the bad flag.
-    `--isolation strict` without the full sandbox, and a `--base-url` nothing answers at, are
-    refused here, before any LLM call."""
+    `--isolation strict` without the full sandbox, a `--base-url` nothing answers at and bf16 on CPU
+    are refused here, before any LLM call."""
     roles = {"llm": _abs_replay(llm), "coder_llm": _abs_replay(coder_llm), "judge_llm": _abs_replay(judge_llm),
              "proposer_llm": _abs_replay(proposer_llm), "base_url": base_url}
     budgets = {"max_iters": max_iters, "usd": budget_usd, "tokens": budget_tokens, "minutes": budget_minutes,
@@ -134,6 +134,9 @@ def loop_options(*, device: str, llm: str | None = None, coder_llm: str | None =
                            llm_cache=str(llm_cache.resolve()) if llm_cache else None, **rest)
     except ValidationError as err:
         raise KilnConfigError(flag_error(err)) from None
+    if loop.device == "cpu" and loop.check.dtype == "bf16":  # every candidate would come back `unsupported`
+        raise KilnConfigError("--dtype bf16 needs a GPU: on CPU, Triton's interpreter has no bf16 and CUDA "
+                              "kernels cannot run; use --dtype fp32 or fp16 there")
     specs = [loop.roles.spec(role) for role in ("coder", "judge", "proposer")]
     if loop.roles.base_url and any(s.strip().lower().startswith("openai") for s in specs):
         from kiln.agents.llm.reach import check_reachable  # before any run directory or LLM call: one try

@@ -122,7 +122,8 @@ def model(
     if report.status == "failed":
         raise KilnInputError(f"{report.error} (report: {folder / 'report.html'})")
     patched = [op for op in report.ops if op.status == "patched"]
-    say(f"patched {len(patched)} of {len(report.ops)} optimised op group(s); {len(report.skipped)} skipped")
+    say(f"patched {len(patched)} of {len(report.ops)} optimised op group(s); {len(report.skipped)} other input(s) or "
+        "group(s) kiln could not use (the report says why)")
     if report.budget_note:
         say(report.budget_note)
     if report.e2e and report.e2e.speedups.get("patched_vs_eager"):

@@ -94,6 +94,20 @@ def test_the_live_display_skips_langgraph_keys():
     assert p.stage == "code" and "__metadata__" not in p.line()
 
 
+def test_bf16_on_cpu_is_refused_before_any_work(tmp_path):
+    """Every candidate would come back `unsupported` (the interpreter has no bf16): one line, exit 2,
+    nothing written, for the loop's commands (`kiln check` still writes its unsupported record)."""
+    line = ("kiln: error: --dtype bf16 needs a GPU: on CPU, Triton's interpreter has no bf16 and CUDA kernels "
+            "cannot run; use --dtype fp32 or fp16 there")
+    runs = [kiln("run", str(PROBLEM), "--device", "cpu", "--dtype", "bf16", "--out", str(tmp_path / "r")),
+            kiln("model", f"{FIX.parent.parent / 'examples' / 'model' / 'small_cnn.py'}:make", "--device", "cpu",
+                 "--dtype", "bf16", "--out", str(tmp_path / "m")),
+            kiln("eval", str(PROBLEM), "--device", "cpu", "--dtype", "bf16", "--llm", "builtin", "--out", str(tmp_path / "e"))]
+    for r in runs:
+        assert r.returncode == 2 and r.stderr.strip() == line, r.stderr[-600:]
+    assert not any((tmp_path / d).exists() for d in ("r", "m", "e"))
+
+
 def test_eval_dtype_reaches_every_check_of_an_agent_sample():
     """`kiln eval --mode agent --dtype bf16` used to check fp32: the run options had no dtype."""
     from kiln.evals.batch.jobs import BatchConfig
