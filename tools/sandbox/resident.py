@@ -342,7 +342,7 @@ def _start(sock: Path, log: Path, command: list[str], env: dict[str, str]) -> No
     argv = [sys.executable, "-m", "kiln.tools.sandbox.resident", str(sock), str(idle_s()), "--", *command]
     with open(log, "wb") as err:
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # noqa: S603
-                                stderr=err, start_new_session=True, close_fds=True)
+                                stderr=err, start_new_session=True, close_fds=True, cwd="/")  # holds no dir busy
     assert proc.stdout is not None
     done: list[bytes] = []
     reader = threading.Thread(target=lambda: done.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
