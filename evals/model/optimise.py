@@ -226,8 +226,23 @@ def best_found(folders: list[Path], key: str) -> tuple[tuple[Path, Path | None] 
                     Path(b["check_path"]) if b.get("check_path") else None)
             best = rank if best is None or rank[:2] > best[:2] else best
         else:
-            why, status = s.get("stop_reason") or s.get("status") or "no correct kernel", s.get("status")
+            why, status = _no_kernel_why(s), s.get("status")
     return ((best[2], best[3]), "", None) if best else (None, why, status)
+
+
+def _no_kernel_why(s: dict) -> str:
+    """Why a loop ended without a correct kernel: how its best candidate's check ended (a timeout is
+    not a wrong answer), then the loop's own stop reason."""
+    stop = s.get("stop_reason") or s.get("status") or "no correct kernel"
+    b = s.get("best") or {}
+    try:
+        rec = json.loads(Path(b["check_path"]).read_text()) if b.get("check_path") else None
+    except (OSError, ValueError):
+        rec = None
+    if not isinstance(rec, dict) or not rec.get("status"):
+        return stop
+    first = (rec.get("reasons") or [""])[0]
+    return f"no correct kernel: the best candidate's check: {rec['status']}{': ' + first[:160] if first else ''} ({stop})"
 
 
 def confirm(problem: Path, kernel: Path, o: OptimiseOptions, evaluator: DeadlineEvaluator, folder: Path

@@ -87,6 +87,21 @@ def test_rounds_restart_only_what_the_budget_cut(tmp_path: Path) -> None:
     assert best_kernel(rounds(base), "gn")[0] == second / "problems/gn/sample0/run/best.py"
 
 
+def test_a_loop_without_a_correct_kernel_says_how_its_best_check_ended(tmp_path: Path) -> None:
+    run = tmp_path / "optimise" / "problems" / "conv" / "sample0" / "run"
+    run.mkdir(parents=True)
+    (run / "check.json").write_text(json.dumps({"status": "timeout", "reasons": ["correctness: over 120 s"]}))
+    best = {"path": str(run / "best.py"), "correct": False, "check_path": str(run / "check.json")}
+    (run / "summary.json").write_text(json.dumps({"stop_reason": "no better kernel in 4 rounds", "status": "no_progress",
+                                                  "best": best}))
+    kernel, why = best_kernel([tmp_path / "optimise"], "conv")
+    assert kernel is None
+    assert why == ("no correct kernel: the best candidate's check: timeout: correctness: over 120 s "
+                   "(no better kernel in 4 rounds)")
+    (run / "check.json").unlink()  # no record to read: the loop's own reason
+    assert best_kernel([tmp_path / "optimise"], "conv")[1] == "no better kernel in 4 rounds"
+
+
 @pytest.mark.slow
 @pytest.mark.serial
 def test_two_minute_budget_ends_in_time_with_a_report(tmp_path: Path) -> None:
