@@ -189,3 +189,12 @@ def test_only_the_full_outer_layer_hosts_a_resident_server(box: Sandbox, monkeyp
     assert "bubblewrap" in resident.eligible(type(box)(level=box.level, bwrap=None, plan=box.plan, record=box.record))
     monkeypatch.setenv("KILN_FORK_SERVER", "process")
     assert resident.eligible(box) and scratch.shared_dir() is None
+
+
+def test_the_socket_is_never_inside_what_the_sandbox_mounts(box: Sandbox, tmp_path: Path) -> None:
+    cmd = box.server_command([sys.executable, "-m", "kiln.tools.sandbox.zygote"], env={},
+                             write=[str(tmp_path / "shared")])
+    where = resident.socket_dir()
+    assert where is not None and resident.visible_in(cmd, where) == ""
+    assert resident.visible_in(cmd, tmp_path / "shared" / "kiln-rs-0") == str(tmp_path / "shared")
+    assert resident.visible_in(cmd, Path(sys.prefix) / "tmp") != ""  # the read-only Python tree counts too

@@ -103,6 +103,21 @@ def _code_stamp() -> list:
     return out
 
 
+def visible_in(command: list[str], path: Path) -> str:
+    """The host tree of a bubblewrap bind in `command` (read-only or not) that would show `path`
+    inside the sandbox, '' if none (a TMPDIR inside a bound tree, say: the socket must never be
+    reachable from a worker)."""
+    p = os.path.realpath(path)
+    for i, arg in enumerate(command):
+        if arg == "--":
+            break
+        if arg in ("--bind", "--ro-bind", "--dev-bind") and i + 2 < len(command):
+            src = os.path.realpath(command[i + 1])  # the host tree it shows
+            if p == src or p.startswith(src.rstrip("/") + "/"):
+                return command[i + 1]
+    return ""
+
+
 def server_key(command: list[str], env: dict[str, str]) -> str:
     blob = json.dumps([sys.executable, command, sorted(env.items()), _code_stamp()])
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
@@ -314,6 +329,9 @@ def connect(command: list[str], env: dict[str, str]) -> Resident:
     where = socket_dir()
     if where is None:
         raise RuntimeError("no private dir for the resident fork server's socket")
+    seen = visible_in(command, where)
+    if seen:
+        raise RuntimeError(f"the socket's dir {where} would be visible inside the sandbox (under {seen})")
     key = server_key(command, env)
     sock = where / f"{key}.sock"
     with contextlib.suppress(OSError, RuntimeError, ValueError):
