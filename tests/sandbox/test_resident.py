@@ -198,3 +198,16 @@ def test_the_socket_is_never_inside_what_the_sandbox_mounts(box: Sandbox, tmp_pa
     assert where is not None and resident.visible_in(cmd, where) == ""
     assert resident.visible_in(cmd, tmp_path / "shared" / "kiln-rs-0") == str(tmp_path / "shared")
     assert resident.visible_in(cmd, Path(sys.prefix) / "tmp") != ""  # the read-only Python tree counts too
+
+
+def test_a_day_old_lock_and_log_without_a_relay_are_removed(tmp_path: Path) -> None:
+    old, live = tmp_path / "a", tmp_path / "b"
+    for stem in (old, live):
+        for ext in (".log", ".lock"):
+            stem.with_suffix(ext).write_text("")
+    live.with_suffix(".sock").write_text("")  # a relay still answers for this key
+    day = time.time() - resident.TIDY_AGE_S - 60
+    for p in tmp_path.iterdir():
+        os.utime(p, (day, day))
+    resident._tidy(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.lock", "b.log", "b.sock"]

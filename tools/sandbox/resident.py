@@ -332,6 +332,7 @@ def connect(command: list[str], env: dict[str, str]) -> Resident:
     seen = visible_in(command, where)
     if seen:
         raise RuntimeError(f"the socket's dir {where} would be visible inside the sandbox (under {seen})")
+    _tidy(where)
     key = server_key(command, env)
     sock = where / f"{key}.sock"
     with contextlib.suppress(OSError, RuntimeError, ValueError):
@@ -354,6 +355,19 @@ def connect(command: list[str], env: dict[str, str]) -> Resident:
         return Resident(sock)
     finally:
         os.close(fd)  # releases the lock
+
+
+TIDY_AGE_S = 24 * 3600.0
+
+
+def _tidy(where: Path) -> None:
+    """Remove the start lock and log of keys whose relay is gone for a day (every kiln edit is a key)."""
+    now = time.time()
+    for log in where.glob("*.log"):
+        with contextlib.suppress(OSError):
+            if not log.with_suffix(".sock").exists() and now - log.stat().st_mtime > TIDY_AGE_S:
+                log.with_suffix(".lock").unlink(missing_ok=True)
+                log.unlink()
 
 
 def _start(sock: Path, log: Path, command: list[str], env: dict[str, str]) -> None:
