@@ -67,7 +67,16 @@ def burst(tmp: Path, cache: Path, n: int, threads: int, reward_timing: bool = Tr
     for r in recs:  # where a check's time went: the mean of each stage over the burst
         for k, v in (r.stages_s or {}).items():
             stages.setdefault(k, []).append(float(v))
+    laps: dict[str, list[float]] = {}
+    for r in recs:  # the timing stage's inside: laps, slots, a lap's refresh and commit seconds (medians)
+        ti = r.integrity.timing if r.integrity else None
+        for k in ("n_laps", "slots", "cand_refresh_s", "cand_commit_s"):
+            if ti is not None and getattr(ti, k, None) is not None:
+                laps.setdefault(k, []).append(float(getattr(ti, k)))
+        if r.timing and r.timing.candidate and ti is not None and ti.slots:
+            laps.setdefault("cand_lap_s", []).append(r.timing.candidate.median_us * ti.slots * 1e-6)
     return {"n": n, "threads": threads, "wall_s": round(wall, 2), "per_minute": round(60 * n / wall, 1),
+            "mean_timing": {k: round(statistics.fmean(v), 4) for k, v in laps.items()},
             "statuses": sorted({r.status for r in recs}), "ok": sum(r.status == "ok" for r in recs),
             "mean_stages_s": {k: round(statistics.fmean(v), 3) for k, v in stages.items()},
             "reasons": sorted({x for r in recs for x in r.reasons[:1]})[:3]}

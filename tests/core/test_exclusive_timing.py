@@ -79,8 +79,19 @@ def test_a_check_records_its_wait_and_says_when_it_timed_without_the_lock(tmp_pa
     assert 0 <= rec.stages_s["timing_wait"] < 1.0
     assert not any("timing lock" in r for r in rec.reasons)
     parts = {k: v for k, v in rec.stages_s.items() if k.startswith("timing.")}  # where the stage's time went
-    assert {"timing.candidate_laps", "timing.close_candidate", "timing.baselines", "timing.peaks"} <= set(parts)
+    assert {"timing.setup", "timing.candidate_laps", "timing.close_candidate", "timing.baselines",
+            "timing.peaks"} <= set(parts)
     assert sum(parts.values()) <= rec.stages_s["timing"] + 0.01 and parts["timing.candidate_laps"] > 0
+    locked = rec.stages_s["timing_locked"]  # laps and the baselines' laps held the lock; the set-up did not
+    assert parts["timing.candidate_laps"] + parts["timing.baselines"] <= locked <= rec.stages_s["timing"]
+    again = check(DATA / "add_problem.py", DATA / "add_triton.py", TIMED)  # eager from the cache
+    assert again.status == "ok", again.reasons
+    parts = {k: v for k, v in again.stages_s.items() if k.startswith("timing.")}
+    if again.evidence.baselines_cached == ["eager"]:  # nothing else to time: the lock covers the laps alone,
+        assert "timing.baselines" not in parts and "timing.close_candidate" in parts  # the worker closes after it
+        assert again.stages_s["timing_locked"] <= parts["timing.env"] + parts["timing.candidate_laps"] + 0.01
+    else:  # the cached run would have charged the candidate (noise on a busy host): eager timed again, locked
+        assert parts["timing.baselines"] <= again.stages_s["timing_locked"]
     proc = _hold(caches.root() / "locks", -1, 120)  # the CPU protocol's lock, held by another process
     try:
         rec = check(DATA / "add_problem.py", DATA / "add_triton.py", TIMED.model_copy(update={"timing_timeout_s": 1.0}))

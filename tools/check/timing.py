@@ -70,8 +70,12 @@ def time_check(s: Session) -> None:
     s.ref_call(m.Release(), "release")
     prepared = _baselines_prepared(s, plan["missing"])  # torch.compile done: nothing else runs on the GPU now
     part = _Parts()  # where the timing stage's seconds went (stages_s["timing.<part>"])
+    _candidate_setup(s, ring)  # the ring and untimed warm-up laps: before the lock, as trials run beside it
+    part("setup")
+    base: dict[str, dict[str, Any]] = dict(plan["cached"])
     with _exclusive(s) as waited:
         part.start()
+        locked_at = part.mark
         env_before = _env(s)
         crowd = [_gpu_processes(s)]
         sigma = _sigma(s)
@@ -79,17 +83,20 @@ def time_check(s: Session) -> None:
         cand = _candidate_laps(s, ring, loop_s, sigma)
         part("candidate_laps")
         crowd.append(_gpu_processes(s))
-        if s.cnd is not None:  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
-            s.cnd.close()
+        if plan["missing"] or _charged_by_cache(cand, plan, ring):
+            _close_candidate(s)  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
+            part("close_candidate")
+            base.update(_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma))
+            crowd.append(_gpu_processes(s, closing=1))  # the candidate's context may outlive its process
+            if _charged_by_cache(cand, plan, ring):
+                fresh = _eager_now(s, ring, loop_s, sigma)  # a charge is judged against steps timed now
+                if "error" not in fresh:
+                    base["eager"] = fresh
+                    plan["cached"].pop("eager")
+            part("baselines")
+        held = time.monotonic() - locked_at
+    if _close_candidate(s):  # every baseline came from the cache: nothing more is timed, so not under the lock
         part("close_candidate")
-        base = {**plan["cached"], **_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma)}
-        crowd.append(_gpu_processes(s, closing=1))  # the candidate's context may outlive its process by a moment
-        if "eager" in plan["cached"] and charged_samples(cand, base["eager"], ring.slots)[1] > 0:
-            fresh = _eager_now(s, ring, loop_s, sigma)  # a charge is judged against steps timed now
-            if "error" not in fresh:
-                base["eager"] = fresh
-                plan["cached"].pop("eager")
-        part("baselines")
     if waited is not None:
         s.rec.stages_s["timing_wait"] = waited
     elif s.o.exclusive_timing:
@@ -127,6 +134,7 @@ def time_check(s: Session) -> None:
     part("peaks")
     s.rec.stages_s["timing"] = s._since("timing")
     s.rec.stages_s.update({f"timing.{k}": round(v, 3) for k, v in part.seconds.items()})
+    s.rec.stages_s["timing_locked"] = round(held, 3)  # how long this check held the GPU's timing lock
 
 
 class _Parts:
@@ -227,14 +235,32 @@ def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[fl
     return laps
 
 
+def _candidate_setup(s: Session, ring: RingSpec) -> None:
+    """The candidate's ring and its untimed warm-up laps (JIT, allocator growth)."""
+    s.enter("timing", "the candidate's timing set-up")
+    s._call_cand(m.TimeSetup(ring=ring.model_dump()))
+
+
 def _candidate_laps(s: Session, ring: RingSpec, loop_s: float, sigma: list[float]) -> dict[str, Any]:
     s.enter("timing", "the candidate's timing laps")
-    s._call_cand(m.TimeSetup(ring=ring.model_dump()))
     laps = run_laps(s._call_cand, "candidate", ring, loop_s, sigma, lambda lap: s.seed("commit", lap),
                     s.o.timing_target_pct)
     s.enter("timing", "after the timing laps")
     peak = s._call_cand(m.PeakMemory())
     return {"laps": laps, "peak_bytes": getattr(peak, "peak_bytes", None)}
+
+
+def _close_candidate(s: Session) -> bool:
+    """End the candidate's worker; False if it had ended already."""
+    if s.cnd is None or s.cnd.proc.poll() is not None:
+        return False
+    s.cnd.close()
+    return True
+
+
+def _charged_by_cache(cand: dict[str, Any], plan: dict[str, Any], ring: RingSpec) -> bool:
+    """Would the cached eager baseline's refresh + commit figures charge the candidate?"""
+    return "eager" in plan["cached"] and charged_samples(cand, plan["cached"]["eager"], ring.slots)[1] > 0
 
 
 def charged_samples(cand: dict[str, Any], eager: dict[str, Any] | None, slots: int) -> tuple[list[float], float]:
