@@ -95,7 +95,8 @@ def time_check(s: Session) -> None:
                     plan["cached"].pop("eager")
             part("baselines")
         held = time.monotonic() - locked_at
-    if _close_candidate(s):  # every baseline came from the cache: nothing more is timed, so not under the lock
+    if s.cnd is not None and s.cnd.proc.poll() is None:  # every baseline came from the cache: nothing more is
+        s.cnd.ask_exit()  # timed, so it exits after the lock, its teardown beside the audit (collected at the end)
         part("close_candidate")
     if waited is not None:
         s.rec.stages_s["timing_wait"] = waited

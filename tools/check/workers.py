@@ -169,14 +169,25 @@ class WorkerHandle:
     def _result(self) -> ProcResult:
         return self.proc.poll() or self.proc.wait()
 
+    def ask_exit(self) -> None:
+        """Tell the worker to exit without waiting for it: `close` collects it later, so its teardown
+        (a CUDA context, GBs of memory) overlaps what the parent does meanwhile."""
+        from kiln.tools.check.messages import Exit
+
+        if self.proc.poll() is None and not self.pending:
+            with contextlib.suppress(OSError):
+                self.send(Exit())
+
     def close(self) -> ProcResult:
-        """Ask the worker to exit, then make sure its whole process group is gone."""
+        """Ask the worker to exit (unless `ask_exit` did), then make sure its whole process group is gone."""
         if self.proc.poll() is None:
             from kiln.tools.check.messages import Exit
 
             with contextlib.suppress(OSError, WorkerGone):
-                self.pending.clear()
-                self.send(Exit())
+                asked = bool(self.pending) and self.pending[-1][0] == "exit"
+                self.pending = self.pending[-1:] if asked else []
+                if not asked:
+                    self.send(Exit())
                 self.recv(time.monotonic() + EXIT_WAIT_S)
         if self.proc.poll() is None:
             self.proc.kill()
