@@ -504,10 +504,13 @@ class Session:
         self.rec.stderr_tail = f.stderr[-STDERR_KEEP:]
 
     def _close(self) -> None:
-        for h in (self.cnd, self.ref, self.base):
-            if h is not None:
-                with contextlib.suppress(Exception):
-                    h.close()
+        handles = [h for h in (self.cnd, self.ref, self.base) if h is not None]
+        for h in handles:  # every worker told first, so their teardowns overlap
+            with contextlib.suppress(Exception):
+                h.ask_exit()
+        for h in handles:
+            with contextlib.suppress(Exception):
+                h.close()
         self.rec.stages_s["total_workers"] = round(time.monotonic() - self.t0, 3)
 
 
