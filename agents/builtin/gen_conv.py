@@ -17,6 +17,8 @@ programs for the channel tiles of one patch are adjacent, so the patch is read f
   k when o = i*S - P + k*D. A program owns outputs of one phase (o mod S fixed per dim), so a tap
   is either valid for the whole patch or for none of it (a scalar test), and i = j + (r + P - k*D)/S
   is contiguous in the patch index j: only the ~K/S valid taps per dim are computed.
+- a 1x1 conv with stride 1, padding 0 and one group is not this template: gen_conv1x1 runs it as a
+  batched GEMM on the NCDHW tensors (no relayout).
 fp32 uses `input_precision="tf32x3"` (three TF32 products: fp32-level accuracy); the search may
 try `tf32` or `ieee`. bf16/fp16 use a plain dot; the accumulator is fp32. The epilogue (bias, activations, residuals) runs on the tile.
 """
@@ -25,9 +27,9 @@ from __future__ import annotations
 
 import math
 
+from kiln.agents.builtin import gen_conv1x1, space
 from kiln.agents.builtin import gen_conv_tune as T
 from kiln.agents.builtin import gen_epilogue as E
-from kiln.agents.builtin import space
 from kiln.agents.builtin.emit import F32_DOT_HELPER, input_exprs
 from kiln.agents.builtin.plan import Plan
 
@@ -213,7 +215,7 @@ def conv_forward(plan: Plan, cfg: dict) -> str:
     dims = ["NB", "COUT"] + ["OD", "OH", "OW"][3 - nsp :]
     lines += [f"out = torch.empty(({', '.join(dims)}), device=x5.device, dtype=x5.dtype)",
               "if out.numel() == 0:\n    return out"]  # fmt: skip
-    if _pointwise(plan, q):  # a 1x1 conv: positions are one contiguous run per sample
+    if _pointwise(plan, q):  # a grouped 1x1 conv (one group: gen_conv1x1): positions are one contiguous run
         lines += ["if x5.is_contiguous():", "    x5 = x5.view(NB, CIN, 1, 1, D * H * W)",
                   "    D, H, W, OD, OH, OW = 1, 1, D * H * W, 1, 1, OD * OH * OW"]  # fmt: skip
     ebody, eptrs, estr = E.forward_lines(plan, 2, True, nsp)
@@ -311,6 +313,9 @@ def _tiles(cfg: dict, q: dict, tr: bool, pointwise: bool = False) -> list[str]:
 
 
 def conv_parts(plan: Plan, cfg: dict) -> tuple[str, str, str]:
+    q = params(plan)
+    if gen_conv1x1.applies(plan, q):  # a batched GEMM on the NCDHW tensors, no relayout
+        return gen_conv1x1.parts(plan, cfg, q["nsp"])
     kernel = conv_kernel(plan)
     helper = E.HELPER + CHAN_INNER_HELPER + F32_DOT_HELPER
     if cfg.get("autotune"):

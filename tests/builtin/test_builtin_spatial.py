@@ -62,8 +62,9 @@ def test_conv_kernels_are_implicit_gemms_and_honest(tmp_path: Path, gen) -> None
 def test_depthwise_separable_is_two_kernels_and_pointwise_one_flat_gemm(tmp_path: Path, gen) -> None:
     an = analyze((LEVEL1 / "86_conv_depthwise_separable_2D.py").read_text())
     assert an.family == "pipeline" and [s.plan.family for s in an.plan.stages] == ["dwconv", "conv"]
+    assert "_kiln_s1_conv1x1[grid](x3, w5, out" in gen(LEVEL1 / "86_conv_depthwise_separable_2D.py", tmp_path).read_text()
     src = gen(LEVEL1 / "87_conv_pointwise_2D.py", tmp_path).read_text()
-    assert "x5 = x5.view(NB, CIN, 1, 1, D * H * W)" in src  # a 1x1 conv: one contiguous run of positions
+    assert "_kiln_conv1x1[grid](x3, w5, out" in src and "_kiln_cl5(x5)" not in src  # a GEMM on NCHW, no relayout
 
 
 def test_a_wrong_conv_fails_the_selfcheck(tmp_path: Path, gen, run_selfcheck) -> None:

@@ -19,6 +19,7 @@ CONSTEXPRS = {  # a representative launch of each kernel (ModelNew picks these f
     "conv": TAPS | {"FLAT": False, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "BH": 8, "BW": 16, "PREC": "tf32x3"},
     "convt": TAPS | {"SH": 2, "SW": 2, "PERD": 1, "PERH": 2, "PERW": 2, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32,
                      "BH": 8, "BW": 16, "PREC": "tf32x3", "FLAT": False},
+    "conv1x1": {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "ONE_K": True, "PREC": "tf32x3"},
     "dwconv": TAPS | {"BLOCK": 1024, "BH": 2, "BW": 512},
     "pool": TAPS | {"COUNT_PAD": True, "DIVISOR": 0, "BLOCK": 1024, "BH": 2, "BW": 512},
     "attn_flash": {"CAUSAL": True, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_D": 64, "BLOCK_DV": 64, "PREC": "tf32x3"},
@@ -30,7 +31,7 @@ CONSTEXPRS = {  # a representative launch of each kernel (ModelNew picks these f
 }  # fmt: skip
 FLOATS = {"eps", "momentum", "qk_scale", "scale"}
 OWN = {"ws_ptr": "*fp32", "stats_ptr": "*fp32", "nbt_ptr": "*i64", "s_ptr": "*fp32"}  # workspaces, counters
-MMA = {"conv", "convt", "attn_flash", "attn_scores", "attn_pv"}
+MMA = {"conv", "conv1x1", "convt", "attn_flash", "attn_scores", "attn_pv"}
 
 
 def _kernels(path: Path) -> dict:
