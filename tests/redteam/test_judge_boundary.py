@@ -100,3 +100,16 @@ def test_a_failure_of_kilns_own_code_is_an_error_record(user: Path, monkeypatch:
     rec = check(honest(user / "project"))
     assert rec.status == "error" and "kiln failed" in rec.reasons[0] and "simulated bug" in rec.reasons[0]
     assert "RuntimeError" in rec.stderr_tail
+
+
+@pytest.mark.parametrize("mode, status, words", [
+    ("deep", "crashed", "broke the worker protocol"), ("compile", "crashed", "its reply to 'build' is not valid"),
+    ("names", "incorrect", "named 'not-an-output'"), ("bigerror", "crashed", "the candidate raised RuntimeError"),
+    ("badstr", "crashed", "the candidate worker was exit code 1")])
+def test_a_hostile_but_parsable_reply_is_the_workers_failure(user: Path, mode: str, status: str, words: str) -> None:
+    """A reply kiln can read but should not believe ends as the candidate's named failure, never as
+    `error` ("kiln's bug"), and no reply puts more than a few KiB of the worker's text in the record."""
+    rec = check(candidate("k_replies", user / "project", mode=mode), timeout_s=40, **ATTACK)
+    text = " ".join([*rec.reasons, rec.correctness.first_failure or "" if rec.correctness else ""])
+    assert ran_as(rec) == status and words in text, (rec.status, rec.reasons)
+    assert len(rec.model_dump_json()) < 200_000

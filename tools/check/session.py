@@ -31,7 +31,7 @@ from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, wo
 from kiln.tools.draws import DISTRIBUTIONS, derive_seed, trial_count
 from kiln.tools.errors import KilnInputError
 from kiln.tools.problem import CandidateInfo, ProblemInfo
-from kiln.tools.records import CheckOptions, CheckRecord, CompileRecord, Finding
+from kiln.tools.records import CheckOptions, CheckRecord, Finding
 from kiln.tools.sandbox.confine import SANDBOX_EXIT
 from kiln.tools.sandbox.isolation import ProcResult
 
@@ -181,7 +181,7 @@ class Session:
         self.ref_queued = 0
         self._queue_reference(LOOKAHEAD)
         compiled = self._call_cand(m.CandCompile())
-        self.rec.compile = CompileRecord.model_validate(compiled.compile)
+        self.rec.compile = compiled.compile.record()
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         self._native_symbols(cand_cache)
@@ -227,7 +227,7 @@ class Session:
         cases = {c.name: m.CaseBuild(seeds=seeds[c.name], weights=self.layout.weights(c.name)) for c in self.cases}
         reply = self._call_cand(m.CandBuild(cases=cases, warmup_seed=self.seed("warmup")))
         if reply.compile is not None:  # a build error surfacing at the first call (Triton JIT, lazy NVRTC)
-            self.rec.compile = CompileRecord.model_validate(reply.compile)
+            self.rec.compile = reply.compile.record()
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         assert self.rec.compile is not None
         self.rec.compile.first_call_s = reply.first_call_s
