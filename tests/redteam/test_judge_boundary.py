@@ -113,3 +113,33 @@ def test_a_hostile_but_parsable_reply_is_the_workers_failure(user: Path, mode: s
     text = " ".join([*rec.reasons, rec.correctness.first_failure or "" if rec.correctness else ""])
     assert ran_as(rec) == status and words in text, (rec.status, rec.reasons)
     assert len(rec.model_dump_json()) < 200_000
+
+
+@pytest.mark.private_cache
+@pytest.mark.parametrize("mode", ["top", "inner"])
+def test_kiln_never_follows_a_link_out_of_the_compile_cache(user: Path, mode: str) -> None:
+    outside = user / "home" / "libs"
+    outside.mkdir(parents=True)
+    (outside / "secret_name.so").write_bytes(b"\x7fELF-not-really")
+    rec = check(candidate("k_cache_link", user / "project", mode=mode, target=outside), **ATTACK)
+    native = [f for f in (rec.integrity.findings if rec.integrity else []) if f.rule == "static.native-symbol"]
+    assert not any("secret_name" in f"{f.evidence} {f.file}" for f in native), native
+    if mode == "top":  # fail closed: the cache's ext/ is no folder kiln can walk
+        assert any("not a folder kiln can walk" in f.evidence and f.severity == "reject" for f in native), native
+    else:
+        assert not native and ran_as(rec) == "ok", (native, rec.reasons)
+
+
+def test_the_extension_walk_reads_every_shared_object_inside_and_none_outside(tmp_path: Path) -> None:
+    from kiln.tools.integrity.symbols import native_findings
+
+    ext = tmp_path / "ext"
+    (ext / "a" / "b").mkdir(parents=True)
+    (ext / "a" / "b" / "inside.so").write_bytes(b"not an ELF")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "outside.so").write_bytes(b"not an ELF")
+    (ext / "a" / "link").symlink_to(tmp_path / "out", target_is_directory=True)
+    (ext / "a" / "file.so").symlink_to(tmp_path / "out" / "outside.so")
+    found = {f.file: f.evidence for f in native_findings(ext)}  # the link named .so is refused, never followed
+    assert sorted(found) == ["file.so", "inside.so"] and "not an ELF" in found["inside.so"], found
+    assert "symbolic link" in found["file.so"], found
