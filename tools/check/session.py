@@ -163,16 +163,26 @@ class Session:
         try:
             self._run()
         except Failure as f:
+            self._stop_candidate()
             self._fail(f)
         finally:
             self._close()
         return self.rec
+
+    def _stop_candidate(self) -> None:
+        """Kill the candidate's worker and all it started, at once: a check that failed has no more
+        use for it, and whatever load it put on the machine (processes spinning while kiln and the
+        reference work) ends with it, before kiln's own remaining work."""
+        if self.cnd is not None:
+            with contextlib.suppress(Exception):
+                self.cnd.kill()
 
     def _run(self) -> None:
         cand_cache = caches.candidate_cache(self.cand.sha256)
         self.cnd = self._start(self._spec("candidate", candidate=self.cand_path, cache_root=str(cand_cache)),
                                cand_cache)
         self.ref = self._start(self._spec("reference"), caches.root() / "zygote")
+        self.ref.on_timeout = self._stop_candidate  # a late reference may be a starved one: its starver goes first
         self.enter("compile")
         self.ref_send(m.RefSetup(seeds=self.case_seeds(), numerics_rule=self.numerics,
                                  weights={c.name: self.layout.weights(c.name) for c in self.cases}), "setup")

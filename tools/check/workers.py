@@ -108,6 +108,7 @@ class WorkerHandle:
                                                  as_limit_bytes=default_as_limit(spec.device), zygote=zygote,
                                                  confinement=confinement, sandbox=sandbox)
         self.pending: list[tuple[str, str]] = []  # (op, id) of commands sent, replies not yet read
+        self.on_timeout: Any = None  # () -> None: what to stop before this worker when its deadline passes
 
     def send(self, cmd: Msg) -> None:
         op = str(cmd.op)
@@ -133,6 +134,8 @@ class WorkerHandle:
             if res is not None:
                 raise WorkerGone(res, op, timed_out=res.timed_out)
             if time.monotonic() > deadline:
+                if self.on_timeout is not None:
+                    self.on_timeout()
                 self.kill()
                 raise WorkerGone(self._result(), op, timed_out=True)
             self._check_bounds(op)
