@@ -143,3 +143,12 @@ def test_the_extension_walk_reads_every_shared_object_inside_and_none_outside(tm
     found = {f.file: f.evidence for f in native_findings(ext)}  # the link named .so is refused, never followed
     assert sorted(found) == ["file.so", "inside.so"] and "not an ELF" in found["inside.so"], found
     assert "symbolic link" in found["file.so"], found
+
+
+def test_a_flood_of_stderr_is_stopped_and_does_not_outlive_the_check(user: Path) -> None:
+    from kiln.tools.sandbox import scratch
+
+    rec = check(candidate("k_stderr_flood", user / "project"), **ATTACK)
+    assert ran_as(rec) == "crashed" and any("stderr grew past" in r for r in rec.reasons), (rec.status, rec.reasons)
+    left = {p.name: p.stat().st_size for p in scratch.ctl_dir().iterdir() if p.is_file()}
+    assert all(size < (1 << 20) for size in left.values()), left

@@ -31,6 +31,8 @@ def reference_broken(problem: str, gone: WorkerGone, timeout_s: float) -> KilnIn
                                    f"reference worker ({gone.during}): the problem is too slow for this --timeout, or "
                                    "the candidate's worker kept the machine too busy for the reference to finish"],
                        res.stderr_tail)
+    if gone.why:  # kiln stopped it for what it did itself (a reply it broke, a bound on its output)
+        return KilnInputError(f"{problem}: the reference worker {gone.why} during {gone.during}")
     if res.signal_name:
         return Failure("error", [f"the reference worker was killed by {res.signal_name} during {gone.during} while the "
                                  "candidate's worker ran beside it (out of memory?): kiln cannot tell which caused it"],

@@ -33,6 +33,9 @@ from kiln.tools.sandbox.isolation import (
 POLL_S = 0.05
 EXIT_WAIT_S = 2.0
 WATCH_EVERY_S = 1.0
+STDERR_MAX_BYTES = 64 << 20
+"""A worker's stderr (a file in kiln's control dir, in RAM) past this stops the worker: honest ones
+write kilobytes; RLIMIT_FSIZE alone would let each hold 4 GiB of the machine's memory."""
 
 
 class WorkerGone(Exception):
@@ -142,10 +145,12 @@ class WorkerHandle:
 
     def _check_bounds(self, op: str) -> None:
         now = time.monotonic()
-        if self.watch is None or now - self.watched < WATCH_EVERY_S:
+        if now - self.watched < WATCH_EVERY_S:
             return
         self.watched = now
-        why = self.watch()
+        why = self.watch() if self.watch is not None else None
+        if self.proc.stderr_bytes() > STDERR_MAX_BYTES:
+            why = f"its stderr grew past {STDERR_MAX_BYTES >> 20} MiB"
         if why:
             self.kill()
             raise WorkerGone(self._result(), op, why=f"was stopped: {why}")
