@@ -152,3 +152,8 @@ def test_a_flood_of_stderr_is_stopped_and_does_not_outlive_the_check(user: Path)
     assert ran_as(rec) == "crashed" and any("stderr grew past" in r for r in rec.reasons), (rec.status, rec.reasons)
     left = {p.name: p.stat().st_size for p in scratch.ctl_dir().iterdir() if p.is_file()}
     assert all(size < (1 << 20) for size in left.values()), left
+
+
+def test_output_files_filled_past_their_size_stop_the_worker(user: Path) -> None:
+    rec = check(candidate("k_slot_fill", user / "project"), **ATTACK)
+    assert ran_as(rec) == "crashed" and any("its output files hold" in r for r in rec.reasons), (rec.status, rec.reasons)

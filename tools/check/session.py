@@ -38,6 +38,7 @@ from kiln.tools.sandbox.isolation import ProcResult
 SPAWN_SLACK_S = 30.0  # the first command of a worker waits for the fork server too
 LOOKAHEAD = 2  # reference trials queued ahead of the candidate's
 STDERR_KEEP = 2000
+SLOT_SLACK_BYTES = 64 << 20
 
 
 @dataclass
@@ -115,6 +116,8 @@ class Session:
         self.ref_expect: list[tuple[str, str]] = []  # (op, key) of every command sent, replies in that order
         self.input_bytes = 0
         self.output_bytes = 0
+        self.slot_paths: list[str] = []  # every output file kiln made for the candidate, in this check
+        self.slot_bytes = 0  # the largest output file a trial so far needs
         self.used: dict[str, float] = {}  # candidate command time per stage
         self.cand_started = False
         self.timed = options.time and (rec.device == "cuda" or options.time_on_cpu)
@@ -137,7 +140,7 @@ class Session:
         return JobSpec(**{**fields, **extra})
 
     def _start(self, spec: JobSpec, cache_dir: Path) -> WorkerHandle:
-        watch = (lambda: caches.over_bound(cache_dir)) if spec.role == "candidate" else None
+        watch = (lambda: caches.over_bound(cache_dir) or self._slots_over_bound()) if spec.role == "candidate" else None
         return WorkerHandle(spec, env=worker_env(spec, cache_dir), zygote=self.zygote,
                             backstop_s=self.o.timeout_s + 5.0,
                             confinement=worker_confinement(spec, cache_dir), sandbox=self.box, watch=watch)
@@ -169,6 +172,31 @@ class Session:
             self._close()
         return self.rec
 
+    def _watch_candidate(self) -> None:
+        """The candidate's bounds (its compile cache, its stderr, its output files), checked while
+        kiln waits for another worker: a broken one ends the check as the candidate's."""
+        why = self.cnd.bound_broken() if self.cnd is not None else None
+        if why:
+            self._stop_candidate()
+            where = f"{self.stage} ({self.detail})" if self.detail else self.stage
+            raise Failure("crashed", [f"the candidate worker was stopped: {why} in stage {where}"])
+
+    def _slots_over_bound(self) -> str | None:
+        """The files kiln made for the candidate's outputs hold at most what 4 of them need at once (a
+        trial's two and the pending trial's two; judged ones are emptied): each may otherwise grow to
+        RLIMIT_FSIZE, in RAM, for as long as the check runs. A file reopened after it was judged
+        counts too."""
+        used = 0
+        for path in self.slot_paths:  # kiln's files: the candidate may fill them, not replace or link them
+            try:
+                used += os.stat(path, follow_symlinks=False).st_blocks * 512
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                return f"its output files could not be measured ({exc.strerror})"
+        bound = 4 * self.slot_bytes + SLOT_SLACK_BYTES
+        return f"its output files hold {used >> 20} MiB, past the {bound >> 20} MiB they need" if used > bound else None
+
     def _stop_candidate(self) -> None:
         """Kill the candidate's worker and all it started, at once: a check that failed has no more
         use for it, and whatever load it put on the machine (processes spinning while kiln and the
@@ -183,6 +211,7 @@ class Session:
                                cand_cache)
         self.ref = self._start(self._spec("reference"), caches.root() / "zygote")
         self.ref.on_timeout = self._stop_candidate  # a late reference may be a starved one: its starver goes first
+        self.ref.while_waiting = self._watch_candidate  # its bounds hold while kiln waits for the judge too
         self.enter("compile")
         self.ref_send(m.RefSetup(seeds=self.case_seeds(), numerics_rule=self.numerics,
                                  weights={c.name: self.layout.weights(c.name) for c in self.cases}), "setup")
@@ -318,6 +347,7 @@ class Session:
                                  "uses a random source kiln does not seed, so inputs cannot be reproduced")
         self.ref_replies[t.tag] = ref
         self.input_bytes = max(self.input_bytes, ref.input_bytes)
+        self.slot_bytes = max(self.slot_bytes, _leaf_bytes(ref.leaves))
         if ref.inputs_saved:
             self._send_cand(m.CandTrial(case=t.case, dist=t.dist, inputs_file=self.layout.inputs(t.tag)))
         else:
@@ -333,6 +363,7 @@ class Session:
 
         first, fd1 = make_slot(str(self.layout.out / f"{t.tag}.first"))
         second, fd2 = make_slot(str(self.layout.out / f"{t.tag}.second"))
+        self.slot_paths += [first.path, second.path]
         packed = self._call_cand(m.CandPack(key=self.seed("key", t.tag), first=first.path, second=second.path))
         assert isinstance(packed, m.CandPackReply)
         from kiln.tools.correctness import tolerances

@@ -112,6 +112,7 @@ class WorkerHandle:
                                                  confinement=confinement, sandbox=sandbox)
         self.pending: list[tuple[str, str]] = []  # (op, id) of commands sent, replies not yet read
         self.on_timeout: Any = None  # () -> None: what to stop before this worker when its deadline passes
+        self.while_waiting: Any = None  # () -> None, called while waiting for this worker; may raise to stop
 
     def send(self, cmd: Msg) -> None:
         op = str(cmd.op)
@@ -144,16 +145,23 @@ class WorkerHandle:
             self._check_bounds(op)
 
     def _check_bounds(self, op: str) -> None:
-        now = time.monotonic()
-        if now - self.watched < WATCH_EVERY_S:
-            return
-        self.watched = now
-        why = self.watch() if self.watch is not None else None
-        if self.proc.stderr_bytes() > STDERR_MAX_BYTES:
-            why = f"its stderr grew past {STDERR_MAX_BYTES >> 20} MiB"
+        if self.while_waiting is not None:
+            self.while_waiting()
+        why = self.bound_broken()
         if why:
             self.kill()
             raise WorkerGone(self._result(), op, why=f"was stopped: {why}")
+
+    def bound_broken(self) -> str | None:
+        """Why the worker must stop (a bound it broke: its `watch`, its stderr), at most once every
+        `WATCH_EVERY_S`; None when within (or when not yet time to look again)."""
+        now = time.monotonic()
+        if now - self.watched < WATCH_EVERY_S or self.proc.poll() is not None:
+            return None
+        self.watched = now
+        if self.proc.stderr_bytes() > STDERR_MAX_BYTES:
+            return f"its stderr grew past {STDERR_MAX_BYTES >> 20} MiB"
+        return self.watch() if self.watch is not None else None
 
     def recv_reply(self, deadline: float) -> Reply:
         """`recv`, validated against the oldest pending command's reply model: a failed command
