@@ -48,3 +48,10 @@ def test_forged_timing_samples_are_not_believed(user, run_rejected):
     t, ti = rec.timing, rec.integrity.timing
     assert t and t.measured and ti.method == "laps", rec.reasons
     assert t.candidate.n_samples == ti.n_laps and t.candidate.median_us > 100.0, (t.candidate, ti.n_laps)
+
+
+def test_a_projection_no_float_can_hold_is_the_candidates_failure(user):
+    """Its audit fails the candidate (`timing.recheck-failed`), never blames the problem."""
+    rec = check_or_blame(candidate("k_forge_projection", user / "project"), run_rejected=True, static="denylist",
+                         **TIMED)
+    assert "timing.recheck-failed" in reject_rules(rec), (rec.status, reject_rules(rec), rec.reasons)
