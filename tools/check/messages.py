@@ -365,7 +365,7 @@ class PeakMemory(Msg):
 
 
 class PeakMemoryReply(Reply):
-    peak_bytes: int | None = None
+    peak_bytes: int | None = Field(None, ge=0, le=1 << 50, description="a claim: no machine holds a PiB")
 
 
 CandCommand = Annotated[CandCompile | CandBuild | CandTrial | CandPack | CandIntegrity | TimeSetup | Refresh | Lap
