@@ -75,7 +75,7 @@ class Leaf(Msg):
     device: Name = ""
     dtype: Name = ""
     shape: list[int] = Field(default_factory=list, max_length=MAX_DIMS)
-    value: bool | int | float | None = None
+    value: bool | Annotated[int, Field(ge=-(1 << 63), lt=1 << 63)] | float | None = None  # an int a float can meet
     nan: int = 0
     posinf: int = 0
     neginf: int = 0
