@@ -96,6 +96,9 @@ def worker_confinement(spec: JobSpec, cache_dir: Path) -> Confinement:
 class WorkerHandle:
     """One running worker and its command channel."""
 
+    on_timeout: Any = None  # () -> None: what to stop before this worker when its deadline passes
+    while_waiting: Any = None  # () -> None, called while kiln waits for this worker; may raise to end the check
+
     def __init__(self, spec: JobSpec, *, env: dict[str, str], zygote: Any, backstop_s: float,
                  confinement: Any = None, sandbox: Any = None, watch: Any = None) -> None:
         self.spec, self.role = spec, spec.role
@@ -111,8 +114,6 @@ class WorkerHandle:
                                                  as_limit_bytes=default_as_limit(spec.device), zygote=zygote,
                                                  confinement=confinement, sandbox=sandbox)
         self.pending: list[tuple[str, str]] = []  # (op, id) of commands sent, replies not yet read
-        self.on_timeout: Any = None  # () -> None: what to stop before this worker when its deadline passes
-        self.while_waiting: Any = None  # () -> None, called while waiting for this worker; may raise to stop
 
     def send(self, cmd: Msg) -> None:
         op = str(cmd.op)
