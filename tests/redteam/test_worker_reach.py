@@ -47,3 +47,24 @@ def test_a_worker_cannot_write_the_machines_sysctls(user: Path) -> None:
     /proc/sys and the SysRq trigger read-only, as bubblewrap does for its own /proc."""
     rec = check(candidate("k_metadata", user / "project", mode="sysctl"), **ATTACK)
     assert ran_as(rec) == "ok", (rec.status, rec.reasons)
+
+
+def test_removing_a_tree_a_worker_chmodded_follows_no_link(tmp_path: Path) -> None:
+    """What a worker may still chmod (its own dir, its compile cache) kiln removes whatever the modes
+    (`files.remove_tree`: kiln run as another user than root could not list a 000 folder), and the
+    modes it restores are never those of a link's target."""
+    from kiln.tools.files import _PATH_FLAGS, _unlock, remove_tree
+
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o500)
+    tree = tmp_path / "work"
+    (tree / "a" / "b").mkdir(parents=True)
+    (tree / "a" / "b" / "f").write_text("x")
+    (tree / "a" / "link").symlink_to(outside, target_is_directory=True)
+    for d in (tree / "a" / "b", tree / "a"):
+        d.chmod(0)
+    _unlock(os.open(tree, _PATH_FLAGS), 100)
+    assert all((tree / p).stat().st_mode & 0o700 == 0o700 for p in ("a", "a/b"))
+    assert outside.stat().st_mode & 0o777 == 0o500
+    remove_tree(tree)
+    assert not tree.exists() and outside.is_dir() and outside.stat().st_mode & 0o777 == 0o500

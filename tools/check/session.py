@@ -361,8 +361,12 @@ class Session:
         assert isinstance(cand, m.CandTrialReply)
         from kiln.tools.check.outputs import make_slot  # torch: imported once there is an output to read
 
-        first, fd1 = make_slot(str(self.layout.out / f"{t.tag}.first"))
-        second, fd2 = make_slot(str(self.layout.out / f"{t.tag}.second"))
+        try:
+            first, fd1 = make_slot(str(self.layout.out / f"{t.tag}.first"))
+            second, fd2 = make_slot(str(self.layout.out / f"{t.tag}.second"))
+        except OSError as exc:  # only the candidate's worker may change that folder (its modes)
+            raise Failure("crashed", [f"kiln could not make the candidate's output file ({exc.strerror}): its "
+                                      "worker changed the folder kiln makes them in"]) from None
         self.slot_paths += [first.path, second.path]
         packed = self._call_cand(m.CandPack(key=self.seed("key", t.tag), first=first.path, second=second.path))
         assert isinstance(packed, m.CandPackReply)
