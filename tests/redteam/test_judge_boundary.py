@@ -60,7 +60,7 @@ def test_a_swapped_output_file_is_never_followed_read_or_waited_on(user: Path, m
 
 
 @pytest.mark.parametrize("mode, status", [("hang", "timeout"), ("half", "crashed"), ("huge", "crashed"),
-                                          ("killpg", "crashed")])
+                                          ("killpg", "crashed"), ("stop", "timeout")])
 def test_a_misbehaving_worker_ends_in_a_named_record_in_time(user: Path, mode: str, status: str) -> None:
     t0 = time.monotonic()
     rec = check(candidate("j_protocol", user / "project", mode=mode), timeout_s=40, **ATTACK)
