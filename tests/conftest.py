@@ -36,7 +36,7 @@ SERIAL = {
     "builtin/test_builtin_huge_inputs.py", "compile/test_nvcc.py", "compile/test_time_loop.py",
     "core/test_check.py", "core/test_isolation.py", "core/test_protocol.py", "corpus/test_corpus_problems.py",
     "curriculum/test_scheduling.py", "graphs/test_ctrl_c.py", "graphs/test_graph_cli.py", "graphs/test_suite.py",
-    "graphs/test_transcripts.py", "model/test_model_cli.py", "redteam/test_cli.py",
+    "graphs/test_transcripts.py", "model/test_model_cli.py", "redteam/test_cli.py", "redteam/test_load.py",
     "sandbox/test_cache_roots.py", "sandbox/test_confined.py", "sandbox/test_fork_server.py",
 }
 

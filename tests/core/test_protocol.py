@@ -79,7 +79,7 @@ elif mode == "wrongid":
 elif mode == "misfit":
     os.write(w, json.dumps({"ok": True, "id": cmd["id"], "compile": "not a record"}).encode() + b"\n")
 else:
-    os.write(w, json.dumps({"ok": True, "id": cmd["id"], "compile": {"ok": True, "echo": cmd["op"]}}).encode() + b"\n")
+    os.write(w, json.dumps({"ok": True, "id": cmd["id"], "compile": {"ok": True, "backend": cmd["op"]}}).encode() + b"\n")
 import time; time.sleep(30)
 """
 
@@ -113,7 +113,7 @@ def test_a_reply_the_parent_cannot_trust_ends_the_worker(tmp_path: Path, mode: s
 def test_a_good_reply_comes_back_as_its_record_and_a_silent_worker_times_out(tmp_path: Path) -> None:
     h = _Fake(tmp_path, "echo")
     reply = h.call(CandCompile(), time.monotonic() + 30)
-    assert isinstance(reply, CompileReply) and reply.compile["echo"] == "compile"
+    assert isinstance(reply, CompileReply) and reply.compile.backend == "compile"
     t0 = time.monotonic()
     with pytest.raises(WorkerGone) as err:
         h.call(CandTrial(case="problem"), time.monotonic() + 0.5)

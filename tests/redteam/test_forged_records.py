@@ -48,3 +48,17 @@ def test_forged_timing_samples_are_not_believed(user, run_rejected):
     t, ti = rec.timing, rec.integrity.timing
     assert t and t.measured and ti.method == "laps", rec.reasons
     assert t.candidate.n_samples == ti.n_laps and t.candidate.median_us > 100.0, (t.candidate, ti.n_laps)
+
+
+
+@pytest.mark.parametrize("mode", ["projection", "peak"])
+def test_a_number_no_float_can_hold_is_the_candidates_failure(user, mode):
+    """A committed projection fails its audit (`timing.recheck-failed`); a claimed peak memory out of
+    any range breaks the protocol (`crashed`; on a GPU kiln's division by the eager peak raised
+    OverflowError, on CPU the record kept the claim). Never the problem's fault, never kiln's."""
+    rec = check_or_blame(candidate("k_forge_timing", user / "project", mode=mode), run_rejected=True,
+                         static="denylist", **TIMED)
+    if mode == "projection":
+        assert "timing.recheck-failed" in reject_rules(rec), (rec.status, reject_rules(rec), rec.reasons)
+    else:
+        assert rec.status == "crashed" and any("peak_bytes" in r for r in rec.reasons), (rec.status, rec.reasons)

@@ -153,12 +153,24 @@ ALL_CANDIDATES_MAX_BYTES = 20 << 30
 
 def tree_usage(top: Path, max_files: int = CANDIDATE_CACHE_MAX_FILES) -> tuple[int, int]:
     """(bytes, files) under `top`, never following links; counting stops past `max_files`."""
+    total, files, _ = _usage(top, max_files)
+    return total, files
+
+
+def _usage(top: Path, max_files: int) -> tuple[int, int, str | None]:
+    """`tree_usage`, and a folder that could not be read (a worker may chmod its own folders: what
+    kiln can't see, it can't bound)."""
     total = files = 0
+    unreadable = None
     stack = [str(top)]
     while stack and files <= max_files:
+        path = stack.pop()
         try:
-            entries = list(os.scandir(stack.pop()))
+            entries = list(os.scandir(path))
+        except FileNotFoundError:
+            continue
         except OSError:
+            unreadable = unreadable or path
             continue
         for e in entries:
             try:
@@ -169,12 +181,14 @@ def tree_usage(top: Path, max_files: int = CANDIDATE_CACHE_MAX_FILES) -> tuple[i
                     files += 1
             except OSError:
                 continue
-    return total, files
+    return total, files, unreadable
 
 
 def over_bound(top: Path) -> str | None:
     """Why a candidate's compile cache is over its bound, in words; None if within."""
-    size, files = tree_usage(top)
+    size, files, unreadable = _usage(top, CANDIDATE_CACHE_MAX_FILES)
+    if unreadable:
+        return f"its compile cache has a folder kiln cannot read ({Path(unreadable).name})"
     if size > CANDIDATE_CACHE_MAX_BYTES:
         return f"its compile cache grew past {CANDIDATE_CACHE_MAX_BYTES >> 30} GiB"
     if files > CANDIDATE_CACHE_MAX_FILES:
@@ -185,11 +199,11 @@ def over_bound(top: Path) -> str | None:
 def trim_candidate_cache(source_sha: str) -> None:
     """After a check: a cache over its bound is removed; then the oldest caches go until all
     candidates' caches fit `ALL_CANDIDATES_MAX_BYTES` (the one just used is kept)."""
-    import shutil
+    from kiln.tools.files import remove_tree
 
     own = root() / "cand" / source_sha[:16]
     if own.is_dir() and over_bound(own):
-        shutil.rmtree(own, ignore_errors=True)
+        remove_tree(own)
     base = root() / "cand"
     try:
         dirs = sorted((d for d in base.iterdir() if d.is_dir() and not d.is_symlink() and d != own),
@@ -201,5 +215,5 @@ def trim_candidate_cache(source_sha: str) -> None:
     for d in dirs:
         if total <= ALL_CANDIDATES_MAX_BYTES:
             break
-        shutil.rmtree(d, ignore_errors=True)
+        remove_tree(d)
         total -= sizes[d]

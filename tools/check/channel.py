@@ -83,8 +83,8 @@ class ParentChannel:
 def _parse(line: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(line)
-    except ValueError as exc:
-        raise ChannelError(f"a reply that is not JSON ({line[:80]!r}...)") from exc
+    except (ValueError, RecursionError) as exc:  # nested past Python's recursion limit: still the worker's
+        raise ChannelError(f"a reply that is not JSON kiln reads ({line[:80]!r}...)") from exc
     if not isinstance(obj, dict):
         raise ChannelError(f"a reply that is not a JSON object ({type(obj).__name__})")
     return obj

@@ -19,11 +19,24 @@ class Failure(Exception):
         self.status, self.reasons, self.stderr = status, reasons, stderr
 
 
-def reference_broken(problem: str, gone: WorkerGone, timeout_s: float) -> KilnInputError:
+def reference_broken(problem: str, gone: WorkerGone, timeout_s: float) -> KilnInputError | Failure:
+    """The reference worker could not answer. Only what the problem alone decides blames it (a
+    `KilnInputError`: its own exit, a reply it broke). A time-out or a kill by a signal can be the
+    candidate's doing, whose worker shares the machine (one that keeps every core busy while it
+    waits for its next command starves the reference; one that fills memory gets it killed): they
+    end the check as a record that says both."""
     res = gone.result
     if gone.timed_out:
-        return KilnInputError(f"{problem}: the reference took longer than its time budget ({timeout_s:.0f} s "
-                              f"for the whole check) during {gone.during}")
+        return Failure("timeout", [f"the check ran out of its --timeout ({timeout_s:.0f} s) while kiln waited for the "
+                                   f"reference worker ({gone.during}): the problem is too slow for this --timeout, or "
+                                   "the candidate's worker kept the machine too busy for the reference to finish"],
+                       res.stderr_tail)
+    if gone.why:  # kiln stopped it for what it did itself (a reply it broke, a bound on its output)
+        return KilnInputError(f"{problem}: the reference worker {gone.why} during {gone.during}")
+    if res.signal_name:
+        return Failure("error", [f"the reference worker was killed by {res.signal_name} during {gone.during} while the "
+                                 "candidate's worker ran beside it (out of memory?): kiln cannot tell which caused it"],
+                       res.stderr_tail)
     last = (res.stderr_tail.strip().splitlines() or [gone.why or "no output"])[-1]
     how = f"killed by {res.signal_name}" if res.signal_name else f"exit code {res.returncode}"
     return KilnInputError(f"{problem}: the reference worker died ({how}) during {gone.during}: {last}")

@@ -86,8 +86,18 @@ def candidate_pack(leaves: list[Leaf], data: list[torch.Tensor], ref: dict[str, 
     return {"meta": [_meta(lf) for lf in leaves], "tensors": tensors}
 
 
-def _kinds_match(ref: list[Leaf], cand: list[Leaf]) -> bool:
-    return len(ref) == len(cand) and all(r.kind == c.kind for r, c in zip(ref, cand, strict=True))
+def _claims_differ(ref: list[Leaf], cand: list[Leaf]) -> str | None:
+    """Why the candidate's description of its leaves can't be the reference's, beyond what
+    `structure` compares; None when it can. An honest worker names its leaves as the reference's are
+    named (one walk of the output), and samples exactly where the reference sampled."""
+    if len(ref) != len(cand):
+        return "its worker described a different number of outputs than the reference's"
+    for r, c in zip(ref, cand, strict=True):
+        if r.name != c.name:
+            return f"its worker described an output named {c.name!r} where the reference's is {r.name!r}"
+        if r.kind != c.kind:
+            return "the output was sampled where the reference's was not (or the other way round)"
+    return None
 
 
 class Judge:
@@ -119,7 +129,7 @@ class Judge:
     def _read(self, expected: list[Leaf], cand: list[Leaf], slot: Any) -> list[torch.Tensor] | str | None:
         """The file's tensors (None: its structure differs, nothing read), or why it could not be read."""
         if structure({"meta": [_meta(lf) for lf in expected]}, {"meta": [_meta(lf) for lf in cand]}) is not None \
-                or not _kinds_match(expected, cand):
+                or _claims_differ(expected, cand):
             return None
         try:
             return read_raw(slot, expected, self.device)
@@ -129,9 +139,9 @@ class Judge:
     def _phase(self, phase: str, ref: dict[str, Any], expected: list[Leaf], cand: list[Leaf], slot: Any,
                cmd: RefJudge, data: Any = False) -> tuple[PhaseVerdict, list[torch.Tensor] | None]:
         bad = structure(ref, {"meta": [_meta(lf) for lf in cand], "tensors": {}})
-        if bad is None and not _kinds_match(expected, cand):
-            bad = Mismatch(output="out", reason="type", rule="structure",
-                           message="the output was sampled where the reference's was not (or the other way round)")
+        differ = _claims_differ(expected, cand) if bad is None else None
+        if differ:
+            bad = Mismatch(output="out", reason="type", rule="structure", message=differ)
         if bad is not None:
             return PhaseVerdict(phase=phase, passed=False, mismatch=bad, rule="structure", legacy_atol_rtol_passed=False,
                                 outputs=[OutputVerdict(output=bad.output, rule="structure", passed=False,

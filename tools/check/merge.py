@@ -95,4 +95,14 @@ def runtime_findings(acc: OpAccounting | None, raw: Any, policy: str) -> list[Fi
         return [INVALID, *judge(acc, policy)]
     mine = judge(acc, policy)
     rules = {f.rule for f in mine}
-    return mine + [f for f in theirs if f.rule not in rules]
+    return [_clipped(f) for f in mine + [f for f in theirs if f.rule not in rules]]
+
+
+def _clipped(f: Finding) -> Finding:
+    """A finding whose evidence came from the candidate's worker (its kernel names, its own
+    findings), at most `messages.MAX_TEXT` characters of it."""
+    from kiln.tools.check.messages import MAX_TEXT
+
+    if len(f.evidence) <= MAX_TEXT:
+        return f
+    return f.model_copy(update={"evidence": f"{f.evidence[:MAX_TEXT]}... ({len(f.evidence) - MAX_TEXT} more characters)"})

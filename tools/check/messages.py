@@ -12,11 +12,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
-from kiln.tools.records import Mismatch, OutputVerdict
+from kiln.tools.records import CompileRecord, Mismatch, OutputVerdict
 
 MAX_LIST = 100_000  # no reply field holds more items than this (a reply is capped at 8 MiB anyway)
+MAX_TEXT = 4000
+"""Characters of a worker's text (an error message, a traceback, a compile log) that reach kiln's
+record: the rest is cut, never a reason of megabytes in the record and in the Coder's next prompt."""
+MAX_NAME = 200  # an output's name, class, dtype, device: short in every honest reply
+MAX_DIMS = 64
+
+
+def _clip(limit: int) -> Any:
+    def clip(text: str) -> str:
+        return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+    return AfterValidator(clip)
+
+
+Text = Annotated[str, _clip(MAX_TEXT)]
+Name = Annotated[str, _clip(MAX_NAME)]
 
 
 class Msg(BaseModel):
@@ -33,10 +49,10 @@ class Reply(Msg):
 
 
 class ErrorInfo(Msg):
-    kind: str = Field("candidate", description="whose fault: candidate | reference | kiln | protocol | input")
-    where: str = ""
-    message: str = ""
-    traceback: str = ""
+    kind: Name = Field("candidate", description="whose fault: candidate | reference | kiln | protocol | input")
+    where: Name = ""
+    message: Text = ""
+    traceback: Text = ""
 
 
 class ErrorReply(Msg):
@@ -53,13 +69,13 @@ class Leaf(Msg):
     kind and, for tensors, class, device, dtype and shape; for sketched tensors the whole-tensor
     counts; for numbers the value. A candidate's leaves are claims the judge checks."""
 
-    name: str
+    name: Name
     kind: Literal["tensor", "sketch", "number", "other"]
-    cls: str = ""
-    device: str = ""
-    dtype: str = ""
-    shape: list[int] = Field(default_factory=list)
-    value: bool | int | float | None = None
+    cls: Name = ""
+    device: Name = ""
+    dtype: Name = ""
+    shape: list[int] = Field(default_factory=list, max_length=MAX_DIMS)
+    value: bool | Annotated[int, Field(ge=-(1 << 63), lt=1 << 63)] | float | None = None  # an int a float can meet
     nan: int = 0
     posinf: int = 0
     neginf: int = 0
@@ -236,8 +252,20 @@ class CandCompile(Msg):
     op: Literal["compile"] = "compile"
 
 
+class CompileEvidence(CompileRecord):
+    """A worker's compile record as its reply carries it: typed (a field of the wrong type is the
+    worker breaking the protocol, not kiln failing), its texts clipped."""
+
+    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings")
+    errors: Annotated[list[Text], AfterValidator(lambda errs: errs[:20])] = Field(default_factory=list)
+    log_tail: Text = ""
+
+    def record(self) -> CompileRecord:
+        return CompileRecord.model_validate(self.model_dump())
+
+
 class CompileReply(Reply):
-    compile: dict[str, Any]
+    compile: CompileEvidence
 
 
 class CaseBuild(Msg):
@@ -252,7 +280,7 @@ class CandBuild(Msg):
 
 
 class CandBuildReply(Reply):
-    compile: dict[str, Any] | None = None
+    compile: CompileEvidence | None = None
     first_call_s: float | None = None
     n_weights_copied: int | None = None
 
@@ -337,7 +365,7 @@ class PeakMemory(Msg):
 
 
 class PeakMemoryReply(Reply):
-    peak_bytes: int | None = None
+    peak_bytes: int | None = Field(None, ge=0, le=1 << 50, description="a claim: no machine holds a PiB")
 
 
 CandCommand = Annotated[CandCompile | CandBuild | CandTrial | CandPack | CandIntegrity | TimeSetup | Refresh | Lap

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -65,9 +62,9 @@ def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], c
         return out, _peaks(s.evidence.get("peaks"))
     finally:
         t_clean = time.monotonic()
-        with contextlib.suppress(OSError):
-            os.chmod(work, 0o700)
-        shutil.rmtree(work, ignore_errors=True)
+        from kiln.tools.files import remove_tree
+
+        remove_tree(work)
         caches.trim_candidate_cache(cand.sha256)
         rec.stages_s["cleanup"] = round(time.monotonic() - t_clean, 3)  # the work dir and the compile cache
 

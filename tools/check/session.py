@@ -31,13 +31,14 @@ from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, wo
 from kiln.tools.draws import DISTRIBUTIONS, derive_seed, trial_count
 from kiln.tools.errors import KilnInputError
 from kiln.tools.problem import CandidateInfo, ProblemInfo
-from kiln.tools.records import CheckOptions, CheckRecord, CompileRecord, Finding
+from kiln.tools.records import CheckOptions, CheckRecord, Finding
 from kiln.tools.sandbox.confine import SANDBOX_EXIT
 from kiln.tools.sandbox.isolation import ProcResult
 
 SPAWN_SLACK_S = 30.0  # the first command of a worker waits for the fork server too
 LOOKAHEAD = 2  # reference trials queued ahead of the candidate's
 STDERR_KEEP = 2000
+SLOT_SLACK_BYTES = 64 << 20
 
 
 @dataclass
@@ -115,6 +116,8 @@ class Session:
         self.ref_expect: list[tuple[str, str]] = []  # (op, key) of every command sent, replies in that order
         self.input_bytes = 0
         self.output_bytes = 0
+        self.slot_paths: list[str] = []  # every output file kiln made for the candidate, in this check
+        self.slot_bytes = 0  # the largest output file a trial so far needs
         self.used: dict[str, float] = {}  # candidate command time per stage
         self.cand_started = False
         self.timed = options.time and (rec.device == "cuda" or options.time_on_cpu)
@@ -137,7 +140,7 @@ class Session:
         return JobSpec(**{**fields, **extra})
 
     def _start(self, spec: JobSpec, cache_dir: Path) -> WorkerHandle:
-        watch = (lambda: caches.over_bound(cache_dir)) if spec.role == "candidate" else None
+        watch = (lambda: caches.over_bound(cache_dir) or self._slots_over_bound()) if spec.role == "candidate" else None
         return WorkerHandle(spec, env=worker_env(spec, cache_dir), zygote=self.zygote,
                             backstop_s=self.o.timeout_s + 5.0,
                             confinement=worker_confinement(spec, cache_dir), sandbox=self.box, watch=watch)
@@ -163,16 +166,52 @@ class Session:
         try:
             self._run()
         except Failure as f:
+            self._stop_candidate()
             self._fail(f)
         finally:
             self._close()
         return self.rec
+
+    def _watch_candidate(self) -> None:
+        """The candidate's bounds (its compile cache, its stderr, its output files), checked while
+        kiln waits for another worker: a broken one ends the check as the candidate's."""
+        why = self.cnd.bound_broken() if self.cnd is not None else None
+        if why:
+            self._stop_candidate()
+            where = f"{self.stage} ({self.detail})" if self.detail else self.stage
+            raise Failure("crashed", [f"the candidate worker was stopped: {why} in stage {where}"])
+
+    def _slots_over_bound(self) -> str | None:
+        """The files kiln made for the candidate's outputs hold at most what 4 of them need at once (a
+        trial's two and the pending trial's two; judged ones are emptied): each may otherwise grow to
+        RLIMIT_FSIZE, in RAM, for as long as the check runs. A file reopened after it was judged
+        counts too."""
+        used = 0
+        for path in self.slot_paths:  # kiln's files: the candidate may fill them, not replace or link them
+            try:
+                used += os.stat(path, follow_symlinks=False).st_blocks * 512
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                return f"its output files could not be measured ({exc.strerror})"
+        bound = 4 * self.slot_bytes + SLOT_SLACK_BYTES
+        return f"its output files hold {used >> 20} MiB, past the {bound >> 20} MiB they need" if used > bound else None
+
+    def _stop_candidate(self) -> None:
+        """Kill the candidate's worker and all it started, at once: a check that failed has no more
+        use for it, and whatever load it put on the machine (processes spinning while kiln and the
+        reference work) ends with it, before kiln's own remaining work."""
+        if self.cnd is not None:
+            with contextlib.suppress(Exception):
+                self.cnd.kill()
 
     def _run(self) -> None:
         cand_cache = caches.candidate_cache(self.cand.sha256)
         self.cnd = self._start(self._spec("candidate", candidate=self.cand_path, cache_root=str(cand_cache)),
                                cand_cache)
         self.ref = self._start(self._spec("reference"), caches.root() / "zygote")
+        self.ref.on_timeout = self._stop_candidate  # a late reference may be a starved one: its starver goes first
+        self.ref.while_waiting = self._watch_candidate  # its bounds hold while kiln waits for the judge too
         self.enter("compile")
         self.ref_send(m.RefSetup(seeds=self.case_seeds(), numerics_rule=self.numerics,
                                  weights={c.name: self.layout.weights(c.name) for c in self.cases}), "setup")
@@ -181,7 +220,7 @@ class Session:
         self.ref_queued = 0
         self._queue_reference(LOOKAHEAD)
         compiled = self._call_cand(m.CandCompile())
-        self.rec.compile = CompileRecord.model_validate(compiled.compile)
+        self.rec.compile = compiled.compile.record()
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         self._native_symbols(cand_cache)
@@ -227,7 +266,7 @@ class Session:
         cases = {c.name: m.CaseBuild(seeds=seeds[c.name], weights=self.layout.weights(c.name)) for c in self.cases}
         reply = self._call_cand(m.CandBuild(cases=cases, warmup_seed=self.seed("warmup")))
         if reply.compile is not None:  # a build error surfacing at the first call (Triton JIT, lazy NVRTC)
-            self.rec.compile = CompileRecord.model_validate(reply.compile)
+            self.rec.compile = reply.compile.record()
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         assert self.rec.compile is not None
         self.rec.compile.first_call_s = reply.first_call_s
@@ -308,6 +347,7 @@ class Session:
                                  "uses a random source kiln does not seed, so inputs cannot be reproduced")
         self.ref_replies[t.tag] = ref
         self.input_bytes = max(self.input_bytes, ref.input_bytes)
+        self.slot_bytes = max(self.slot_bytes, _leaf_bytes(ref.leaves))
         if ref.inputs_saved:
             self._send_cand(m.CandTrial(case=t.case, dist=t.dist, inputs_file=self.layout.inputs(t.tag)))
         else:
@@ -321,8 +361,13 @@ class Session:
         assert isinstance(cand, m.CandTrialReply)
         from kiln.tools.check.outputs import make_slot  # torch: imported once there is an output to read
 
-        first, fd1 = make_slot(str(self.layout.out / f"{t.tag}.first"))
-        second, fd2 = make_slot(str(self.layout.out / f"{t.tag}.second"))
+        try:
+            first, fd1 = make_slot(str(self.layout.out / f"{t.tag}.first"))
+            second, fd2 = make_slot(str(self.layout.out / f"{t.tag}.second"))
+        except OSError as exc:  # only the candidate's worker may change that folder (its modes)
+            raise Failure("crashed", [f"kiln could not make the candidate's output file ({exc.strerror}): its "
+                                      "worker changed the folder kiln makes them in"]) from None
+        self.slot_paths += [first.path, second.path]
         packed = self._call_cand(m.CandPack(key=self.seed("key", t.tag), first=first.path, second=second.path))
         assert isinstance(packed, m.CandPackReply)
         from kiln.tools.correctness import tolerances

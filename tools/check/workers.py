@@ -33,6 +33,9 @@ from kiln.tools.sandbox.isolation import (
 POLL_S = 0.05
 EXIT_WAIT_S = 2.0
 WATCH_EVERY_S = 1.0
+STDERR_MAX_BYTES = 64 << 20
+"""A worker's stderr (a file in kiln's control dir, in RAM) past this stops the worker: honest ones
+write kilobytes; RLIMIT_FSIZE alone would let each hold 4 GiB of the machine's memory."""
 
 
 class WorkerGone(Exception):
@@ -93,6 +96,9 @@ def worker_confinement(spec: JobSpec, cache_dir: Path) -> Confinement:
 class WorkerHandle:
     """One running worker and its command channel."""
 
+    on_timeout: Any = None  # () -> None: what to stop before this worker when its deadline passes
+    while_waiting: Any = None  # () -> None, called while kiln waits for this worker; may raise to end the check
+
     def __init__(self, spec: JobSpec, *, env: dict[str, str], zygote: Any, backstop_s: float,
                  confinement: Any = None, sandbox: Any = None, watch: Any = None) -> None:
         self.spec, self.role = spec, spec.role
@@ -133,19 +139,30 @@ class WorkerHandle:
             if res is not None:
                 raise WorkerGone(res, op, timed_out=res.timed_out)
             if time.monotonic() > deadline:
+                if self.on_timeout is not None:
+                    self.on_timeout()
                 self.kill()
                 raise WorkerGone(self._result(), op, timed_out=True)
             self._check_bounds(op)
 
     def _check_bounds(self, op: str) -> None:
-        now = time.monotonic()
-        if self.watch is None or now - self.watched < WATCH_EVERY_S:
-            return
-        self.watched = now
-        why = self.watch()
+        if self.while_waiting is not None:
+            self.while_waiting()
+        why = self.bound_broken()
         if why:
             self.kill()
             raise WorkerGone(self._result(), op, why=f"was stopped: {why}")
+
+    def bound_broken(self) -> str | None:
+        """Why the worker must stop (a bound it broke: its `watch`, its stderr), at most once every
+        `WATCH_EVERY_S`; None when within (or when not yet time to look again)."""
+        now = time.monotonic()
+        if now - self.watched < WATCH_EVERY_S or self.proc.poll() is not None:
+            return None
+        self.watched = now
+        if self.proc.stderr_bytes() > STDERR_MAX_BYTES:
+            return f"its stderr grew past {STDERR_MAX_BYTES >> 20} MiB"
+        return self.watch() if self.watch is not None else None
 
     def recv_reply(self, deadline: float) -> Reply:
         """`recv`, validated against the oldest pending command's reply model: a failed command

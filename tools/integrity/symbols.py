@@ -101,13 +101,76 @@ MAX_SO_FILES = 32
 
 
 def native_findings(top: Path, policy: NativePolicy | None = None) -> list[Finding]:
-    """`symbol_findings` for every shared object under `top` (a candidate's compile cache), walked
-    without following links; past `MAX_SO_FILES` files, one rejection says so."""
-    paths = [Path(root) / name for root, _, files in os.walk(top, followlinks=False) for name in files
-             if name.endswith(".so")]
-    if len(paths) > MAX_SO_FILES:
-        return [_finding(f"{len(paths)} shared objects in its compile cache (at most {MAX_SO_FILES})", None)]
-    return [f for p in sorted(paths) for f in symbol_findings(p, policy)]
+    """`symbol_findings` for every shared object under `top` (a candidate's compile cache, which its
+    worker may still be changing). The walk never leaves `top`: it goes from one open folder to the
+    next (no link followed, `top` itself included), and each file is read through its folder's
+    descriptor (`/proc/self/fd/N/name`), so a folder swapped for a link mid-walk leads nowhere. Past
+    `MAX_SO_FILES` files, `MAX_WALK` entries or `MAX_DEPTH` folders, one rejection says so."""
+    try:
+        root = os.open(top, _DIR_FLAGS)
+    except FileNotFoundError:
+        return []
+    except OSError as e:  # a link, a file, a FIFO where the folder should be
+        return [_finding(f"its compile cache's {top.name}/ is not a folder kiln can walk ({e.strerror})", None)]
+    held: list[int] = []
+    try:
+        hits, why = _walk(root, held)
+        if why:
+            return [_finding(why, None)]
+        if len(hits) > MAX_SO_FILES:
+            return [_finding(f"{len(hits)} shared objects in its compile cache (at most {MAX_SO_FILES})", None)]
+        return [f for dfd, name in hits for f in symbol_findings(Path(f"/proc/self/fd/{dfd}/{name}"), policy)]
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+MAX_WALK = 50_000
+MAX_DEPTH = 24
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _walk(root: int, held: list[int]) -> tuple[list[tuple[int, str]], str | None]:
+    """(folder fd, name) of every `.so` beneath the open folder `root`, depth first; the fds of the
+    folders holding one stay open (in `held`, which also holds `root`), the rest are closed as soon
+    as they are read. Or why the walk stopped."""
+    held.append(root)
+    hits: list[tuple[int, str]] = []
+    stack: list[tuple[int, list[str]]] = []
+    seen, dfd = 0, root
+    while True:
+        subdirs: list[str] = []
+        with os.scandir(dfd) as it:
+            for e in it:
+                seen += 1
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append(e.name)
+                elif e.name.endswith(".so"):  # a link or FIFO too: `collect` refuses it, a rejection
+                    hits.append((dfd, e.name))
+        if seen > MAX_WALK or len(stack) > MAX_DEPTH:
+            return hits, f"its compile cache holds more than {MAX_WALK} entries or {MAX_DEPTH} nested folders"
+        if dfd not in held and any(h[0] == dfd for h in hits):
+            held.append(dfd)
+        stack.append((dfd, sorted(subdirs, reverse=True)))
+        dfd = _next_dir(stack, held)
+        if dfd < 0:
+            return hits, None
+
+
+def _next_dir(stack: list[tuple[int, list[str]]], held: list[int]) -> int:
+    """Open the next folder to read (a subfolder of the deepest folder with any left), closing the
+    folders it is done with; -1 when every folder was read."""
+    while stack:
+        parent, names = stack[-1]
+        while names:
+            try:
+                return os.open(names.pop(), _DIR_FLAGS, dir_fd=parent)
+            except OSError:  # gone, or swapped for a link meanwhile
+                continue
+        stack.pop()
+        if parent not in held:
+            os.close(parent)
+    return -1
 
 
 MAX_OBJECTS = 64

@@ -253,6 +253,8 @@ def enter(conf: Confinement, plan: Plan, keep_fds: tuple[int, ...] = ()) -> None
     if plan.pidns:
         _own_mounts()
         _cap_tasks()
+        _cover_proc()
+        _read_only_view(conf)
         _scratch(conf)
     if plan.userns:
         nsutil.unshare(nsutil.CLONE_NEWUSER | (0 if plan.pidns else
@@ -285,6 +287,45 @@ def _own_mounts() -> None:
     nsutil.unshare(nsutil.CLONE_NEWNS | nsutil.CLONE_NEWNET | nsutil.CLONE_NEWIPC | nsutil.CLONE_NEWUTS)
     nsutil.mount(None, "/", None, nsutil.MS_REC | nsutil.MS_PRIVATE)
     nsutil.mount("proc", "/proc", "proc", nsutil.MS_NOSUID | nsutil.MS_NODEV | nsutil.MS_NOEXEC)
+
+
+PROC_COVERS = ("sys", "sysrq-trigger", "irq", "bus")
+"""Parts of a fresh /proc that reach the whole machine (sysctls, the magic SysRq key, IRQ and bus
+settings), read-only for a worker, as bubblewrap does for its own /proc."""
+
+
+def _cover_proc() -> None:
+    """Bind each of `PROC_COVERS` read-only over itself in the worker's fresh /proc. The kernel lets
+    a process whose uid is root's outside every namespace write the machine's sysctls on its mode
+    bits alone, capabilities or not: a worker of kiln run as root (a container) could otherwise set
+    `kernel.core_pattern`. /proc stays writable elsewhere (CUDA writes its own process's files)."""
+    for name in PROC_COVERS:
+        path = os.path.join("/proc", name)
+        if os.path.exists(path):
+            nsutil.mount(path, path, None, nsutil.MS_BIND | nsutil.MS_REC)
+            nsutil.remount_read_only(path, {"nosuid", "nodev", "noexec", "relatime"})
+
+
+def _read_only_view(conf: Confinement) -> None:
+    """Every mount in the worker's namespace read-only, but its own `write` and `fill` paths (each
+    bound over itself first, so it is a mount of its own that stays writable) and its /proc.
+    Landlock decides which files a worker may open, not what it may do to their metadata: without
+    this, a worker could chmod, chown or touch whatever its uid owns on the writable mounts the
+    fork server shares with every worker (the candidates' cache root, kiln's control dir, the
+    sandbox's /tmp and /dev/shm, another worker's inputs) and, with kiln run as root, the host's
+    device nodes. Device nodes stay usable on a read-only mount."""
+    keep = [p for p in (*conf.write, *conf.fill) if os.path.exists(p)]
+    for p in keep:
+        nsutil.mount(p, p, None, nsutil.MS_BIND | nsutil.MS_REC)
+    for point, options in nsutil.mounts():
+        if "rw" in options and not _beneath(point, ("/proc", *keep)):
+            nsutil.remount_read_only(point, options)
+    with contextlib.suppress(OSError):  # a working dir entered before: now through its own mount
+        os.chdir(os.getcwd())
+
+
+def _beneath(path: str, tops: tuple[str, ...]) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
 
 
 def _cap_tasks() -> None:

@@ -187,7 +187,16 @@ class IsolatedProc:
             signal_name=signal.Signals(-rc).name if rc is not None and rc < 0 and not timed_out else None,
             timeout_reason=reason,
         )
+        with contextlib.suppress(OSError):  # its tail is kept: the file (RAM, up to RLIMIT_FSIZE) goes now
+            os.unlink(self.stderr_path)
         return self.result
+
+    def stderr_bytes(self) -> int:
+        """How much the worker has written to its stderr so far."""
+        try:
+            return os.stat(self.stderr_path).st_size
+        except OSError:
+            return 0
 
     def wait(self, interval_s: float = 0.02) -> ProcResult:
         while (res := self.poll()) is None:

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from pathlib import Path
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+MS_NOSYMFOLLOW, MS_NOATIME, MS_NODIRATIME, MS_REC = 256, 1024, 2048, 0x4000
+MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1 << 18, 1 << 21, 1 << 24
+PER_MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+                   "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "nosymfollow": MS_NOSYMFOLLOW}
 PR_SET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 3, 4
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 CAP_VERSION_3 = 0x20080522
@@ -39,6 +44,30 @@ def setns(fd: int, nstype: int) -> None:
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     enc = [s.encode() if s is not None else None for s in (source, target, fstype, data)]
     _check(_libc.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3]), f"mount {fstype or ''} on {target}")
+
+
+def mounts() -> list[tuple[str, set[str]]]:
+    """(mount point, its per-mount options) of every mount this process's mount namespace holds,
+    from /proc/self/mountinfo (octal escapes in paths decoded)."""
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split(" ")
+        if len(fields) > 5:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            out.append((point, set(fields[5].split(","))))
+    return out
+
+
+def remount_read_only(point: str, options: set[str]) -> None:
+    """Make the mount at `point` read-only in this mount namespace, keeping its other per-mount
+    flags (a user namespace may not clear flags a more privileged one set, and must keep its
+    atime mode)."""
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+    for name, flag in PER_MOUNT_FLAGS.items():
+        flags |= flag if name in options else 0
+    if not options & {"noatime", "relatime"}:
+        flags |= MS_STRICTATIME
+    mount(None, point, None, flags)
 
 
 def prctl(option: int, arg: int = 0, arg3: int = 0) -> int:

@@ -1,6 +1,6 @@
 """RED TEAM, the worker protocol (Python past the allowlist, executed with `run_rejected`): at the
 first trial the worker misbehaves as __MODE__ says: it hangs, replies half a line and exits, sends a
-reply of 16 MiB, or kills its own process group. kiln must end the check with a named status and
+reply of 16 MiB, kills its own process group, or stops itself (SIGSTOP). kiln must end the check with a named status and
 reason, within its --timeout plus a few seconds."""
 
 import os
@@ -26,6 +26,8 @@ def _misbehave(self, obj):
         os.write(self._w, b'{"ok": true, "pad": "' + b"x" * (16 << 20))
     if MODE == "killpg":
         os.killpg(0, signal.SIGKILL)
+    if MODE == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
     return _reply(self, obj)
 
 
