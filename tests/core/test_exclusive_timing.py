@@ -84,6 +84,8 @@ def test_a_check_records_its_wait_and_says_when_it_timed_without_the_lock(tmp_pa
     assert sum(parts.values()) <= rec.stages_s["timing"] + 0.01 and parts["timing.candidate_laps"] > 0
     locked = rec.stages_s["timing_locked"]  # laps and the baselines' laps held the lock; the set-up did not
     assert parts["timing.candidate_laps"] + parts["timing.baselines"] <= locked <= rec.stages_s["timing"]
+    monkeypatch.setattr(caches, "gpu_identity", lambda index: "cpu (test)")  # baselines cached, as on a GPU
+    check(DATA / "add_problem.py", DATA / "add_triton.py", TIMED)  # measures eager and caches it
     again = check(DATA / "add_problem.py", DATA / "add_triton.py", TIMED)  # eager from the cache
     assert again.status == "ok", again.reasons
     parts = {k: v for k, v in again.stages_s.items() if k.startswith("timing.")}
@@ -100,3 +102,4 @@ def test_a_check_records_its_wait_and_says_when_it_timed_without_the_lock(tmp_pa
         proc.wait(10)
     assert rec.timing and rec.timing.measured and "timing_wait" not in rec.stages_s, rec.reasons
     assert any("without the GPU's timing lock" in r for r in rec.reasons), rec.reasons
+
