@@ -76,6 +76,19 @@ def check_or_blame(cand: Path, **kw: object) -> CheckRecord:
         raise AssertionError(f"kiln blamed the problem for a candidate's attack: {exc}") from None
 
 
+ATTACK = {"run_rejected": True, "static": "denylist"}
+"""Options that run arbitrary Python past the allowlist: the threat model's worker."""
+
+
+def ran_as(rec: CheckRecord) -> str:
+    """What the executed attack came to: its status before the static rejection was applied (the
+    verdict of a candidate the scan refused stays `rejected`; `run_rejected` only makes it run)."""
+    for r in rec.reasons:
+        if r.startswith("before the integrity verdict: "):
+            return r.split(": ", 1)[1]
+    return rec.status
+
+
 def reject_rules(rec: CheckRecord) -> list[str]:
     return [f.rule for f in (rec.integrity.findings if rec.integrity else []) if f.severity == "reject"]
 

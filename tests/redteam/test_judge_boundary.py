@@ -11,18 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from redteam_lib import candidate, check, honest, reject_rules, tree_digest
-
-ATTACK = {"run_rejected": True, "static": "denylist"}
-
-
-def ran_as(rec) -> str:  # noqa: ANN001
-    """What the executed attack came to: its status before the static rejection was applied (the
-    verdict of a candidate the scan refused stays `rejected`; `run_rejected` only makes it run)."""
-    for r in rec.reasons:
-        if r.startswith("before the integrity verdict: "):
-            return r.split(": ", 1)[1]
-    return rec.status
+from redteam_lib import ATTACK, candidate, check, honest, ran_as, reject_rules, tree_digest
 
 
 def _sentinels(user: Path) -> list[Path]:

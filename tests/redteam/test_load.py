@@ -12,16 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from redteam_lib import PROBLEMS, candidate, check_or_blame
-
-ATTACK = {"run_rejected": True, "static": "denylist"}
-
-
-def ran_as(rec) -> str:  # noqa: ANN001
-    for r in rec.reasons:
-        if r.startswith("before the integrity verdict: "):
-            return r.split(": ", 1)[1]
-    return rec.status
+from redteam_lib import ATTACK, PROBLEMS, candidate, check_or_blame, ran_as
 
 
 @contextlib.contextmanager

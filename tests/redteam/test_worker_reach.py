@@ -9,16 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from redteam_lib import candidate, check, honest
-
-ATTACK = {"run_rejected": True, "static": "denylist"}
-
-
-def ran_as(rec) -> str:  # noqa: ANN001
-    for r in rec.reasons:
-        if r.startswith("before the integrity verdict: "):
-            return r.split(": ", 1)[1]
-    return rec.status
+from redteam_lib import ATTACK, candidate, check, honest, ran_as
 
 
 @pytest.mark.private_cache
