@@ -12,9 +12,11 @@ from typing import Any
 import torch
 
 from kiln.evals.model import sigs
-from kiln.evals.model.defer import Placeholder, fill, fill_all, tail
+from kiln.evals.model.defer import Placeholder, defer, fill, fill_all, tail
 from kiln.evals.model.patch import KilnMode, Site, Table, custom_op
 from kiln.evals.model.stock import stock_call
+
+_NO_KW: dict = {}  # a stock call's keywords: none (never written to)
 
 
 @dataclass
@@ -94,6 +96,9 @@ def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callabl
 
 
 def scoped(applied: Applied, watch: bool) -> Callable[[Callable], Callable]:
+    if not watch:
+        return lambda inner: _filling(applied, inner)
+
     def make(inner: Callable) -> Callable:
         def forward(*args: Any, **kwargs: Any) -> Any:
             return applied.call(inner, args, kwargs, watch)
@@ -101,10 +106,32 @@ def scoped(applied: Applied, watch: bool) -> Callable[[Callable], Callable]:
     return make
 
 
+def _filling(applied: Applied, inner: Callable) -> Callable:
+    """A scope that enters no mode: `Applied.call` with `watch` off, inlined (every forward of every
+    scope that holds a fused pair runs it). The outermost patched scope fills what is left."""
+    table = applied.table
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if table.depth or (not table.compile_kernels and torch.compiler.is_compiling()):
+            return inner(*args, **kwargs)
+        table.depth = 1
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            table.depth = 0
+            if table.pending:
+                fill_all(table.pending)
+    return forward
+
+
 def stock_site(applied: Applied, mod: torch.nn.Module, func: Callable, build: Callable) -> Callable[[Callable], Callable]:
     """A stock leaf module (stock.py) whose call a kernel may take, as a head, a single site or a fused
-    pair's tail on a placeholder: routed here, with no mode entered."""
+    pair's tail on a placeholder: routed here, with no mode entered. The sites are read once, here:
+    a call that is neither a head nor a single site (a tail module met by a plain tensor) costs a type
+    check."""
     table = applied.table
+    heads, singles = tuple(table.fused.get(func, ())), tuple(table.single.get(func, ()))
+    takes = bool(heads or singles)
 
     def make(inner: Callable) -> Callable:
         def forward(x: Any, *rest: Any, **kw: Any) -> Any:
@@ -112,19 +139,28 @@ def stock_site(applied: Applied, mod: torch.nn.Module, func: Callable, build: Ca
                 return inner(x, *rest, **kw)
             cls = type(x)
             if cls is Placeholder:  # the tail right after its head: the fused kernel
-                done, out = tail(x, func, build(mod, x), {})
+                done, out = tail(x, func, build(mod, x))
                 if done:
                     return out
                 fill(x)
             elif cls is not torch.Tensor:  # a Parameter, another subclass: the plain path
                 return inner(x)
-            if func not in table.single and func not in table.fused:
+            if not takes:
                 return inner(x)
             compiling = torch.compiler.is_compiling()
             if compiling and not table.compile_kernels:
                 return inner(x)
-            done, out = table.route(func, build(mod, x), {}, compiling)
-            return out if done else inner(x)
+            args = build(mod, x)
+            if table.depth and not compiling:  # a fused pair's head defers (eager, inside a scope)
+                for site in heads:
+                    values = site.guard.match(args, _NO_KW)
+                    if values is not None:
+                        return defer(table, site, func, args, _NO_KW, values)
+            for site in singles:
+                ok, out = table.run(site, args, _NO_KW, compiling)
+                if ok:
+                    return out
+            return inner(x)
         return forward
     return make
 

@@ -34,14 +34,17 @@ META_METHODS = {"size", "dim", "stride", "numel", "is_contiguous", "element_size
                 "get_device", "is_floating_point"}
 
 
+_NO_KW: dict = {}
+
+
 class Pending:
     """A deferred head call, kept on its placeholder until the placeholder is read."""
 
     __slots__ = ("site", "table", "func", "args", "kwargs", "values", "versions", "spent")
 
-    def __init__(self, site: Any, table: Any, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> None:
+    def __init__(self, site: Any, table: Any, func: Callable, args: tuple, kwargs: dict, values: Any) -> None:
         self.site, self.table, self.func, self.args, self.kwargs, self.values = site, table, func, args, kwargs, values
-        self.versions = [values[i]._version for i in site.tensor_at]  # checked again when it is read
+        self.versions = site.head_versions(values)  # the head's tensors' versions, checked again when read
         self.spent = False  # the fused tail ran: the placeholder is filled only if it is read again
 
 
@@ -66,14 +69,17 @@ class Placeholder(torch.Tensor):
             return func(*args, **kwargs)
 
 
-def defer(table: Any, site: Any, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> torch.Tensor:
+def defer(table: Any, site: Any, func: Callable, args: tuple, kwargs: dict, values: Any) -> torch.Tensor:
     """An empty placeholder for the head call `func(*args, **kwargs)` (its guard passed with `values`)."""
-    shape, stride, dtype = site.placeholder
-    ph: Any = torch.empty_strided(shape, stride, dtype=dtype,
-                             device=values[0].device if isinstance(values[0], torch.Tensor) else None)
+    shape, stride, dtype, like_first = site.placeholder
+    v = values[0]
+    if like_first and type(v) is torch.Tensor:  # its shape, stride and dtype (guarded): cheaper to build
+        ph: Any = torch.empty_like(v)
+    else:
+        ph = torch.empty_strided(shape, stride, dtype=dtype, device=v.device if isinstance(v, torch.Tensor) else None)
     ph._kiln = Pending(site, table, func, args, kwargs, values)
     ph.__class__ = Placeholder
-    table.pending[id(ph)] = weakref.ref(ph)  # one nobody holds any more needs no filling
+    table.pending.append(weakref.ref(ph))  # one nobody holds any more needs no filling
     return ph
 
 
@@ -81,15 +87,18 @@ def _release(ph: Any) -> Pending:
     p: Pending = ph._kiln
     del ph._kiln
     ph.__class__ = torch.Tensor
-    p.table.pending.pop(id(ph), None)
     _check(p)
     return p
 
 
 def _check(p: Pending) -> None:
-    if [p.values[i]._version for i in p.site.tensor_at] != p.versions:
-        raise RuntimeError(f"kiln: an input of {p.site.entry.group}'s head was written in place before its "
-                           "deferred result was read, so that result cannot be computed; unpatch this group")
+    if p.site.head_versions(p.values) != p.versions:
+        _written(p)
+
+
+def _written(p: Pending) -> None:
+    raise RuntimeError(f"kiln: an input of {p.site.group}'s head was written in place before its "
+                       "deferred result was read, so that result cannot be computed; unpatch this group")
 
 
 def fill(ph: Any) -> None:
@@ -105,35 +114,40 @@ def fill(ph: Any) -> None:
         ph.copy_(p.func(*p.args, **p.kwargs))
 
 
-def fill_all(pending: dict[int, weakref.ref]) -> None:
+def fill_all(pending: list[weakref.ref]) -> None:
     """Fill the placeholders still alive (a scope's end: none may escape it empty)."""
-    for ref in list(pending.values()):
+    for ref in pending:
         ph = ref()
         if type(ph) is Placeholder:
             fill(ph)
     pending.clear()
 
 
-def tail(ph: Any, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+def tail(ph: Any, func: Callable, args: tuple, kwargs: dict = _NO_KW) -> tuple[bool, Any]:
     """(True, the fused kernel's result) when `func(*args, **kwargs)` (normalized) is the pair's tail
     on `ph`; else (False, None), `ph` still pending."""
     p: Pending = ph._kiln
     site = p.site
     if func is not site.tail_func or p.spent:
         return False, None
-    tguard = site.tail
-    values = tguard.values(args, kwargs)
-    if values is None or not any(values[i] is ph for i in site.head_at) or not tguard.ok(values):
+    values = site.tail.match(args, kwargs)
+    if values is None:
         return False, None
-    _check(p)
-    acts, params = site.guard.split(p.values)
-    tacts, tparams = tguard.split(values)
-    p.table.count(site.entry.group)
-    if p.table.ranges:
-        with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
-            out = site.kernel(acts + tacts, params + tparams)
+    for i in site.head_at:  # noqa: SIM110 - a loop, not any(genexpr): every fused call
+        if values[i] is ph:
+            break
     else:
-        out = site.kernel(acts + tacts, params + tparams)
+        return False, None
+    if site.head_versions(p.values) != p.versions:  # `_check`, inlined
+        _written(p)
+    acts, params = site.fused_args(p.values, values)
+    table, group = p.table, site.group
+    table.calls[group] = table.calls.get(group, 0) + 1
+    if table.ranges:
+        with torch.profiler.record_function(f"kiln.group.{group}"):
+            out = site.kernel(acts, params)
+    else:
+        out = site.kernel(acts, params)
     if site.tail_writes:  # relu_(bn(x)): the placeholder becomes the result, no copy
         _release(ph)
         ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())
