@@ -17,6 +17,7 @@ from kiln.evals.model.patch import KilnMode, Site, Table, custom_op
 from kiln.evals.model.stock import stock_call
 
 _NO_KW: dict = {}  # a stock call's keywords: none (never written to)
+_is_compiling = torch.compiler.is_compiling
 
 
 @dataclass
@@ -40,6 +41,9 @@ class Applied:
                 mod.__dict__.pop("forward", None)
             else:
                 mod.forward = fwd
+        for sites in self.table.fused.values():  # their spare placeholders' memory
+            for site in sites:
+                site.spare = None
         self.active = False
 
     def install(self) -> None:
@@ -112,7 +116,7 @@ def _filling(applied: Applied, inner: Callable) -> Callable:
     table = applied.table
 
     def forward(*args: Any, **kwargs: Any) -> Any:
-        if table.depth or (not table.compile_kernels and torch.compiler.is_compiling()):
+        if table.depth or (not table.compile_kernels and _is_compiling()):
             return inner(*args, **kwargs)
         table.depth = 1
         try:
@@ -126,11 +130,14 @@ def _filling(applied: Applied, inner: Callable) -> Callable:
 
 def stock_site(applied: Applied, mod: torch.nn.Module, func: Callable, build: Callable) -> Callable[[Callable], Callable]:
     """A stock leaf module (stock.py) whose call a kernel may take, as a head, a single site or a fused
-    pair's tail on a placeholder: routed here, with no mode entered. The sites are read once, here:
-    a call that is neither a head nor a single site (a tail module met by a plain tensor) costs a type
+    pair's tail on a placeholder: routed here, with no mode entered. The sites are read once, here
+    (heads only where their signature is the builder's positional form: the only form it makes): a
+    call that is neither a head nor a single site (a tail module met by a plain tensor) costs a type
     check."""
     table = applied.table
-    heads, singles = tuple(table.fused.get(func, ())), tuple(table.single.get(func, ()))
+    arity = len(build(mod, None))
+    heads = tuple(s for s in table.fused.get(func, ()) if not s.guard.names and s.guard.n_pos == arity)
+    singles = tuple(table.single.get(func, ()))
     takes = bool(heads or singles)
 
     def make(inner: Callable) -> Callable:
@@ -143,24 +150,18 @@ def stock_site(applied: Applied, mod: torch.nn.Module, func: Callable, build: Ca
                 if done:
                     return out
                 fill(x)
-            elif cls is not torch.Tensor:  # a Parameter, another subclass: the plain path
+            elif cls is not torch.Tensor or not takes:  # a Parameter, another subclass; or no kernel here
                 return inner(x)
-            if not takes:
-                return inner(x)
-            compiling = torch.compiler.is_compiling()
+            compiling = _is_compiling()
             if compiling and not table.compile_kernels:
                 return inner(x)
             args = build(mod, x)
             if table.depth and not compiling:  # a fused pair's head defers (eager, inside a scope)
                 for site in heads:
-                    values = site.guard.match(args, _NO_KW)
-                    if values is not None:
-                        return defer(table, site, func, args, _NO_KW, values)
-            for site in singles:
-                ok, out = table.run(site, args, _NO_KW, compiling)
-                if ok:
-                    return out
-            return inner(x)
+                    if site.guard.ok(args):
+                        return defer(table, site, func, args, _NO_KW, args)
+            done, out = table.first(singles, args, compiling) if singles else (False, None)
+            return out if done else inner(x)
         return forward
     return make
 

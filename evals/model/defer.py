@@ -12,15 +12,22 @@ so the ops around it run untouched):
 
 Filled (or written by an in-place tail), it turns back into a plain `torch.Tensor`, so later ops pay
 nothing. After an out-of-place tail it stays a placeholder, *spent*: usually nothing holds it any
-more and it is freed unread; a later reader (the head's output had another consumer) gets it filled.
-The patched scope that holds the pair fills the placeholders still alive when its forward ends (they
-are tracked by weak reference), so none escapes empty. A head input written in place before the
-placeholder is read is detected (tensor versions) and raised: the head's result cannot be recomputed
-then.
+more; a later reader (the head's output had another consumer) gets it filled. The patched scope that
+holds the pair fills the placeholders still alive when its forward ends (they are tracked by weak
+reference), so none escapes empty. A head input written in place before the placeholder is read is
+detected (tensor versions) and raised: the head's result cannot be recomputed then.
+
+Each site keeps its last placeholder as a *spare* (when built like the head's first argument): the
+next deferred call of that site takes it again when nothing else holds it (`sys.getrefcount`: only
+the site), so a forward allocates no placeholder memory after the first; a spare read, filled or held
+elsewhere is never taken. The cost is one head output's memory per fused site between forwards
+(`Applied.remove()` lets them go). At a scope's end a spare that nothing else holds is not filled
+(nobody can read it); it only lets go of its head's arguments.
 """
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +42,7 @@ META_METHODS = {"size", "dim", "stride", "numel", "is_contiguous", "element_size
 
 
 _NO_KW: dict = {}
+_refs = sys.getrefcount
 
 
 class Pending:
@@ -51,7 +59,7 @@ class Pending:
 class Placeholder(torch.Tensor):
     """A deferred head's output (never built directly: `defer` swaps an empty tensor's class)."""
 
-    _kiln: Pending
+    _kiln: Pending | None  # None: a site's spare that nothing else holds (defer)
 
     @classmethod
     def __torch_function__(cls, func: Callable, types_: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -60,6 +68,8 @@ class Placeholder(torch.Tensor):
             if _metadata(func):  # no data read: the placeholder can wait
                 return func(*args, **kwargs)
             found = _placeholders(args, kwargs)
+            if any(ph._kiln is None for ph in found):
+                _unreachable()
             if len(found) == 1:
                 done, out = tail(found[0], func, *sigs.normalize(func, args, kwargs))
                 if done:
@@ -70,16 +80,26 @@ class Placeholder(torch.Tensor):
 
 
 def defer(table: Any, site: Any, func: Callable, args: tuple, kwargs: dict, values: Any) -> torch.Tensor:
-    """An empty placeholder for the head call `func(*args, **kwargs)` (its guard passed with `values`)."""
-    shape, stride, dtype, like_first = site.placeholder
+    """An empty placeholder for the head call `func(*args, **kwargs)` (its guard passed with `values`):
+    the site's spare when nothing else holds it (module docstring), else a new one."""
+    ph: Any = site.spare
     v = values[0]
+    if ph is None or _refs(ph) != 3 or site.spare_device != v.get_device():  # 3: site.spare, `ph`, the argument
+        ph = _new(site, v)
+        if site.placeholder[3] and type(v) is torch.Tensor:  # (a placeholder's own reads are intercepted)
+            site.spare, site.spare_device = ph, v.get_device()
+    ph._kiln = Pending(site, table, func, args, kwargs, values)
+    table.pending.append(weakref.ref(ph))  # one nobody holds any more needs no filling
+    return ph
+
+
+def _new(site: Any, v: Any) -> Any:
+    shape, stride, dtype, like_first = site.placeholder
     if like_first and type(v) is torch.Tensor:  # its shape, stride and dtype (guarded): cheaper to build
         ph: Any = torch.empty_like(v)
     else:
         ph = torch.empty_strided(shape, stride, dtype=dtype, device=v.device if isinstance(v, torch.Tensor) else None)
-    ph._kiln = Pending(site, table, func, args, kwargs, values)
     ph.__class__ = Placeholder
-    table.pending.append(weakref.ref(ph))  # one nobody holds any more needs no filling
     return ph
 
 
@@ -87,6 +107,8 @@ def _release(ph: Any) -> Pending:
     p: Pending = ph._kiln
     del ph._kiln
     ph.__class__ = torch.Tensor
+    if p.site.spare is ph:  # filled: a tensor someone reads, never a spare again
+        p.site.spare = None
     _check(p)
     return p
 
@@ -94,6 +116,11 @@ def _release(ph: Any) -> Pending:
 def _check(p: Pending) -> None:
     if p.site.head_versions(p.values) != p.versions:
         _written(p)
+
+
+def _unreachable() -> None:
+    raise RuntimeError("kiln: a deferred head output was read after its scope let it go (only a weak reference "
+                       "held it); unpatch this group")
 
 
 def _written(p: Pending) -> None:
@@ -115,10 +142,18 @@ def fill(ph: Any) -> None:
 
 
 def fill_all(pending: list[weakref.ref]) -> None:
-    """Fill the placeholders still alive (a scope's end: none may escape it empty)."""
+    """Fill the placeholders still alive (a scope's end: none may escape it empty); a site's spare that
+    nothing else holds is not filled (nobody can read it), only let go of its head's arguments."""
     for ref in pending:
         ph = ref()
-        if type(ph) is Placeholder:
+        if type(ph) is not Placeholder:
+            continue
+        p = ph._kiln
+        if p is None:  # a spare already let go (listed twice: it was reused in this scope)
+            continue
+        if ph is p.site.spare and _refs(ph) == 3:  # 3: site.spare, `ph`, the argument
+            ph._kiln = None
+        else:
             fill(ph)
     pending.clear()
 
@@ -127,10 +162,14 @@ def tail(ph: Any, func: Callable, args: tuple, kwargs: dict = _NO_KW) -> tuple[b
     """(True, the fused kernel's result) when `func(*args, **kwargs)` (normalized) is the pair's tail
     on `ph`; else (False, None), `ph` still pending."""
     p: Pending = ph._kiln
+    if p is None:
+        _unreachable()
     site = p.site
     if func is not site.tail_func or p.spent:
         return False, None
-    values = site.tail.match(args, kwargs)
+    tguard = site.tail
+    plain = not kwargs and not tguard.names and len(args) == tguard.n_pos  # already in the guard's order
+    values = args if plain else tguard.values(args, kwargs)
     if values is None:
         return False, None
     for i in site.head_at:  # noqa: SIM110 - a loop, not any(genexpr): every fused call
@@ -138,16 +177,20 @@ def tail(ph: Any, func: Callable, args: tuple, kwargs: dict = _NO_KW) -> tuple[b
             break
     else:
         return False, None
+    if not tguard.ok(values):
+        return False, None
     if site.head_versions(p.values) != p.versions:  # `_check`, inlined
         _written(p)
     acts, params = site.fused_args(p.values, values)
     table, group = p.table, site.group
     table.calls[group] = table.calls.get(group, 0) + 1
+    # `run`, not `__call__` (which asks torch.compiler first): a placeholder is made only in eager code;
+    # were torch.compile to trace this, it would trace the same kernel's forward, not its custom op
     if table.ranges:
         with torch.profiler.record_function(f"kiln.group.{group}"):
-            out = site.kernel(acts, params)
+            out = site.kernel.run(acts, params)
     else:
-        out = site.kernel(acts, params)
+        out = site.kernel.run(acts, params)
     if site.tail_writes:  # relu_(bn(x)): the placeholder becomes the result, no copy
         _release(ph)
         ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())

@@ -99,14 +99,18 @@ class Guard:
                 if not self._tensors_ok(values):
                     return False
                 fast.learn(self._tensors(values))
-        for j, (i, src, seen) in enumerate(self.plain):  # a loop, not all(genexpr): every patched call
+        for i, src, seen in self.plain:  # a loop, not all(genexpr): every patched call
             v = values[i]
-            if v is seen:
-                continue
-            if _src(v) != src:
+            if v is not seen and not self._plain_ok(i, src, v):
                 return False
-            if _immutable(v):
-                self.plain[j] = (i, src, v)
+        return True
+
+    def _plain_ok(self, i: int, src: str, v: Any) -> bool:
+        """A plain value not seen before: its source compared; remembered when it is immutable."""
+        if _src(v) != src:
+            return False
+        if _immutable(v):
+            self.plain = [(j, s, v if j == i else seen) for j, s, seen in self.plain]
         return True
 
     def _tensors_ok(self, values: tuple | list[Any]) -> bool:

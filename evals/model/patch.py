@@ -60,6 +60,7 @@ class Kernel:
         self.cls = module.ModelNew
         self.out = out
         self.cache: dict[tuple, torch.nn.Module] = {}
+        self.forwards: dict[tuple, Callable] = {}  # the same key -> its instance's bound forward
         self.op_name = op_name
 
     def instance(self, params: Sequence[torch.Tensor]) -> torch.nn.Module:
@@ -83,8 +84,13 @@ class Kernel:
     def run(self, acts: Sequence[torch.Tensor], params: Sequence[torch.Tensor]) -> torch.Tensor:
         """The eager call (the caller knows it is not being compiled), with torch functions handled
         plainly inside: a kernel's own torch calls never come back to the kernel mode or a placeholder."""
-        inst = self.cache.get(param_key(len(params))(params))  # `instance`, inlined: every patched call
-        fwd = (inst if inst is not None else self.instance(params)).forward  # no Module.__call__: no hooks
+        key = _KEYS.get(len(params)) or param_key(len(params))
+        fwd = self.forwards.get(key(params))  # `instance`, inlined: every patched call
+        if fwd is None:
+            fwd = self.instance(params).forward  # not Module.__call__: a kernel module has no hooks
+            if len(self.forwards) > 256:
+                self.forwards.clear()
+            self.forwards[key(params)] = fwd
         with _NoTorchFunction():
             if _grad_enabled():
                 with torch.no_grad():
@@ -102,6 +108,7 @@ def param_key(n: int) -> Callable[[Sequence[torch.Tensor]], tuple]:
 
 
 _KEYS: dict[int, Callable] = {}
+_NO_KW: dict = {}
 _is_compiling = torch.compiler.is_compiling  # module-level names: a `torch.x.y` lookup per call costs
 _grad_enabled = torch.is_grad_enabled
 _NoTorchFunction = torch._C.DisableTorchFunction
@@ -133,6 +140,8 @@ class Site:
     def __init__(self, entry: BundleEntry, kernel: Kernel) -> None:
         self.entry, self.kernel = entry, kernel
         self.group = entry.group
+        self.spare: Any = None  # a fused head's last placeholder, taken again when nothing holds it (defer.py)
+        self.spare_device = -2  # its device (`get_device()`)
         self.guard = Guard(entry.sig)
         self.tail = Guard(entry.tail, skip_head=True) if entry.tail is not None else None
 
@@ -222,6 +231,21 @@ class Table:
         if ok:
             self.count(site.entry.group)
         return ok, out
+
+    def first(self, sites: Sequence[Site], args: tuple, compiling: bool) -> tuple[bool, Any]:
+        """(True, the result) of the first of these single sites whose kernel takes the positional call
+        `args`; (False, None) when none does (`run` for a stock module's call, with fewer steps)."""
+        for site in sites:
+            g = site.guard
+            if len(args) == g.n_pos and not g.names and g.ok(args):
+                acts, params = g.split(args)
+                group = site.group
+                self.calls[group] = self.calls.get(group, 0) + 1
+                if self.ranges:
+                    with torch.profiler.record_function(f"kiln.group.{group}"):
+                        return True, site.kernel(acts, params)
+                return True, (site.kernel(acts, params) if compiling else site.kernel.run(acts, params))
+        return False, None
 
     def route(self, func: Callable, args: tuple, kwargs: dict, compiling: bool) -> tuple[bool, Any]:
         """(True, the result) when a kernel takes the call `func(*args, **kwargs)`: a fused pair's head
