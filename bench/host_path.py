@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from kiln.evals.model import profile
 from kiln.evals.model.apply import apply_entries
@@ -55,6 +56,13 @@ class Pair(nn.Module):
         return self.act(self.norm(x))
 
 
+class PairFunctional(Pair):
+    """The tail as a functional call on the placeholder (`F.silu(self.norm(x))`): its own handler."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(self.norm(x))
+
+
 class Single(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -79,10 +87,12 @@ def cases() -> dict[str, Callable[[], Any]]:
     x = torch.randn(2, 8, 4, 4)
     pe, pp, se, sp, shell, single_shell = Pair().eval(), Pair().eval(), Single().eval(), Single().eval(), Pair(), Single()
     shell.norm, shell.act, single_shell.norm = nn.Identity(), nn.Identity(), nn.Identity()
+    pf = PairFunctional().eval()
     with torch.no_grad():
         _patched(pp, x, "fused")
+        _patched(pf, x, "fused")
         _patched(sp, x, "function")
-    return {"eager_pair": lambda: pe(x), "patched_pair_free": lambda: pp(x),
+    return {"eager_pair": lambda: pe(x), "patched_pair_free": lambda: pp(x), "patched_pair_functional": lambda: pf(x),
             "eager_single": lambda: se(x), "patched_single_free": lambda: sp(x),
             "pair_shell": lambda: shell(x), "single_shell": lambda: single_shell(x)}
 

@@ -217,7 +217,7 @@ def lean_stub_us(mod: Any, x: torch.Tensor) -> float:
     lk[(2,)](out, *args, **kw)
     for plan in lk.plans.values():
         plan.kernel = types.SimpleNamespace(run=lambda *a: None, function=None, packed_metadata=None)
-    us = host_us(lambda: lk.launch((2,), (out, *args), kw), 5000, "cpu")
+    us = host_us(lambda: lk.launch((2,), out, *args, **kw), 5000, "cpu")
     if not lk.lean_calls:
         raise RuntimeError(f"the lean launcher never took its own path: {lk.broken}")
     return us

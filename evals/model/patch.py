@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 
 from kiln.evals.model import sigs
 from kiln.evals.model.defer import Placeholder, defer
-from kiln.evals.model.guard import Guard, versions
+from kiln.evals.model.guard import Guard, compiled, versions
 from kiln.evals.model.records import BundleEntry, CallSig
 
 HEAD_MARK = sigs.HEAD_MARK
@@ -103,7 +103,7 @@ def param_key(n: int) -> Callable[[Sequence[torch.Tensor]], tuple]:
     key = _KEYS.get(n)
     if key is None:
         body = "".join(f"p[{i}].data_ptr(), p[{i}]._version, " for i in range(n))
-        key = _KEYS[n] = eval(f"lambda p: ({body})")  # noqa: S307 - built from integers only
+        key = _KEYS[n] = compiled("param_key", "p", [f"return ({body})"])
     return key
 
 
@@ -191,7 +191,7 @@ class Site:
         g, t = self.guard, self.tail
         acts = "".join([f"h[{i}], " for i in g.acts] + [f"t[{i}], " for i in t.acts])
         params = "".join([f"h[{i}], " for i in g.params] + [f"t[{i}], " for i in t.params])
-        return eval(f"lambda h, t: (({acts}), ({params}))")  # noqa: S307 - built from integers only
+        return compiled("fused_args", "h, t", [f"return (({acts}), ({params}))"])
 
     @cached_property
     def placeholder(self) -> tuple[tuple, tuple, torch.dtype, bool]:
