@@ -18,6 +18,7 @@ from kiln.evals.model.stock import stock_call
 
 _NO_KW: dict = {}  # a stock call's keywords: none (never written to)
 _is_compiling = torch.compiler.is_compiling
+_MISSING: Any = object()
 
 
 @dataclass
@@ -167,13 +168,19 @@ def stock_site(applied: Applied, mod: torch.nn.Module, func: Callable, build: Ca
 
 
 def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[[Callable], Callable]:
+    """A module site (an RMSNorm class): its call as `F.rms_norm(x, weight, eps=...)`. Where the module
+    keeps its epsilon is read once, here (a `getattr` default that misses formats an AttributeError)."""
+    table = applied.table
+    eps_name = next((n for n in ("eps", "variance_epsilon") if hasattr(mod, n)), None)
+
     def make(inner: Callable) -> Callable:
         def forward(x: Any, *rest: Any, **kw: Any) -> Any:
-            compiling = torch.compiler.is_compiling()
-            if not rest and not kw and not (compiling and not applied.table.compile_kernels):
-                eps = getattr(mod, "eps", getattr(mod, "variance_epsilon", None))
-                ok, out = applied.table.run(site, (x, mod.weight), {"eps": float(eps) if eps is not None else None},
-                                            compiling)
+            compiling = _is_compiling()
+            if not rest and not kw and not (compiling and not table.compile_kernels):
+                eps = getattr(mod, eps_name) if eps_name is not None else None
+                w = mod._parameters.get("weight", _MISSING)
+                ok, out = table.run(site, (x, mod.weight if w is _MISSING else w),
+                                    {"eps": float(eps) if eps is not None else None}, compiling)
                 if ok:
                     return out
             return inner(x, *rest, **kw)
