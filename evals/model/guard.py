@@ -91,14 +91,17 @@ class Guard:
             return None
         return [*args, *[kwargs[k] for k in self.names]]
 
-    def ok(self, values: tuple | list[Any]) -> bool:
+    def ok(self, values: tuple | list[Any], fast: bool = True) -> bool:
+        """Whether `values` match; `fast=False` (under torch.compile) keeps to the full check, which
+        the compiler can trace (its C fast check would break the graph)."""
         if self.tensors:
-            fast = self.fast  # FastCheck.check, inlined: this runs on every patched call
-            if fast.guard is None or not fast.guard.check(*self._tensors(values)) \
-                    or (fast.grad and torch.is_grad_enabled()):
+            f = self.fast  # FastCheck.check, inlined: this runs on every patched call
+            if not fast or f.guard is None or not f.guard.check(*self._tensors(values)) \
+                    or (f.grad and torch.is_grad_enabled()):
                 if not self._tensors_ok(values):
                     return False
-                fast.learn(self._tensors(values))
+                if fast:
+                    f.learn(self._tensors(values))
         for i, src, seen in self.plain:  # a loop, not all(genexpr): every patched call
             v = values[i]
             if v is not seen and not self._plain_ok(i, src, v):
@@ -122,12 +125,12 @@ class Guard:
                 return False
         return True
 
-    def match(self, args: tuple, kwargs: dict) -> tuple | list[Any] | None:
+    def match(self, args: tuple, kwargs: dict, fast: bool = True) -> tuple | list[Any] | None:
         """`values(args, kwargs)` when they pass `ok`, else None."""
         if kwargs or self.names:
             values = self.values(args, kwargs)
-            return values if values is not None and self.ok(values) else None
-        return args if len(args) == self.n_pos and self.ok(args) else None
+            return values if values is not None and self.ok(values, fast) else None
+        return args if len(args) == self.n_pos and self.ok(args, fast) else None
 
     def split(self, values: tuple | list[Any]) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """(the kernel's activations, the module's parameters), in the problem's order."""

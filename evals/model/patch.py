@@ -150,7 +150,7 @@ class Site:
         caller has already asked torch.compiler."""
         if func is not None and kwargs:
             args, kwargs = sigs.normalize(func, args, kwargs)
-        values = self.guard.match(args, kwargs)
+        values = self.guard.match(args, kwargs, fast=compiling is False)  # (the fast check breaks a graph)
         if values is None:
             return False, None
         acts, params = self.guard.split(values)
@@ -237,7 +237,7 @@ class Table:
         `args`; (False, None) when none does (`run` for a stock module's call, with fewer steps)."""
         for site in sites:
             g = site.guard
-            if len(args) == g.n_pos and not g.names and g.ok(args):
+            if len(args) == g.n_pos and not g.names and g.ok(args, not compiling):
                 acts, params = g.split(args)
                 group = site.group
                 self.calls[group] = self.calls.get(group, 0) + 1
