@@ -138,10 +138,11 @@ class Guard:
 
 
 class FastCheck:
-    """The tensors of the last call that passed a guard's full check, as one C call: torch's own
-    tensor guard (`torch._C._dynamo.guards.TensorGuards`, what torch.compile's guards use) checks each
-    tensor's Python type, dispatch keys (so its device type), dtype, device index, requires_grad,
-    sizes and strides against them, and that no tensor is passed twice. A call that passes it passes
+    """The tensors of the last call that passed a guard's full check, checked again in one C call
+    (`Guard.ok` makes it, inlined: it runs on every patched call): torch's own tensor guard
+    (`torch._C._dynamo.guards.TensorGuards`, what torch.compile's guards use) checks each tensor's
+    Python type, dispatch keys (so its device type), dtype, device index, requires_grad, sizes and
+    strides against them, and that no tensor is passed twice. A call that passes it passes
     the full check too (the grad rule aside, kept here: with grad enabled, a pattern with a tensor
     that requires grad never passes); one that fails it takes the full check, and one that passes that
     becomes the pattern (at most `MAX_LEARN` times a guard: alternating patterns keep the full check).
@@ -153,10 +154,6 @@ class FastCheck:
         self.guard: Any = None
         self.grad = False  # whether the pattern has a tensor that requires grad
         self.learned = 0
-
-    def check(self, tensors: tuple) -> bool:
-        g = self.guard  # (inlined in Guard.ok)
-        return g is not None and g.check(*tensors) and not (self.grad and torch.is_grad_enabled())
 
     def learn(self, tensors: tuple) -> None:
         if _TensorGuards is None or self.learned >= self.MAX_LEARN:
