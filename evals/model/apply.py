@@ -12,9 +12,13 @@ from typing import Any
 import torch
 
 from kiln.evals.model import sigs
-from kiln.evals.model.defer import Placeholder, fill, fill_all, tail
+from kiln.evals.model.defer import Placeholder, defer, fill, fill_all, tail
 from kiln.evals.model.patch import KilnMode, Site, Table, custom_op
 from kiln.evals.model.stock import stock_call
+
+_NO_KW: dict = {}  # a stock call's keywords: none (never written to)
+_is_compiling = torch.compiler.is_compiling
+_MISSING: Any = object()
 
 
 @dataclass
@@ -38,6 +42,9 @@ class Applied:
                 mod.__dict__.pop("forward", None)
             else:
                 mod.forward = fwd
+        for sites in self.table.fused.values():  # their spare placeholders' memory
+            for site in sites:
+                site.spare = None
         self.active = False
 
     def install(self) -> None:
@@ -94,6 +101,9 @@ def wrap_forward(applied: Applied, mod: torch.nn.Module, make: Callable[[Callabl
 
 
 def scoped(applied: Applied, watch: bool) -> Callable[[Callable], Callable]:
+    if not watch:
+        return lambda inner: _filling(applied, inner)
+
     def make(inner: Callable) -> Callable:
         def forward(*args: Any, **kwargs: Any) -> Any:
             return applied.call(inner, args, kwargs, watch)
@@ -101,10 +111,35 @@ def scoped(applied: Applied, watch: bool) -> Callable[[Callable], Callable]:
     return make
 
 
+def _filling(applied: Applied, inner: Callable) -> Callable:
+    """A scope that enters no mode: `Applied.call` with `watch` off, inlined (every forward of every
+    scope that holds a fused pair runs it). The outermost patched scope fills what is left."""
+    table = applied.table
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if table.depth or (not table.compile_kernels and _is_compiling()):
+            return inner(*args, **kwargs)
+        table.depth = 1
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            table.depth = 0
+            if table.pending:
+                fill_all(table.pending)
+    return forward
+
+
 def stock_site(applied: Applied, mod: torch.nn.Module, func: Callable, build: Callable) -> Callable[[Callable], Callable]:
     """A stock leaf module (stock.py) whose call a kernel may take, as a head, a single site or a fused
-    pair's tail on a placeholder: routed here, with no mode entered."""
+    pair's tail on a placeholder: routed here, with no mode entered. The sites are read once, here
+    (heads only where their signature is the builder's positional form: the only form it makes): a
+    call that is neither a head nor a single site (a tail module met by a plain tensor) costs a type
+    check."""
     table = applied.table
+    arity = len(build(mod, None))
+    heads = tuple(s for s in table.fused.get(func, ()) if not s.guard.names and s.guard.n_pos == arity)
+    singles = tuple(table.single.get(func, ()))
+    takes = bool(heads or singles)
 
     def make(inner: Callable) -> Callable:
         def forward(x: Any, *rest: Any, **kw: Any) -> Any:
@@ -112,31 +147,40 @@ def stock_site(applied: Applied, mod: torch.nn.Module, func: Callable, build: Ca
                 return inner(x, *rest, **kw)
             cls = type(x)
             if cls is Placeholder:  # the tail right after its head: the fused kernel
-                done, out = tail(x, func, build(mod, x), {})
+                done, out = tail(x, func, build(mod, x))
                 if done:
                     return out
                 fill(x)
-            elif cls is not torch.Tensor:  # a Parameter, another subclass: the plain path
+            elif cls is not torch.Tensor or not takes:  # a Parameter, another subclass; or no kernel here
                 return inner(x)
-            if func not in table.single and func not in table.fused:
-                return inner(x)
-            compiling = torch.compiler.is_compiling()
+            compiling = _is_compiling()
             if compiling and not table.compile_kernels:
                 return inner(x)
-            done, out = table.route(func, build(mod, x), {}, compiling)
+            args = build(mod, x)
+            if table.depth and not compiling:  # a fused pair's head defers (eager, inside a scope)
+                for site in heads:
+                    if site.guard.ok(args):
+                        return defer(table, site, func, args, _NO_KW, args)
+            done, out = table.first(singles, args, compiling) if singles else (False, None)
             return out if done else inner(x)
         return forward
     return make
 
 
 def module_site(applied: Applied, site: Site, mod: torch.nn.Module) -> Callable[[Callable], Callable]:
+    """A module site (an RMSNorm class): its call as `F.rms_norm(x, weight, eps=...)`. Where the module
+    keeps its epsilon is read once, here (a `getattr` default that misses formats an AttributeError)."""
+    table = applied.table
+    eps_name = next((n for n in ("eps", "variance_epsilon") if hasattr(mod, n)), None)
+
     def make(inner: Callable) -> Callable:
         def forward(x: Any, *rest: Any, **kw: Any) -> Any:
-            compiling = torch.compiler.is_compiling()
-            if not rest and not kw and not (compiling and not applied.table.compile_kernels):
-                eps = getattr(mod, "eps", getattr(mod, "variance_epsilon", None))
-                ok, out = applied.table.run(site, (x, mod.weight), {"eps": float(eps) if eps is not None else None},
-                                            compiling)
+            compiling = _is_compiling()
+            if not rest and not kw and not (compiling and not table.compile_kernels):
+                eps = getattr(mod, eps_name) if eps_name is not None else None
+                w = mod._parameters.get("weight", _MISSING)
+                ok, out = table.run(site, (x, mod.weight if w is _MISSING else w),
+                                    {"eps": float(eps) if eps is not None else None}, compiling)
                 if ok:
                     return out
             return inner(x, *rest, **kw)

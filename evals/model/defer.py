@@ -12,15 +12,22 @@ so the ops around it run untouched):
 
 Filled (or written by an in-place tail), it turns back into a plain `torch.Tensor`, so later ops pay
 nothing. After an out-of-place tail it stays a placeholder, *spent*: usually nothing holds it any
-more and it is freed unread; a later reader (the head's output had another consumer) gets it filled.
-The patched scope that holds the pair fills the placeholders still alive when its forward ends (they
-are tracked by weak reference), so none escapes empty. A head input written in place before the
-placeholder is read is detected (tensor versions) and raised: the head's result cannot be recomputed
-then.
+more; a later reader (the head's output had another consumer) gets it filled. The patched scope that
+holds the pair fills the placeholders still alive when its forward ends (they are tracked by weak
+reference), so none escapes empty. A head input written in place before the placeholder is read is
+detected (tensor versions) and raised: the head's result cannot be recomputed then.
+
+Each site keeps its last placeholder as a *spare* (when built like the head's first argument): the
+next deferred call of that site takes it again when nothing else holds it (`sys.getrefcount`: only
+the site), so a forward allocates no placeholder memory after the first; a spare read, filled or held
+elsewhere is never taken. The cost is one head output's memory per fused site between forwards
+(`Applied.remove()` lets them go). At a scope's end a spare that nothing else holds is not filled
+(nobody can read it); it only lets go of its head's arguments.
 """
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -34,46 +41,67 @@ META_METHODS = {"size", "dim", "stride", "numel", "is_contiguous", "element_size
                 "get_device", "is_floating_point"}
 
 
+_NO_KW: dict = {}
+_refs = sys.getrefcount
+
+
 class Pending:
     """A deferred head call, kept on its placeholder until the placeholder is read."""
 
     __slots__ = ("site", "table", "func", "args", "kwargs", "values", "versions", "spent")
 
-    def __init__(self, site: Any, table: Any, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> None:
+    def __init__(self, site: Any, table: Any, func: Callable, args: tuple, kwargs: dict, values: Any) -> None:
         self.site, self.table, self.func, self.args, self.kwargs, self.values = site, table, func, args, kwargs, values
-        self.versions = [values[i]._version for i in site.tensor_at]  # checked again when it is read
+        self.versions = site.head_versions(values)  # the head's tensors' versions, checked again when read
         self.spent = False  # the fused tail ran: the placeholder is filled only if it is read again
 
 
 class Placeholder(torch.Tensor):
     """A deferred head's output (never built directly: `defer` swaps an empty tensor's class)."""
 
-    _kiln: Pending
+    _kiln: Pending | None  # None: a site's spare that nothing else holds (defer)
 
     @classmethod
     def __torch_function__(cls, func: Callable, types_: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        with torch._C.DisableTorchFunctionSubclass():
-            if _metadata(func):  # no data read: the placeholder can wait
-                return func(*args, **kwargs)
-            found = _placeholders(args, kwargs)
-            if len(found) == 1:
+        kwargs = kwargs or _NO_KW
+        found = _placeholders(args, kwargs)
+        if len(found) == 1:  # the expected tail first (`tail` reads no placeholder through torch)
+            p = found[0]._kiln
+            if p is not None and func is p.site.tail_func:
                 done, out = tail(found[0], func, *sigs.normalize(func, args, kwargs))
                 if done:
                     return out
+        with torch._C.DisableTorchFunctionSubclass():
+            if _metadata(func):  # no data read: the placeholder can wait
+                return func(*args, **kwargs)
+            if any(ph._kiln is None for ph in found):
+                _unreachable()
             for ph in found:
                 fill(ph)
             return func(*args, **kwargs)
 
 
-def defer(table: Any, site: Any, func: Callable, args: tuple, kwargs: dict, values: list[Any]) -> torch.Tensor:
-    """An empty placeholder for the head call `func(*args, **kwargs)` (its guard passed with `values`)."""
-    shape, stride, dtype = site.placeholder
-    ph: Any = torch.empty_strided(shape, stride, dtype=dtype,
-                             device=values[0].device if isinstance(values[0], torch.Tensor) else None)
+def defer(table: Any, site: Any, func: Callable, args: tuple, kwargs: dict, values: Any) -> torch.Tensor:
+    """An empty placeholder for the head call `func(*args, **kwargs)` (its guard passed with `values`):
+    the site's spare when nothing else holds it (module docstring), else a new one."""
+    ph: Any = site.spare
+    v = values[0]
+    if ph is None or _refs(ph) != 3 or site.spare_device != v.get_device():  # 3: site.spare, `ph`, the argument
+        ph = _new(site, v)
+        if site.placeholder[3] and type(v) is torch.Tensor:  # (a placeholder's own reads are intercepted)
+            site.spare, site.spare_device = ph, v.get_device()
     ph._kiln = Pending(site, table, func, args, kwargs, values)
+    table.pending.append(weakref.ref(ph))  # one nobody holds any more needs no filling
+    return ph
+
+
+def _new(site: Any, v: Any) -> Any:
+    shape, stride, dtype, like_first = site.placeholder
+    if like_first and type(v) is torch.Tensor:  # its shape, stride and dtype (guarded): cheaper to build
+        ph: Any = torch.empty_like(v)
+    else:
+        ph = torch.empty_strided(shape, stride, dtype=dtype, device=v.device if isinstance(v, torch.Tensor) else None)
     ph.__class__ = Placeholder
-    table.pending[id(ph)] = weakref.ref(ph)  # one nobody holds any more needs no filling
     return ph
 
 
@@ -81,15 +109,25 @@ def _release(ph: Any) -> Pending:
     p: Pending = ph._kiln
     del ph._kiln
     ph.__class__ = torch.Tensor
-    p.table.pending.pop(id(ph), None)
+    if p.site.spare is ph:  # filled: a tensor someone reads, never a spare again
+        p.site.spare = None
     _check(p)
     return p
 
 
 def _check(p: Pending) -> None:
-    if [p.values[i]._version for i in p.site.tensor_at] != p.versions:
-        raise RuntimeError(f"kiln: an input of {p.site.entry.group}'s head was written in place before its "
-                           "deferred result was read, so that result cannot be computed; unpatch this group")
+    if p.site.head_versions(p.values) != p.versions:
+        _written(p)
+
+
+def _unreachable() -> None:
+    raise RuntimeError("kiln: a deferred head output was read after its scope let it go (only a weak reference "
+                       "held it); unpatch this group")
+
+
+def _written(p: Pending) -> None:
+    raise RuntimeError(f"kiln: an input of {p.site.group}'s head was written in place before its "
+                       "deferred result was read, so that result cannot be computed; unpatch this group")
 
 
 def fill(ph: Any) -> None:
@@ -105,35 +143,56 @@ def fill(ph: Any) -> None:
         ph.copy_(p.func(*p.args, **p.kwargs))
 
 
-def fill_all(pending: dict[int, weakref.ref]) -> None:
-    """Fill the placeholders still alive (a scope's end: none may escape it empty)."""
-    for ref in list(pending.values()):
+def fill_all(pending: list[weakref.ref]) -> None:
+    """Fill the placeholders still alive (a scope's end: none may escape it empty); a site's spare that
+    nothing else holds is not filled (nobody can read it), only let go of its head's arguments."""
+    for ref in pending:
         ph = ref()
-        if type(ph) is Placeholder:
+        if type(ph) is not Placeholder:
+            continue
+        p = ph._kiln
+        if p is None:  # a spare already let go (listed twice: it was reused in this scope)
+            continue
+        if ph is p.site.spare and _refs(ph) == 3:  # 3: site.spare, `ph`, the argument
+            ph._kiln = None
+        else:
             fill(ph)
     pending.clear()
 
 
-def tail(ph: Any, func: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+def tail(ph: Any, func: Callable, args: tuple, kwargs: dict = _NO_KW) -> tuple[bool, Any]:
     """(True, the fused kernel's result) when `func(*args, **kwargs)` (normalized) is the pair's tail
     on `ph`; else (False, None), `ph` still pending."""
     p: Pending = ph._kiln
+    if p is None:
+        _unreachable()
     site = p.site
     if func is not site.tail_func or p.spent:
         return False, None
     tguard = site.tail
-    values = tguard.values(args, kwargs)
-    if values is None or not any(values[i] is ph for i in site.head_at) or not tguard.ok(values):
+    plain = not kwargs and not tguard.names and len(args) == tguard.n_pos  # already in the guard's order
+    values = args if plain else tguard.values(args, kwargs)
+    if values is None:
         return False, None
-    _check(p)
-    acts, params = site.guard.split(p.values)
-    tacts, tparams = tguard.split(values)
-    p.table.count(site.entry.group)
-    if p.table.ranges:
-        with torch.profiler.record_function(f"kiln.group.{site.entry.group}"):
-            out = site.kernel(acts + tacts, params + tparams)
+    for i in site.head_at:  # noqa: SIM110 - a loop, not any(genexpr): every fused call
+        if values[i] is ph:
+            break
     else:
-        out = site.kernel(acts + tacts, params + tparams)
+        return False, None
+    if not tguard.ok(values):
+        return False, None
+    if site.head_versions(p.values) != p.versions:  # `_check`, inlined
+        _written(p)
+    acts, params = site.fused_args(p.values, values)
+    table, group = p.table, site.group
+    table.calls[group] = table.calls.get(group, 0) + 1
+    # `run`, not `__call__` (which asks torch.compiler first): a placeholder is made only in eager code;
+    # were torch.compile to trace this, it would trace the same kernel's forward, not its custom op
+    if table.ranges:
+        with torch.profiler.record_function(f"kiln.group.{group}"):
+            out = site.kernel.run(acts, params)
+    else:
+        out = site.kernel.run(acts, params)
     if site.tail_writes:  # relu_(bn(x)): the placeholder becomes the result, no copy
         _release(ph)
         ph.set_(out.untyped_storage(), out.storage_offset(), out.size(), out.stride())

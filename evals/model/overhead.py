@@ -12,6 +12,11 @@
   out), `lean_kind_us` (the lean launcher's key for the SiLU launch);
 - with the lean launcher, `lean_stub_us`: one lean launch with the compiled kernel's launcher
   replaced by a no-op (key, hook checks, argument fill: the launcher's own C call left out);
+- the host path case by case (`hostpath.py`, any device): a fused group norm -> SiLU pair of stock
+  modules (`pair_runtime_us`: patched with a free kernel, less the same parent with Identity modules;
+  `pair_eager_ops_us`: eager's own two ops), the pair with a functional tail, a single op; the same as
+  Python and C call counts (`*_py_calls`, `*_c_calls`: they do not move with the load), and
+  `spare_kept` (a pair's forwards reuse one placeholder);
 - per forward of the SD ResBlocks (examples/model/sd_resblock.py, small): eager, patched with their
   group norm -> SiLU pairs fused into a free kernel, the pairs' own eager host time, and
   `forward_runtime_us`: what the runtime costs a forward (patched - eager + pairs);
@@ -37,7 +42,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kiln.evals.model import launch, profile
+from kiln.evals.model import hostpath, launch, profile
 from kiln.evals.model.apply import apply_entries
 from kiln.evals.model.patch import Kernel, Site, load_kernel_module
 from kiln.evals.model.records import BundleEntry
@@ -217,7 +222,7 @@ def lean_stub_us(mod: Any, x: torch.Tensor) -> float:
     lk[(2,)](out, *args, **kw)
     for plan in lk.plans.values():
         plan.kernel = types.SimpleNamespace(run=lambda *a: None, function=None, packed_metadata=None)
-    us = host_us(lambda: lk.launch((2,), (out, *args), kw), 5000, "cpu")
+    us = host_us(lambda: lk.launch((2,), out, *args, **kw), 5000, "cpu")
     if not lk.lean_calls:
         raise RuntimeError(f"the lean launcher never took its own path: {lk.broken}")
     return us
@@ -269,12 +274,19 @@ def fused_gn_silu(folder: Path) -> dict[str, float]:
     return out
 
 
+def host_path(device: str) -> dict[str, Any]:
+    """`hostpath.py`'s figures: timed (us, the runtime's and eager's own), counted, and the spare."""
+    out: dict[str, Any] = hostpath.derived(hostpath.timed(device, 2000, 7), "us")
+    return out | hostpath.host_calls() | {"spare_kept": hostpath.spare_kept()}
+
+
 def probe() -> dict[str, Any]:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out: dict[str, Any] = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                            "torch": torch.__version__, "lean_available": launch.available()}
     out |= passthrough(device)
     out |= layers(device)
+    out |= host_path(device)
     out |= per_forward(device)
     if device == "cuda":
         with tempfile.TemporaryDirectory(prefix="kiln-overhead-") as tmp:

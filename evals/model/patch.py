@@ -22,7 +22,7 @@ autograd falls back to the original op.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 
 from kiln.evals.model import sigs
 from kiln.evals.model.defer import Placeholder, defer
-from kiln.evals.model.guard import Guard
+from kiln.evals.model.guard import Guard, compiled, versions
 from kiln.evals.model.records import BundleEntry, CallSig
 
 HEAD_MARK = sigs.HEAD_MARK
@@ -60,13 +60,13 @@ class Kernel:
         self.cls = module.ModelNew
         self.out = out
         self.cache: dict[tuple, torch.nn.Module] = {}
+        self.forwards: dict[tuple, Callable] = {}  # the same key -> its instance's bound forward
         self.op_name = op_name
 
-    def instance(self, params: list[torch.Tensor]) -> torch.nn.Module:
-        key: Any = []  # flat: three entries a parameter (its storage, its in-place version, its dtype)
-        for p in params:
-            key += (p.data_ptr(), p._version, p.dtype)
-        key = tuple(key)
+    def instance(self, params: Sequence[torch.Tensor]) -> torch.nn.Module:
+        """The ModelNew for these parameters: one per (storage, in-place version) of each (their dtypes
+        are the site's guard's; a call is guarded before it gets here)."""
+        key = param_key(len(params))(params)
         inst = self.cache.get(key)
         if inst is None:
             if len(self.cache) > 256:
@@ -76,20 +76,42 @@ class Kernel:
             self.cache[key] = inst
         return inst
 
-    def __call__(self, acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
-        if torch.compiler.is_compiling():
-            return custom_op(self)(acts, params)
+    def __call__(self, acts: Sequence[torch.Tensor], params: Sequence[torch.Tensor]) -> torch.Tensor:
+        if _is_compiling():
+            return custom_op(self)(list(acts), list(params))
         return self.run(acts, params)
 
-    def run(self, acts: list[torch.Tensor], params: list[torch.Tensor]) -> torch.Tensor:
+    def run(self, acts: Sequence[torch.Tensor], params: Sequence[torch.Tensor]) -> torch.Tensor:
         """The eager call (the caller knows it is not being compiled), with torch functions handled
         plainly inside: a kernel's own torch calls never come back to the kernel mode or a placeholder."""
-        fwd = self.instance(params).forward  # not Module.__call__: a kernel module has no hooks
-        with torch._C.DisableTorchFunction():
-            if torch.is_grad_enabled():
+        key = _KEYS.get(len(params)) or param_key(len(params))
+        fwd = self.forwards.get(key(params))  # `instance`, inlined: every patched call
+        if fwd is None:
+            fwd = self.instance(params).forward  # not Module.__call__: a kernel module has no hooks
+            if len(self.forwards) > 256:
+                self.forwards.clear()
+            self.forwards[key(params)] = fwd
+        with _NoTorchFunction():
+            if _grad_enabled():
                 with torch.no_grad():
                     return fwd(*acts)
             return fwd(*acts)
+
+
+def param_key(n: int) -> Callable[[Sequence[torch.Tensor]], tuple]:
+    """`params -> (p0.data_ptr(), p0._version, p1.data_ptr(), ...)` for n parameters, one expression."""
+    key = _KEYS.get(n)
+    if key is None:
+        body = "".join(f"p[{i}].data_ptr(), p[{i}]._version, " for i in range(n))
+        key = _KEYS[n] = compiled("param_key", "p", [f"return ({body})"])
+    return key
+
+
+_KEYS: dict[int, Callable] = {}
+_NO_KW: dict = {}
+_is_compiling = torch.compiler.is_compiling  # module-level names: a `torch.x.y` lookup per call costs
+_grad_enabled = torch.is_grad_enabled
+_NoTorchFunction = torch._C.DisableTorchFunction
 
 
 def custom_op(k: Kernel) -> Any:
@@ -117,6 +139,9 @@ class Site:
 
     def __init__(self, entry: BundleEntry, kernel: Kernel) -> None:
         self.entry, self.kernel = entry, kernel
+        self.group = entry.group
+        self.spare: Any = None  # a fused head's last placeholder, taken again when nothing holds it (defer.py)
+        self.spare_device = -2  # its device (`get_device()`)
         self.guard = Guard(entry.sig)
         self.tail = Guard(entry.tail, skip_head=True) if entry.tail is not None else None
 
@@ -125,7 +150,7 @@ class Site:
         caller has already asked torch.compiler."""
         if func is not None and kwargs:
             args, kwargs = sigs.normalize(func, args, kwargs)
-        values = self.guard.match(args, kwargs)
+        values = self.guard.match(args, kwargs, fast=compiling is False)  # (the fast check breaks a graph)
         if values is None:
             return False, None
         acts, params = self.guard.split(values)
@@ -154,10 +179,31 @@ class Site:
         return [i for i, a in enumerate(self.entry.sig.args) if a.kind != "value"]
 
     @cached_property
-    def placeholder(self) -> tuple[tuple, tuple, torch.dtype]:
-        o = self.entry.sig.out
+    def head_versions(self) -> Callable[[Any], tuple]:
+        """The in-place versions of the head's tensors, from its arguments."""
+        return versions(self.tensor_at)
+
+    @cached_property
+    def fused_args(self) -> Callable[[Any, Any], tuple[tuple, tuple]]:
+        """`(head values, tail values) -> (activations, parameters)` of the fused kernel, in the
+        problem's order (the head's, then the tail's own), one expression."""
+        assert self.tail is not None
+        g, t = self.guard, self.tail
+        acts = "".join([f"h[{i}], " for i in g.acts] + [f"t[{i}], " for i in t.acts])
+        params = "".join([f"h[{i}], " for i in g.params] + [f"t[{i}], " for i in t.params])
+        return compiled("fused_args", "h, t", [f"return (({acts}), ({params}))"])
+
+    @cached_property
+    def placeholder(self) -> tuple[tuple, tuple, torch.dtype, bool]:
+        """The deferred head's output: shape, stride, dtype, and whether it is built like the head's
+        first argument (`empty_like` gives the same shape, strides and dtype)."""
+        o, first = self.entry.sig.out, self.entry.sig.args[0].tensor if self.entry.sig.args else None
         assert o is not None
-        return tuple(o.shape), tuple(o.stride), getattr(torch, o.dtype)
+        shape, stride, dtype = tuple(o.shape), tuple(o.stride), getattr(torch, o.dtype)
+        like = first is not None and (tuple(first.shape), tuple(first.stride), first.dtype) == (shape, stride, o.dtype)
+        if like:  # preserve_format keeps these strides (dense, non-overlapping), not any others
+            like = torch.empty_like(torch.empty_strided(shape, stride, dtype=dtype, device="meta")).stride() == stride
+        return shape, stride, dtype, like
 
 
 @dataclass
@@ -167,7 +213,7 @@ class Table:
     compile_kernels: bool = True
     calls: dict[str, int] = field(default_factory=dict)  # group -> kernel calls (for tests and reports)
     ranges: bool = False  # each kernel call in a `kiln.group.<id>` profiler range (gputime.py)
-    pending: dict[int, Any] = field(default_factory=dict)  # id -> weakref to a placeholder not filled yet
+    pending: list[Any] = field(default_factory=list)  # weakrefs to the placeholders deferred in this scope
     depth: int = 0  # patched scopes being run (a head defers only inside one: its end fills the rest)
 
     def count(self, group: str) -> None:
@@ -185,6 +231,21 @@ class Table:
         if ok:
             self.count(site.entry.group)
         return ok, out
+
+    def first(self, sites: Sequence[Site], args: tuple, compiling: bool) -> tuple[bool, Any]:
+        """(True, the result) of the first of these single sites whose kernel takes the positional call
+        `args`; (False, None) when none does (`run` for a stock module's call, with fewer steps)."""
+        for site in sites:
+            g = site.guard
+            if len(args) == g.n_pos and not g.names and g.ok(args, not compiling):
+                acts, params = g.split(args)
+                group = site.group
+                self.calls[group] = self.calls.get(group, 0) + 1
+                if self.ranges:
+                    with torch.profiler.record_function(f"kiln.group.{group}"):
+                        return True, site.kernel(acts, params)
+                return True, (site.kernel(acts, params) if compiling else site.kernel.run(acts, params))
+        return False, None
 
     def route(self, func: Callable, args: tuple, kwargs: dict, compiling: bool) -> tuple[bool, Any]:
         """(True, the result) when a kernel takes the call `func(*args, **kwargs)`: a fused pair's head

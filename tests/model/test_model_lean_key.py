@@ -155,3 +155,24 @@ def test_the_overhead_probe_reports_each_layer_on_cpu() -> None:
     p = overhead.layers("cpu")  # raises when the fused pair never ran as one kernel
     assert set(p) == {"scope_us", "instance_us", "lean_kind_us", "runtime_call_us", "fused_pair_us"}
     assert all(math.isfinite(v) and v > 0 for v in p.values()), p  # their order is a benchmark's, not a test's
+
+
+def test_a_quick_key_never_finds_another_kinds_plan(lean: tuple[LeanKernel, Jit]) -> None:
+    lk, jit = lean
+    lk[(2,)](_buf(64), _buf(64), 64, BLOCK=32)
+    lk[(2,)](_buf(64), _buf(64), 64, BLOCK=32)  # found by its layout's quick key
+    assert jit.calls == 1 and lk.lean_calls == 1 and len(lk.quick_keys) == 1 and len(lk.quick) == 1
+    others = [lambda: lk[(2,)](_buf(64), _buf(64), 64.0, BLOCK=32),  # another type, an equal value
+              lambda: lk[(2,)](_buf(64), _buf(64), True, BLOCK=32),
+              lambda: lk[(2,)](_buf(64), _buf(64), 64, BLOCK=True),
+              lambda: lk[(2,)](_buf(64), _buf(64), n=64, BLOCK=32),  # another layout: a keyword
+              lambda: lk[(2,)](_buf(64), _buf(64), _buf(4), BLOCK=32),  # a tensor where a value was
+              lambda: lk[(2,)](_buf(64), 3, 64, BLOCK=32),  # a value where a tensor was
+              lambda: lk[(2,)](_buf(64), _buf(64, misalign=True), 64, BLOCK=32)]
+    for i, call in enumerate(others, start=2):
+        call()
+        assert jit.calls == i and lk.lean_calls == 1, i  # Triton's path: a new kind, never a lean launch
+    call()  # the misaligned kind's second call: found by `kind` (no quick key for it), launched lean
+    assert jit.calls == len(others) + 1 and lk.lean_calls == 2
+    (*_, exit_hook, a0, a1, n, block), = jit.k.launches[-1:]
+    assert n == 64 and block == 32 and a1.data_ptr() % 16
