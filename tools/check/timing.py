@@ -83,12 +83,13 @@ def time_check(s: Session) -> None:
         cand = _candidate_laps(s, ring, loop_s, sigma)
         part("candidate_laps")
         crowd.append(_gpu_processes(s))
-        if plan["missing"] or _charged_by_cache(cand, plan, ring):
+        charged = _charged_by_cache(cand, plan, ring)
+        if plan["missing"] or charged:
             _close_candidate(s)  # nothing of the candidate may run (a thread, a kernel) while baselines are timed
             part("close_candidate")
             base.update(_measure_baselines(s, plan["missing"], prepared, loop_s, ring, sigma))
             crowd.append(_gpu_processes(s, closing=1))  # the candidate's context may outlive its process
-            if _charged_by_cache(cand, plan, ring):
+            if charged:
                 fresh = _eager_now(s, ring, loop_s, sigma)  # a charge is judged against steps timed now
                 if "error" not in fresh:
                     base["eager"] = fresh
@@ -251,12 +252,9 @@ def _candidate_laps(s: Session, ring: RingSpec, loop_s: float, sigma: list[float
     return {"laps": laps, "peak_bytes": getattr(peak, "peak_bytes", None)}
 
 
-def _close_candidate(s: Session) -> bool:
-    """End the candidate's worker; False if it had ended already."""
-    if s.cnd is None or s.cnd.proc.poll() is not None:
-        return False
-    s.cnd.close()
-    return True
+def _close_candidate(s: Session) -> None:
+    if s.cnd is not None:
+        s.cnd.close()
 
 
 def _charged_by_cache(cand: dict[str, Any], plan: dict[str, Any], ring: RingSpec) -> bool:
