@@ -16,13 +16,11 @@ import torch
 from kiln.tools import sketch
 from kiln.tools.inputs import derive_seed
 from kiln.tools.records import Mismatch, MismatchEntry
+from kiln.tools.rule import DEFAULT_TOL, first_failure, tolerances
 
-DEFAULT_TOL = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
+__all__ = ["DEFAULT_TOL", "compare", "first_failure", "leaves", "pack", "tolerances"]
+
 N_FIRST = 5
-
-
-def tolerances(dtype: str, atol: float | None, rtol: float | None) -> tuple[float, float]:
-    return (DEFAULT_TOL[dtype] if atol is None else atol, DEFAULT_TOL[dtype] if rtol is None else rtol)
 
 
 # ----------------------------------------------------------------------------- packing (worker side)
@@ -311,11 +309,3 @@ def _scale_or_offset(e: torch.Tensor, a: torch.Tensor) -> str:
                    if varies else "; the expected values barely vary here, so an added term and a scale "
                    "factor look alike: check both."))
     return ""
-
-
-def first_failure(trial_desc: str, mm: Mismatch | None, error: str | None = None) -> str:
-    """The one paragraph a Coder reads first."""
-    if error:
-        return f"The candidate failed on {trial_desc}: {error}"
-    assert mm is not None
-    return f"Wrong output on {trial_desc}. {mm.message}"

@@ -1,6 +1,5 @@
-"""The trials' distributions and seeds (no torch: kiln's own process plans and seeds trials before it
-needs torch, which a fresh `kiln check` imports in the background meanwhile). `kiln.tools.inputs`
-draws the inputs and re-exports these."""
+"""The trials' distributions and seeds (no torch: kiln's own process plans and seeds trials, and never
+imports torch for a check). `kiln.tools.inputs` draws the inputs and re-exports these."""
 
 from __future__ import annotations
 

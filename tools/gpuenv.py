@@ -7,9 +7,12 @@ from CUDA_VISIBLE_DEVICES, else by index.
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib.util
 import os
 import platform
+import sys
 from typing import Any
 
 from kiln.tools.records import EnvRecord
@@ -55,9 +58,10 @@ def _handle(nv: Any, gpu_index: int) -> Any:
 
 
 def _torch_uuid(gpu_index: int) -> str | None:
+    torch = sys.modules.get("torch")  # not imported: no CUDA context here either (and no import for it)
+    if torch is None:
+        return None
     try:
-        import torch
-
         if not torch.cuda.is_initialized():
             return None
         u = str(torch.cuda.get_device_properties(gpu_index).uuid)
@@ -87,16 +91,56 @@ def _clock_temp(nv: Any, h: Any) -> tuple[int | None, int | None]:
 
 
 def _versions(device: str) -> dict[str, Any]:
-    import torch
-
-    try:
-        import triton
-
-        tv: str | None = triton.__version__
-    except Exception:  # noqa: BLE001 - Triton is optional at run time
-        tv = None
-    return {"device": device, "torch": torch.__version__, "triton": tv, "cuda": torch.version.cuda,
+    lib = library_versions()
+    return {"device": device, "torch": lib["torch"], "triton": lib["triton"], "cuda": lib["cuda"],
             "python": platform.python_version()}
+
+
+@functools.cache
+def library_versions() -> dict[str, str | None]:
+    """torch's version and CUDA version and Triton's version, read from their installed files when
+    they are not imported yet: kiln's own process records them (and keys its caches by them) without
+    paying torch's import (1-2.5 s) in a `kiln check` whose workers do the tensor work."""
+    torch_mod, triton_mod = sys.modules.get("torch"), sys.modules.get("triton")
+    tv = _module_constants("torch.version", ("__version__", "cuda")) if torch_mod is None else \
+        {"__version__": torch_mod.__version__, "cuda": torch_mod.version.cuda}
+    if tv is None:
+        import torch
+
+        tv = {"__version__": torch.__version__, "cuda": torch.version.cuda}
+    if triton_mod is not None:
+        trv: str | None = getattr(triton_mod, "__version__", None)
+    else:
+        consts = _module_constants("triton", ("__version__",))
+        trv = consts.get("__version__") if consts else None
+    return {"torch": tv.get("__version__"), "cuda": tv.get("cuda"), "triton": trv}
+
+
+def _module_constants(name: str, wanted: tuple[str, ...]) -> dict[str, Any] | None:
+    """Top-level constant assignments of an installed module's source, without importing it (nor
+    its package: `find_spec` of a submodule would import the parent); None when the source cannot be
+    read or holds none of `wanted`."""
+    top, _, rest = name.partition(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), *rest.split(".")) + ".py" if rest else spec.origin
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id in wanted and isinstance(value, ast.Constant):
+            found[target.id] = value.value
+    return found or None
 
 
 def env_record(device: str, gpu_index: int = 0) -> EnvRecord:

@@ -98,9 +98,7 @@ def cache_file() -> Path:
 
 
 def identity(gpu_index: int) -> str | None:
-    """'name|uuid|torch version' of a GPU, from NVML: no CUDA context in the caller's process."""
-    import torch
-
+    """'name|uuid|torch version' of a GPU, from NVML: no CUDA context (nor torch) in the caller's process."""
     from kiln.tools import gpuenv
 
     nv = gpuenv._nvml()
@@ -108,7 +106,7 @@ def identity(gpu_index: int) -> str | None:
         return None
     try:
         h = nv.nvmlDeviceGetHandleByIndex(gpuenv.nvml_index(gpu_index))
-        return f"{gpuenv._s(nv.nvmlDeviceGetName(h))}|{gpuenv._s(nv.nvmlDeviceGetUUID(h))}|torch{torch.__version__}"
+        return f"{gpuenv._s(nv.nvmlDeviceGetName(h))}|{gpuenv._s(nv.nvmlDeviceGetUUID(h))}|torch{gpuenv.library_versions()['torch']}"
     except Exception:  # noqa: BLE001 - no identity, no cache
         return None
 

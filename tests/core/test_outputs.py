@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from kiln.tools.check.messages import Leaf
-from kiln.tools.check.outputs import OutputFileError, describe, make_slot, read_raw, write_raw
+from kiln.tools.check.outputs import describe, read_raw, write_raw
+from kiln.tools.check.slots import OutputFileError, make_slot
 from kiln.tools.sketch import SKETCH_MIN_NUMEL
 
 LEAF = [Leaf(name="out", kind="tensor", cls="Tensor", device="cpu", dtype="float32", shape=[3, 5])]

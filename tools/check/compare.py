@@ -130,7 +130,7 @@ class TrialComparer:
                                      "read-only: allocate the output (and any scratch) separately.")
             else:
                 # torch: imported here, not at module import (see kiln.tools.draws)
-                from kiln.tools.correctness import first_failure
+                from kiln.tools.rule import first_failure
 
                 cmp.first_failure = first_failure(describe(bad), bad.mismatch, None if bad.mismatch else bad.error)
             cmp.short_reason = _short(bad)

@@ -18,7 +18,8 @@ import torch
 
 from kiln.tools import sketch
 from kiln.tools.check.messages import Leaf, PhaseVerdict, RefJudge, RefJudgeReply
-from kiln.tools.check.outputs import OutputFileError, read_raw
+from kiln.tools.check.outputs import read_raw
+from kiln.tools.check.slots import OutputFileError
 from kiln.tools.correctness import leaves as walk
 from kiln.tools.correctness import relative_l2, structure
 from kiln.tools.inputs import derive_seed

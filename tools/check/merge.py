@@ -85,7 +85,7 @@ INVALID = Finding(rule="runtime.evidence-invalid", severity="reject",
 def runtime_findings(acc: OpAccounting | None, raw: Any, policy: str) -> list[Finding]:
     """The accounting judged under the policy in this process, plus the worker's hygiene findings
     (evidence that can only count against the candidate). Unreadable evidence is a rejection."""
-    from kiln.tools.integrity.runtime import judge
+    from kiln.tools.integrity.runtime_rules import judge
 
     if acc is None:
         return [INVALID]

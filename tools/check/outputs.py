@@ -16,24 +16,19 @@ the reference's output has.
 from __future__ import annotations
 
 import os
-import stat
 from typing import Any
 
 import torch
 
 from kiln.tools import sketch
 from kiln.tools.check.messages import Leaf, Slot
+from kiln.tools.check.slots import OPEN_FLAGS, OutputFileError, open_slot
 from kiln.tools.correctness import leaves as walk
 from kiln.tools.inputs import derive_seed
 
 DTYPES = {str(d).removeprefix("torch."): d for d in (torch.float64, torch.float32, torch.float16, torch.bfloat16,
                                                       torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
                                                       torch.bool, torch.complex64, torch.complex128)}
-OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
-
-
-class OutputFileError(Exception):
-    """A candidate's output file is not the one kiln made, or not the size its output implies."""
 
 
 def describe(output: Any, key: int = 0) -> tuple[list[Leaf], list[torch.Tensor]]:
@@ -95,21 +90,6 @@ def write_raw(path: str, data: list[torch.Tensor]) -> None:
         os.close(fd)
 
 
-def open_slot(slot: Slot) -> int:
-    """An fd on the file the parent made for this slot, or OutputFileError: the path must still be
-    that regular file (same device and inode), reached without following a link; opening never
-    blocks (a FIFO put in its place is refused, not waited on)."""
-    try:
-        fd = os.open(slot.path, os.O_RDONLY | os.O_NONBLOCK | OPEN_FLAGS)
-    except OSError as exc:
-        raise OutputFileError(f"its output file could not be opened ({exc.strerror})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (slot.ino and (st.st_dev, st.st_ino) != (slot.dev, slot.ino)):
-        os.close(fd)
-        raise OutputFileError("its output file was replaced (not the regular file kiln created for it)")
-    return fd
-
-
 def read_raw(slot: Slot, expected: list[Leaf], device: str) -> list[torch.Tensor]:
     """The tensors of a candidate's output file, shaped as the reference's `expected` tensor leaves
     say (the judge compares structure first: only a matching candidate's file is read)."""
@@ -142,11 +122,3 @@ def _split(buf: bytearray, want: list[Leaf], device: str) -> list[torch.Tensor]:
         out.append(t.reshape(shape).to(device))
         off += n
     return out
-
-
-def make_slot(path: str) -> tuple[Slot, int]:
-    """Parent side: create the empty file a worker will fill (it must not exist yet) and keep an fd
-    on it; the Slot names the path and the inode."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | OPEN_FLAGS, 0o600)
-    st = os.fstat(fd)
-    return Slot(path=path, dev=st.st_dev, ino=st.st_ino), fd

@@ -33,7 +33,7 @@ def fork_server(device: str, gpu_index: int, box: Any = None) -> Any:
 def one_session(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
                 options: CheckOptions, *, static: list[Finding], seed: int) -> tuple[CheckRecord, Any]:
     """One session's record (verdict not applied) and the physics floor's peaks it read."""
-    t_imports = time.monotonic()  # no torch yet: a fresh `kiln check` imports it in the background meanwhile
+    t_imports = time.monotonic()  # kiln's own process never imports torch for a check (the workers do)
     from kiln.tools.check.session import Session
     from kiln.tools.sandbox.box import sandbox_for
 

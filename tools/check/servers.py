@@ -35,7 +35,7 @@ of libtriton) is asked for only when a kernel compiles, which Triton's CPU inter
 def fork_server_for(device: str, gpu_index: int, cache_root: Path, box: Any = None, *, preimport: bool = True) -> Any:
     """The fork server for this device (None: workers start as fresh interpreters), inside the
     sandbox `box` (kiln.tools.sandbox.box.Sandbox) when given; with `preimport`, the parent's own
-    torch import starts in the background too."""
+    check modules are imported in the background too."""
     from kiln.tools.sandbox import zygote
     from kiln.tools.sandbox.zygote import get_zygote, retire
 
@@ -152,17 +152,20 @@ def _ships_bytecode() -> bool:
     return os.path.exists(importlib.util.cache_from_source(spec.origin))
 
 
-PARENT_MODULES = ("torch", "kiln.tools.integrity.verdict", "kiln.tools.integrity.runtime")
+PARENT_MODULES = ("kiln.tools.check.session", "kiln.tools.check.timing", "kiln.tools.check.merge",
+                  "kiln.tools.integrity.verdict", "kiln.tools.integrity.runtime_rules")
+"""What kiln's own process runs a check with. None of it imports torch: the workers hold every tensor
+and the reference's worker judges outputs, so a fresh `kiln check` on the resident fork server never
+waits for torch's import (`tests/core/test_parent_torch_free.py`)."""
 
 
 def _preimport_parent() -> None:
-    """The parent compares outputs and judges evidence with torch: import what it needs in a thread
-    while the workers start, not after."""
+    """Import the parent's check modules in a thread while the workers start, not after."""
     if not all(m in sys.modules for m in PARENT_MODULES):
         threading.Thread(target=_import_parent_modules, daemon=True).start()
 
 
 def _import_parent_modules() -> None:
-    with pyparse.LOCK:  # torch's import parses source: never beside another thread's parse
+    with pyparse.LOCK:  # an import may compile source: never beside another thread's parse
         for name in PARENT_MODULES:
             importlib.import_module(name)

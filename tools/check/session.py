@@ -26,6 +26,7 @@ from kiln.tools.check import caches
 from kiln.tools.check import messages as m
 from kiln.tools.check.compare import Comparison, TrialComparer, TrialData
 from kiln.tools.check.failures import Failure, reference_broken, reference_error
+from kiln.tools.check.slots import make_slot
 from kiln.tools.check.worker import CaseSpec, JobSpec
 from kiln.tools.check.workers import CommandFailed, WorkerGone, WorkerHandle, worker_confinement, worker_env
 from kiln.tools.draws import DISTRIBUTIONS, derive_seed, trial_count
@@ -274,7 +275,7 @@ class Session:
 
     # ------------------------------------------------------------------ correctness
     def _correctness(self) -> Comparison:
-        from kiln.tools.correctness import tolerances
+        from kiln.tools.rule import tolerances
 
         atol, rtol = tolerances(self.o.dtype, self.o.atol, self.o.rtol)
         self.comparer = TrialComparer(atol, rtol, dtype=self.o.dtype, numerics=self.numerics)
@@ -359,8 +360,6 @@ class Session:
         again), then hand them to the judge."""
         cand = self._recv_cand()
         assert isinstance(cand, m.CandTrialReply)
-        from kiln.tools.check.outputs import make_slot  # torch: imported once there is an output to read
-
         try:
             first, fd1 = make_slot(str(self.layout.out / f"{t.tag}.first"))
             second, fd2 = make_slot(str(self.layout.out / f"{t.tag}.second"))
@@ -370,7 +369,7 @@ class Session:
         self.slot_paths += [first.path, second.path]
         packed = self._call_cand(m.CandPack(key=self.seed("key", t.tag), first=first.path, second=second.path))
         assert isinstance(packed, m.CandPackReply)
-        from kiln.tools.correctness import tolerances
+        from kiln.tools.rule import tolerances
 
         atol, rtol = tolerances(self.o.dtype, self.o.atol, self.o.rtol)
         self.ref_send(m.RefJudge(tag=t.tag, case=t.case, dist=t.dist, trial=t.trial, first=first, second=second,
@@ -539,7 +538,7 @@ class Session:
         self.rec.status, self.rec.correct = f.status, False
         self.rec.reasons += f.reasons
         if self.comparer is not None and self.rec.correctness is None and self.comparer.cmp.trials:
-            from kiln.tools.correctness import tolerances
+            from kiln.tools.rule import tolerances
 
             atol, rtol = tolerances(self.o.dtype, self.o.atol, self.o.rtol)
             cmp = self.comparer.finish(complete=False)
@@ -560,15 +559,13 @@ class Session:
 
 
 def _leaf_bytes(leaves: list[m.Leaf]) -> int:
-    from kiln.tools.check.outputs import DTYPES
-
     total = 0
     for lf in leaves:
-        if lf.kind in ("tensor", "sketch") and lf.dtype in DTYPES:
+        if lf.kind in ("tensor", "sketch") and lf.dtype in m.ITEM_BYTES:
             n = 1
             for s in lf.shape:
                 n *= s
-            total += n * DTYPES[lf.dtype].itemsize
+            total += n * m.ITEM_BYTES[lf.dtype]
     return total
 
 

@@ -407,7 +407,7 @@ def _slot(committed: list[dict[str, Any]], slot: int) -> dict[str, Any]:
 
 
 def _tolerances(s: Session) -> tuple[float, float]:
-    from kiln.tools.correctness import tolerances
+    from kiln.tools.rule import tolerances
 
     return tolerances(s.o.dtype, s.o.atol, s.o.rtol)
 

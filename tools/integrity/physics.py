@@ -6,7 +6,7 @@ faster than the tensor cores.
   parts read through views, so `x[:, :10]` counts a tenth of `x`), once, plus every output once;
 - FLOPs, where `torch.utils.flop_counter` can count them (matmul, conv, attention), else None.
 
-`floor` turns those into the fastest possible time on a GPU with its measured peaks, with a
+`kiln.tools.integrity.floor` turns those into the fastest possible time on a GPU with its measured peaks, with a
 safety margin (`BW_MARGIN`, `COMPUTE_MARGIN`) because a read-only kernel can beat the copy
 benchmark's bandwidth a little and clocks vary.
 """
@@ -20,13 +20,11 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from kiln.tools.integrity.floor import BW_MARGIN, COMPUTE_MARGIN, floor
 from kiln.tools.integrity.ops import METADATA, VIEW, base_name
-from kiln.tools.records import PhysicsRecord
 
-BW_MARGIN = 1.25
-"""Allowed bandwidth above the measured 1 GiB copy rate (read-heavy kernels reach ~5-10% more)."""
-COMPUTE_MARGIN = 1.25
-"""Allowed matmul throughput above the measured large-matmul rate (clock boost, better tiling)."""
+__all__ = ["BW_MARGIN", "COMPUTE_MARGIN", "count_work", "floor"]
+
 
 _NO_ACCESS = VIEW | METADATA
 
@@ -63,24 +61,6 @@ def count_work(model: nn.Module, inputs: tuple) -> tuple[int, int | None]:
     written = _output_bytes(out, set(sizes))
     flops = int(counter.get_total_flops())
     return read + written, (flops or None)
-
-
-def floor(bytes_moved: int | None, flops: int | None, *, gbps: float | None, tflops: float | None,
-          source: str | None = None, measured_us: float | None = None) -> PhysicsRecord:
-    """The fastest time this GPU allows for the work (at `gbps` copy bandwidth and `tflops`, the
-    fastest rate usable for the problem's dtype: `Peaks.floor_tflops`), against the measured time."""
-    rec = PhysicsRecord(bytes_moved=bytes_moved, flops=flops, peak_gbps=gbps, peak_tflops=tflops,
-                        measured_us=measured_us, peak_source=source)
-    mem_us = bytes_moved / (gbps * BW_MARGIN * 1e3) if bytes_moved and gbps else None
-    cmp_us = flops / (tflops * COMPUTE_MARGIN * 1e6) if flops and tflops else None
-    terms = {k: v for k, v in {"memory": mem_us, "compute": cmp_us}.items() if v is not None}
-    if not terms:
-        return rec
-    bound = max(terms, key=lambda k: terms[k])
-    rec.floor_us, rec.bound = terms[bound], bound
-    if measured_us:
-        rec.pct_of_floor = 100.0 * rec.floor_us / measured_us
-    return rec
 
 
 def _bytes_read(views: set[tuple], storage_bytes: int) -> int:

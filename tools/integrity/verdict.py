@@ -8,7 +8,7 @@ returns a `CheckRecord`, so a record can be re-judged offline.
 
 from __future__ import annotations
 
-from kiln.tools.integrity import physics
+from kiln.tools.integrity.floor import floor
 from kiln.tools.peaks import Peaks
 from kiln.tools.records import CheckRecord, Finding, IntegrityRecord, Speedup, TimingIntegrity
 from kiln.tools.timing.stats import RUN_TO_RUN
@@ -84,7 +84,7 @@ def _judge_physics(rec: CheckRecord, peaks: Peaks | None) -> list[Finding]:
         gbps = peaks.copy_gbps if peaks else ph.peak_gbps
         tflops = peaks.floor_tflops(rec.dtype) if peaks else ph.peak_tflops
         source = peaks.source if peaks else (ph.peak_source or "record")
-        ph = physics.floor(ph.bytes_moved, ph.flops, gbps=gbps, tflops=tflops, source=source, measured_us=measured)
+        ph = floor(ph.bytes_moved, ph.flops, gbps=gbps, tflops=tflops, source=source, measured_us=measured)
     else:
         ph = ph.model_copy(update={"measured_us": measured, "pct_of_floor": 100.0 * ph.floor_us / measured})
     integ.physics = ph

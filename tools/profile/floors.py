@@ -40,7 +40,7 @@ class Floors(Record):
 
 
 def floors(io_bytes: int | None, flops: int | None, *, gbps: float | None, tflops: float | None) -> Floors:
-    from kiln.tools.integrity.physics import BW_MARGIN, COMPUTE_MARGIN
+    from kiln.tools.integrity.floor import BW_MARGIN, COMPUTE_MARGIN
 
     io_us = io_bytes / (gbps * BW_MARGIN * 1e3) if io_bytes and gbps else None
     alg_us = flops / (tflops * COMPUTE_MARGIN * 1e6) if flops and tflops else None
