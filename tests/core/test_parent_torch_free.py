@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kiln.tools.check.messages import ITEM_BYTES
 
 DATA = Path(__file__).parent / "data"
@@ -40,7 +42,10 @@ sys.meta_path.insert(0, NoTorch())
 TIMED_CHECK = NO_TORCH + """
 from kiln.tools.check import check
 from kiln.tools.records import CheckOptions
-o = CheckOptions(device="cpu", trials=1, timeout_s=120, timing_timeout_s=20.0, time_on_cpu=True, baselines=["eager"])
+if sys.argv[3] == "cuda":  # the GPU's own paths: NVML's environment record, the GPU lock, the peaks cache
+    o = CheckOptions(device="cuda", trials=1, timeout_s=300, baselines=["eager"])
+else:
+    o = CheckOptions(device="cpu", trials=1, timeout_s=120, timing_timeout_s=20.0, time_on_cpu=True, baselines=["eager"])
 rec = check(sys.argv[1], sys.argv[2], o)
 print(json.dumps({"status": rec.status, "reasons": rec.reasons, "measured": bool(rec.timing and rec.timing.measured),
                   "torch": "torch" in sys.modules, "tail": rec.stderr_tail[-800:] if rec.stderr_tail else ""}))
@@ -57,14 +62,21 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
 
 
 def _run(script: str, *args: str) -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "TRITON_INTERPRET": "0" if "cuda" in args else "1"}
     out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=240, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_a_timed_check_runs_whole_with_torch_unimportable_in_kilns_process() -> None:
-    got = _run(TIMED_CHECK, str(DATA / "add_problem.py"), str(DATA / "add_triton.py"))
+    got = _run(TIMED_CHECK, str(DATA / "add_problem.py"), str(DATA / "add_triton.py"), "cpu")
+    assert got["status"] == "ok", got["tail"] or got
+    assert got["measured"] and not got["torch"], got
+
+
+@pytest.mark.gpu
+def test_a_timed_gpu_check_runs_whole_with_torch_unimportable_in_kilns_process() -> None:
+    got = _run(TIMED_CHECK, str(DATA / "add_problem.py"), str(DATA / "add_triton.py"), "cuda")
     assert got["status"] == "ok", got["tail"] or got
     assert got["measured"] and not got["torch"], got
 
