@@ -312,8 +312,8 @@ class TimingIntegrity(Record):
     n_laps: int | None = Field(None, description="timed laps of the candidate")
     slots: int | None = Field(None, description="calls per lap, each on its own input set")
     span_bytes: int | None = Field(None, description="a lap's inputs and outputs together (L2 is cold above ~100 MB)")
-    deferred_us_per_call: float | None = Field(None, description="the candidate's refresh and commit time beyond the "
-                                                                 "baseline's, charged to its laps, per call")
+    deferred_us_per_call: float | None = Field(None, description="the candidate's median refresh and commit "
+                                                                 "beyond the baseline's, charged to its laps, per call")
     cand_refresh_s: float | None = Field(None, description="median refresh (new inputs) of the candidate's worker")
     cand_commit_s: float | None = Field(None, description="median commit (projections of its outputs)")
     base_refresh_s: float | None = Field(None, description="the same steps in the baseline worker (eager)")

@@ -51,16 +51,19 @@ def test_forged_commitments_of_the_timed_outputs_are_rejected() -> None:
 
 
 @pytest.mark.serial
-def test_work_moved_from_the_lap_into_the_commit_is_charged_to_the_lap(honest) -> None:
+@pytest.mark.parametrize("fixture", ["lazy_lap.py", "lazy_lap_outlier.py"])
+def test_work_moved_from_the_lap_into_the_commit_is_charged_to_the_lap(fixture) -> None:
     """The patched harness computes nothing in the lap and everything when asked to commit: kiln's
     clock charges that commit (beyond the baseline's) to the lap, so the lap-only figure never
-    stands; the audit still passes (the outputs are right, only late)."""
-    rec = check(PROBLEM, DATA / "timing" / "lazy_lap.py", PATCHED)
+    stands; the audit still passes (the outputs are right, only late). One 1 s sleep in one commit
+    (`lazy_lap_outlier.py`) zeroed a charge made from means and their standard errors; the medians'
+    charge stands."""
+    rec = check(PROBLEM, DATA / "timing" / fixture, PATCHED)
     ti = rec.integrity.timing
     assert rec.timing and rec.timing.measured and ti.timed_outputs_failed == 0, rec.reasons
-    assert ti.deferred_us_per_call > 0 and ti.cand_commit_s > ti.base_commit_s
-    lap_only = min(rec.timing.candidate.median_us, 1e18) - ti.deferred_us_per_call
-    assert rec.timing.candidate.median_us > 2 * max(lap_only, 0.0)  # most of its time is the charge
+    assert ti.deferred_us_per_call > 0 and ti.cand_commit_s > ti.base_commit_s, ti
+    lazy = rec.timing.candidate.median_us
+    assert lazy > 2 * max(lazy - ti.deferred_us_per_call, 0.0)  # most of its time is the charge
     assert any(f.rule == "timing.deferred-work" for f in rec.integrity.findings)
 
 
@@ -93,9 +96,9 @@ def test_a_cached_baseline_that_would_charge_the_candidate_is_timed_again(tmp_pa
     assert first.status == "ok" and first.evidence.baselines_cached == [], first.reasons
     (path,) = (tmp_path / "cache" / "baselines").glob("*.json")
     data = json.loads(path.read_text())
-    assert data["overhead"][0] > 0
-    path.write_text(json.dumps({**data, "overhead": [0.0, 0.0, 8], "refresh_s": 0.0, "commit_s": 0.0}))
+    assert min(data["overhead_s"]) > 0
+    path.write_text(json.dumps({**data, "overhead_s": [0.0] * 8, "refresh_s": 0.0, "commit_s": 0.0}))
     again = check(PROBLEM, DATA / "add_triton.py", opts)  # the cache now claims the steps cost nothing
     assert again.status == "ok" and again.timing and again.timing.measured, again.reasons
     assert again.evidence.baselines_cached == []  # timed again, not read
-    assert json.loads(path.read_text())["overhead"][0] > 0  # and the cache holds the fresh run
+    assert min(json.loads(path.read_text())["overhead_s"]) > 0  # and the cache holds the fresh run

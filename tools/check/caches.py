@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 REFERENCE_VERSION = 3  # bump when the cached reference-side facts change meaning (3: degenerate holds weight
 # independence only; the rest is judged in the parent across the trials' draws, issue 16)
-HARNESS_VERSION = 4  # bump when the timing harness changes what a baseline sample means (3, 4: laps, kiln's clock)
+HARNESS_VERSION = 5  # bump when the timing harness changes what a baseline sample means (3, 4: laps, kiln's clock;
+# 5: each lap's refresh + commit kept, for the charge's medians)
 BASELINE_MAX_AGE_S = 7 * 24 * 3600.0
 
 
@@ -135,7 +136,7 @@ def baseline(s: Session, name: str, slots: int) -> dict[str, Any] | None:
 def store_baseline(s: Session, name: str, slots: int, run: dict[str, Any]) -> None:
     path = _baseline_path(s, name, slots)
     if path is not None:
-        keep: dict[str, Any] = {k: run[k] for k in ("samples_us", "overhead", "refresh_s", "commit_s", "peak_bytes")
+        keep: dict[str, Any] = {k: run[k] for k in ("samples_us", "overhead_s", "refresh_s", "commit_s", "peak_bytes")
                                 if k in run}
         _write(path, {**keep, "measured_at": time.time()})
 

@@ -31,12 +31,12 @@ LOOP_SHARE = 0.6  # of the timing stage's budget, split between the candidate's 
 MIN_LAPS, MAX_LAPS, WARM_LAPS = 8, 60, 1  # per function; its time cap and CI target are CheckOptions'
 N_AUDIT = 16  # timed (lap, slot) pairs the reference recomputes, picked in secret after the laps
 CPU_SLOTS = 4
-SLACK_SHARE = 0.02  # the candidate's refresh + commit may exceed the baseline's by this share of it, plus...
-SLACK_SE = 2.0  # ...this many standard errors of the difference of the two means, before the excess is charged
+SLACK_SHARE = 0.02  # the candidate's median refresh + commit may exceed the baseline's by this share of it, plus...
+SLACK_SE = 2.0  # ...this many standard errors of the difference of the two medians, before the excess is charged
 METHOD = ("kiln's clock over laps of {slots} back-to-back calls, each on its own independent draw of the inputs "
           "(fixed addresses, new draws every lap; inputs and outputs of a lap span >= {span} MiB where memory allows); "
-          "a sample is a lap's time per call; the candidate's mean refresh + commit time beyond the baseline worker's "
-          "identical steps (past 2% and two standard errors) is added to every lap; every lap's outputs committed as "
+          "a sample is a lap's time per call; the candidate's median refresh + commit time beyond the baseline worker's "
+          "median for the identical steps (past 2% and two standard errors) is added to every lap; every lap's outputs committed as "
           "keyed projections and {audit} (lap, slot) pairs picked in secret recomputed by the reference; baselines "
           "timed the same way, after the candidate's worker has ended, in a process that never imported it")
 
@@ -192,10 +192,9 @@ class Laps:
     def per_call_us(self, slots: int) -> list[float]:
         return [t / slots * 1e6 for t in self.lap_s]
 
-    def overhead(self) -> tuple[float, float, int]:
-        """Mean and variance of refresh + commit per lap (seconds), and the lap count."""
-        o = [r + c for r, c in zip(self.refresh_s, self.commit_s, strict=True)]
-        return (statistics.fmean(o), statistics.variance(o) if len(o) > 1 else 0.0, len(o)) if o else (0.0, 0.0, 0)
+    def overhead(self) -> list[float]:
+        """Each lap's refresh + commit (seconds)."""
+        return [r + c for r, c in zip(self.refresh_s, self.commit_s, strict=True)]
 
     def done(self, slots: int, elapsed: float, loop_s: float, target_pct: float) -> bool:
         from kiln.tools.timing.stats import should_stop
@@ -264,21 +263,34 @@ def _charged_by_cache(cand: dict[str, Any], plan: dict[str, Any], ring: RingSpec
 
 def charged_samples(cand: dict[str, Any], eager: dict[str, Any] | None, slots: int) -> tuple[list[float], float]:
     """The candidate's per-call samples (us): each lap plus the charge, and the charge per call (us).
-    The charge is how much more its refresh + commit took on average than the baseline's identical
-    steps, beyond 2% of the baseline's and two standard errors of the difference: work moved out of
-    the lap is counted, while the two workers' noise is not (an honest kernel runs kiln's own code
-    there)."""
+
+    The charge is how much longer the candidate's median refresh + commit took than the baseline
+    worker's median for the identical steps, beyond 2% of the baseline's and two standard errors of
+    the difference of the medians (from each side's MAD). Work moved out of the lap into these steps
+    is counted, and the two workers' noise is not (an honest kernel runs kiln's own code there).
+    Medians, not means: one long sleep in one commit widened a mean's standard error past the whole
+    deferred work and zeroed the charge; it moves no median, and spreading work over fewer than half
+    of the laps leaves the median lap honest."""
     laps: Laps = cand["laps"]
-    mean_c, var_c, n_c = laps.overhead()
-    base = (eager or {}).get("overhead")
+    own = laps.overhead()
+    base = [float(x) for x in (eager or {}).get("overhead_s") or []]
+    if not own:
+        return [], 0.0
+    med_c, se_c = _median_and_se(own)
     if not base:  # no baseline measured its steps: charge them whole (never flatter)
-        extra = mean_c
+        extra = med_c
     else:
-        mean_b, var_b, n_b = base
-        se = (var_c / max(n_c, 1) + var_b / max(n_b, 1)) ** 0.5
-        extra = max(0.0, mean_c - mean_b * (1 + SLACK_SHARE) - SLACK_SE * se)
+        med_b, se_b = _median_and_se(base)
+        extra = max(0.0, med_c - med_b * (1 + SLACK_SHARE) - SLACK_SE * (se_c**2 + se_b**2) ** 0.5)
     per_call = extra / slots * 1e6
     return [t / slots * 1e6 + per_call for t in laps.lap_s], per_call
+
+
+def _median_and_se(xs: list[float]) -> tuple[float, float]:
+    """The median and its standard error, sqrt(pi/2) * 1.4826 * MAD / sqrt(n) (normal noise)."""
+    med = statistics.median(xs)
+    mad = statistics.median(abs(x - med) for x in xs)
+    return med, 1.2533 * 1.4826 * mad / len(xs) ** 0.5
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -358,7 +370,7 @@ def _one_baseline(s: Session, base: WorkerHandle, name: str, loop_s: float, ring
                   ) -> dict[str, Any]:
     laps = run_laps(lambda cmd: base.call(cmd, s.ref_deadline()), name, ring, loop_s, sigma,
                     lambda lap: s.seed("baseline-commit", name, lap), s.o.timing_target_pct)
-    run: dict[str, Any] = {"samples_us": laps.per_call_us(ring.slots), "overhead": list(laps.overhead()),
+    run: dict[str, Any] = {"samples_us": laps.per_call_us(ring.slots), "overhead_s": laps.overhead(),
                            "refresh_s": statistics.median(laps.refresh_s), "commit_s": statistics.median(laps.commit_s)}
     if name == "eager":
         run["peak_bytes"] = getattr(base.call(m.PeakMemory(name=name), s.ref_deadline()), "peak_bytes", None)
