@@ -50,6 +50,15 @@ def test_forged_commitments_of_the_timed_outputs_are_rejected() -> None:
     assert rec.integrity.timing.timed_outputs_failed == rec.integrity.timing.timed_outputs_checked > 0
 
 
+def test_a_harness_that_foresees_the_laps_inputs_is_caught() -> None:
+    """Each lap's inputs come from a key sent only with that lap's refresh: outputs computed ahead,
+    in the untimed warm-up, from the ring's key and the lap's number answer other inputs."""
+    rec = check(PROBLEM, DATA / "timing" / "foresees_inputs.py", PATCHED)
+    ti = rec.integrity.timing
+    assert rec.status == "rejected" and any("timing.recheck-failed" in r for r in rec.reasons), rec.reasons
+    assert ti.timed_outputs_failed == ti.timed_outputs_checked > 0
+
+
 @pytest.mark.serial
 @pytest.mark.parametrize("fixture", ["lazy_lap.py", "lazy_lap_outlier.py"])
 def test_work_moved_from_the_lap_into_the_commit_is_charged_to_the_lap(fixture) -> None:

@@ -67,7 +67,7 @@ class BaselineWorker(Worker):
         self.prepared[cmd.name] = (fn, self.ring)
 
     def op_refresh(self, cmd: m.Refresh) -> None:
-        self.prepared[cmd.name][1].refresh(cmd.lap)
+        self.prepared[cmd.name][1].refresh(cmd.key)
 
     def op_lap(self, cmd: m.Lap) -> None:
         from kiln.tools.timing.laps import run_lap

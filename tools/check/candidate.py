@@ -178,7 +178,7 @@ class CandidateWorker(Worker):
         warm_up(*self.ring)
 
     def op_refresh(self, cmd: m.Refresh) -> None:
-        self.ring[1].refresh(cmd.lap)
+        self.ring[1].refresh(cmd.key)
 
     def op_lap(self, cmd: m.Lap) -> None:
         from kiln.tools.timing.laps import run_lap

@@ -222,6 +222,7 @@ class RefAudit(Msg):
     picks: list[tuple[int, int]] = Field(max_length=4096)
     projections: dict[str, Any] = Field(description="'lap.slot' -> the candidate's committed projection")
     commit_keys: dict[str, int] = Field(description="lap -> its commit key")
+    input_keys: dict[str, int] = Field(description="lap -> its input key (the draw the lap's refresh wrote)")
     sigma: list[float]
     rel_err: float = Field(description="the candidate's relative L2 error on the x1 trials")
     atol: float
@@ -347,6 +348,7 @@ class TimeSetup(Msg):
 class Refresh(Msg):
     op: Literal["refresh"] = "refresh"
     lap: int
+    key: int = Field(description="the lap's input key, drawn in secret by the parent and sent only now")
     name: str = "candidate"
 
 

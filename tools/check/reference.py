@@ -190,13 +190,13 @@ class ReferenceWorker(Worker):
         spec = RingSpec.model_validate(cmd.ring)
         out = []
         for lap, slot in cmd.picks:
-            key = cmd.commit_keys.get(str(lap))
+            key, drawn = cmd.commit_keys.get(str(lap)), cmd.input_keys.get(str(lap))
             committed = cmd.projections.get(f"{lap}.{slot}")
-            if key is None or not isinstance(committed, dict):
+            if key is None or drawn is None or not isinstance(committed, dict):
                 out.append(m.AuditVerdict(lap=lap, slot=slot, passed=False, why="nothing was committed for it"))
                 continue
             with torch.no_grad():
-                ref_out = c.model(*draw(c.mod.get_inputs, spec, lap, slot))
+                ref_out = c.model(*draw(c.mod.get_inputs, spec, drawn, slot))
             try:
                 ok, why, stat = verdict(committed.get("leaves"), ref_out, key, cmd.sigma, rel_err=cmd.rel_err,
                                         atol=cmd.atol, rtol=cmd.rtol)

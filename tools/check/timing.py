@@ -187,7 +187,8 @@ class Laps:
         self.lap_s: list[float] = []
         self.commit_s: list[float] = []
         self.committed: dict[int, list[dict[str, Any]]] = {}
-        self.keys: dict[int, int] = {}
+        self.keys: dict[int, int] = {}  # lap -> its commit key
+        self.input_keys: dict[int, int] = {}  # lap -> its input key
 
     def per_call_us(self, slots: int) -> list[float]:
         return [t / slots * 1e6 for t in self.lap_s]
@@ -212,21 +213,23 @@ class Laps:
 def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[float], key_of: Any,
              target_pct: float) -> Laps:
     """Refresh / lap / commit until the median is tight or the time is spent; `call(cmd)` sends one
-    command and returns its reply, `key_of(lap)` the lap's secret commit key."""
+    command and returns its reply, `key_of(lap, "inputs" | "commit")` the lap's secret keys (each sent
+    only with the step that uses it)."""
     laps = Laps(name)
     for lap in range(-WARM_LAPS, 0):  # untimed: the first laps after a switch pay allocator and cache effects
-        call(m.Refresh(lap=lap, name=name))
+        call(m.Refresh(lap=lap, key=key_of(lap, "inputs"), name=name))
         call(m.Lap(name=name))
     t_start = time.monotonic()
     lap = 0
     while not laps.done(ring.slots, time.monotonic() - t_start, loop_s, target_pct):
         lap += 1
+        laps.input_keys[lap] = key_of(lap, "inputs")
         t0 = time.monotonic()
-        call(m.Refresh(lap=lap, name=name))
+        call(m.Refresh(lap=lap, key=laps.input_keys[lap], name=name))
         t1 = time.monotonic()
         call(m.Lap(name=name))
         t2 = time.monotonic()
-        laps.keys[lap] = key_of(lap)
+        laps.keys[lap] = key_of(lap, "commit")
         reply = call(m.Commit(key=laps.keys[lap], sigma=sigma, name=name))
         t3 = time.monotonic()
         laps.refresh_s.append(t1 - t0)
@@ -244,7 +247,7 @@ def _candidate_setup(s: Session, ring: RingSpec) -> None:
 
 def _candidate_laps(s: Session, ring: RingSpec, loop_s: float, sigma: list[float]) -> dict[str, Any]:
     s.enter("timing", "the candidate's timing laps")
-    laps = run_laps(s._call_cand, "candidate", ring, loop_s, sigma, lambda lap: s.seed("commit", lap),
+    laps = run_laps(s._call_cand, "candidate", ring, loop_s, sigma, lambda lap, what: s.seed(what, lap),
                     s.o.timing_target_pct)
     s.enter("timing", "after the timing laps")
     peak = s._call_cand(m.PeakMemory())
@@ -369,7 +372,7 @@ def _prepared(s: Session, base: WorkerHandle, name: str) -> dict[str, Any]:
 def _one_baseline(s: Session, base: WorkerHandle, name: str, loop_s: float, ring: RingSpec, sigma: list[float]
                   ) -> dict[str, Any]:
     laps = run_laps(lambda cmd: base.call(cmd, s.ref_deadline()), name, ring, loop_s, sigma,
-                    lambda lap: s.seed("baseline-commit", name, lap), s.o.timing_target_pct)
+                    lambda lap, what: s.seed("baseline", what, name, lap), s.o.timing_target_pct)
     run: dict[str, Any] = {"samples_us": laps.per_call_us(ring.slots), "overhead_s": laps.overhead(),
                            "refresh_s": statistics.median(laps.refresh_s), "commit_s": statistics.median(laps.commit_s)}
     if name == "eager":
@@ -403,7 +406,8 @@ def _audit(s: Session, ring: RingSpec, laps: Laps, sigma: list[float], ti: Timin
     atol, rtol = _tolerances(s)
     rel = s.comparer.rel_err() if s.comparer else 0.0
     reply = s.ref_call(m.RefAudit(ring=ring.model_dump(), picks=picks, projections=committed,
-                                  commit_keys={str(k): v for k, v in laps.keys.items()}, sigma=sigma, rel_err=rel,
+                                  commit_keys={str(k): v for k, v in laps.keys.items()},
+                                  input_keys={str(k): v for k, v in laps.input_keys.items()}, sigma=sigma, rel_err=rel,
                                   atol=atol, rtol=rtol), "audit")
     verdicts = getattr(reply, "verdicts", [])
     ti.timed_outputs_checked = len(verdicts)

@@ -1,9 +1,12 @@
 """Timing by laps, the clock outside the worker: the harness both the candidate's worker and the
 baseline worker run, each step one command whose duration kiln's own process measures.
 
-A ring holds `slots` input sets at fixed addresses. Each lap: `refresh(lap)` writes a new,
-independent draw of the problem's own `get_inputs()` into every slot (seeded by the timing key, the
-lap and the slot, so the reference worker can draw any of them again), `lap()` calls the function
+A ring holds `slots` input sets at fixed addresses. Each lap: `refresh(key)` writes a new,
+independent draw of the problem's own `get_inputs()` into every slot, seeded by the lap's input key
+and the slot. The parent draws that key in secret and sends it only with the lap's refresh, so no
+worker can know a lap's inputs before the lap is about to run (a harness that foresaw them computed
+every lap's outputs in its untimed warm-up); the reference worker, told the keys of the laps it
+audits, draws the same inputs again. `lap()` calls the function
 once per slot, back to back, keeps every output and synchronises, and `commit(key)` reduces every
 kept output to keyed projections (`kiln.tools.timing.audit`) under a key sent only now. The parent
 times all three: the lap is the measurement, and whatever a worker spends in refresh or commit
@@ -34,7 +37,8 @@ class RingSpec(BaseModel):
     """What the parent tells both workers (and the reference, for the audit) about a ring."""
 
     model_config = ConfigDict(extra="forbid")
-    key: int
+    key: int = Field(description="seeds the ring's first fill only (untimed); every lap's inputs come from "
+                                 "that lap's own key, sent with its refresh")
     slots: int = Field(ge=1, le=MAX_SLOTS)
     dtype: str = "fp32"
     device: str = "cuda"
@@ -50,11 +54,12 @@ def ring_slots(input_bytes: int, output_bytes: int, budget: int = RING_BUDGET_BY
     return max(1, min(MAX_SLOTS, max(span, long_enough), budget // per))
 
 
-def draw(get_inputs: Callable[[], Any], spec: RingSpec, lap: int, slot: int) -> tuple:
-    """The inputs of (lap, slot): an independent draw of the problem's own inputs."""
+def draw(get_inputs: Callable[[], Any], spec: RingSpec, key: int, slot: int) -> tuple:
+    """The inputs of one slot of the lap whose input key is `key`: an independent draw of the
+    problem's own inputs."""
     from kiln.tools.inputs import derive_seed, inputs_from_seed
 
-    return inputs_from_seed(get_inputs, seed=derive_seed(spec.key, "lap", lap, "slot", slot), dist="x1",
+    return inputs_from_seed(get_inputs, seed=derive_seed(key, "slot", slot), dist="x1",
                             dtype=spec.dtype, device=spec.device)
 
 
@@ -63,15 +68,16 @@ class Ring:
 
     def __init__(self, get_inputs: Callable[[], Any], spec: RingSpec) -> None:
         self.get_inputs, self.spec = get_inputs, spec
-        self.slots = [draw(get_inputs, spec, 0, i) for i in range(spec.slots)]
+        self.slots = [draw(get_inputs, spec, spec.key, i) for i in range(spec.slots)]
         self.outputs: list[Any] = []
 
-    def refresh(self, lap: int) -> None:
+    def refresh(self, key: int) -> None:
+        """A new draw into every slot, from the lap's input key."""
         import torch
 
         with torch.no_grad():
             for i, slot in enumerate(self.slots):
-                fresh = draw(self.get_inputs, self.spec, lap, i)
+                fresh = draw(self.get_inputs, self.spec, key, i)
                 self.slots[i] = tuple(_into(old, new) for old, new in zip(slot, fresh, strict=True))
         _sync(self.spec.device)
 
