@@ -60,13 +60,14 @@ def test_a_harness_that_foresees_the_laps_inputs_is_caught() -> None:
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("fixture", ["lazy_lap.py", "lazy_lap_outlier.py"])
+@pytest.mark.parametrize("fixture", ["lazy_lap.py", "lazy_lap_outlier.py", "mad_inflation.py"])
 def test_work_moved_from_the_lap_into_the_commit_is_charged_to_the_lap(fixture) -> None:
     """The patched harness computes nothing in the lap and everything when asked to commit: kiln's
     clock charges that commit (beyond the baseline's) to the lap, so the lap-only figure never
     stands; the audit still passes (the outputs are right, only late). One 1 s sleep in one commit
-    (`lazy_lap_outlier.py`) zeroed a charge made from means and their standard errors; the medians'
-    charge stands."""
+    (`lazy_lap_outlier.py`) zeroed a charge made from means and their standard errors; a sleep on every
+    other commit (`mad_inflation.py`) zeroed one whose slack came from the candidate's own spread. The
+    charge now compares medians with the baseline's noise only."""
     rec = check(PROBLEM, DATA / "timing" / fixture, PATCHED)
     ti = rec.integrity.timing
     assert rec.timing and rec.timing.measured and ti.timed_outputs_failed == 0, rec.reasons

@@ -32,7 +32,7 @@ MIN_LAPS, MAX_LAPS, WARM_LAPS = 8, 60, 1  # per function; its time cap and CI ta
 N_AUDIT = 16  # timed (lap, slot) pairs the reference recomputes, picked in secret after the laps
 CPU_SLOTS = 4
 SLACK_SHARE = 0.02  # the candidate's median refresh + commit may exceed the baseline's by this share of it, plus...
-SLACK_SE = 2.0  # ...this many standard errors of the difference of the two medians, before the excess is charged
+SLACK_SE = 2.0  # ...this many standard errors of the difference of the two medians (the baseline's noise)
 METHOD = ("kiln's clock over laps of {slots} back-to-back calls, each on its own independent draw of the inputs "
           "(fixed addresses, new draws every lap; inputs and outputs of a lap span >= {span} MiB where memory allows); "
           "a sample is a lap's time per call; the candidate's median refresh + commit time beyond the baseline worker's "
@@ -269,31 +269,29 @@ def charged_samples(cand: dict[str, Any], eager: dict[str, Any] | None, slots: i
 
     The charge is how much longer the candidate's median refresh + commit took than the baseline
     worker's median for the identical steps, beyond 2% of the baseline's and two standard errors of
-    the difference of the medians (from each side's MAD). Work moved out of the lap into these steps
-    is counted, and the two workers' noise is not (an honest kernel runs kiln's own code there).
-    Medians, not means: one long sleep in one commit widened a mean's standard error past the whole
-    deferred work and zeroed the charge; it moves no median, and spreading work over fewer than half
-    of the laps leaves the median lap honest."""
+    the difference of the medians. Work moved out of the lap into these steps is counted, and the
+    two workers' noise is not (an honest kernel runs kiln's own code there).
+    - Medians, not means: one long sleep in one commit widened a mean's standard error past the whole
+      deferred work and zeroed the charge; it moves no median, and spreading work over fewer than
+      half of the laps leaves the median lap honest.
+    - The noise is the baseline's, never the candidate's own: a commit that slept on every other lap
+      made its own MAD as large as the deferred work and zeroed the charge again. Both standard
+      errors come from the baseline's spread (1.4826 MAD), each with its own side's lap count."""
     laps: Laps = cand["laps"]
     own = laps.overhead()
     base = [float(x) for x in (eager or {}).get("overhead_s") or []]
     if not own:
         return [], 0.0
-    med_c, se_c = _median_and_se(own)
+    med_c = statistics.median(own)
     if not base:  # no baseline measured its steps: charge them whole (never flatter)
         extra = med_c
     else:
-        med_b, se_b = _median_and_se(base)
-        extra = max(0.0, med_c - med_b * (1 + SLACK_SHARE) - SLACK_SE * (se_c**2 + se_b**2) ** 0.5)
+        med_b = statistics.median(base)
+        spread = 1.4826 * statistics.median(abs(x - med_b) for x in base)
+        se = 1.2533 * spread * (1 / len(own) + 1 / len(base)) ** 0.5  # of the difference of two medians
+        extra = max(0.0, med_c - med_b * (1 + SLACK_SHARE) - SLACK_SE * se)
     per_call = extra / slots * 1e6
     return [t / slots * 1e6 + per_call for t in laps.lap_s], per_call
-
-
-def _median_and_se(xs: list[float]) -> tuple[float, float]:
-    """The median and its standard error, sqrt(pi/2) * 1.4826 * MAD / sqrt(n) (normal noise)."""
-    med = statistics.median(xs)
-    mad = statistics.median(abs(x - med) for x in xs)
-    return med, 1.2533 * 1.4826 * mad / len(xs) ** 0.5
 
 
 # ----------------------------------------------------------------------------- baselines
