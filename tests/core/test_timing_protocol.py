@@ -50,6 +50,17 @@ def test_forged_commitments_of_the_timed_outputs_are_rejected() -> None:
     assert rec.integrity.timing.timed_outputs_failed == rec.integrity.timing.timed_outputs_checked > 0
 
 
+def test_lower_precision_only_while_timed_is_caught() -> None:
+    """Exact fp32 on every checked call, fp16 arithmetic in the timed laps: the numerics rule would
+    reject those outputs, and the audit holds them to the accuracy the checked trials showed (the
+    default rtol of 1e-4 let fp16's rounding through). The honest kernel's audit stays far inside."""
+    rec = check(PROBLEM, DATA / "timing" / "half_when_timed.py", TIMED)
+    ti = rec.integrity.timing
+    assert rec.correctness and rec.correctness.passed, rec.reasons
+    assert rec.status == "rejected" and any("timing.recheck-failed" in r for r in rec.reasons), rec.reasons
+    assert ti.timed_outputs_failed > ti.timed_outputs_checked // 2
+
+
 def test_a_harness_that_foresees_the_laps_inputs_is_caught() -> None:
     """Each lap's inputs come from a key sent only with that lap's refresh: outputs computed ahead,
     in the untimed warm-up, from the ring's key and the lap's number answer other inputs."""

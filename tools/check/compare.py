@@ -143,6 +143,12 @@ class TrialComparer:
         return max(errs, default=0.0)
 
 
+    def numerics_decided(self) -> bool:
+        """Did the numerics rule (or exact equality) judge every unscaled (x1) trial?"""
+        x1 = [t for t in self.cmp.trials if t.distribution == "x1"]
+        return bool(x1) and all(t.rule in ("numerics", "exact") for t in x1)
+
+
 def _secs(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 

@@ -225,6 +225,8 @@ class RefAudit(Msg):
     input_keys: dict[str, int] = Field(description="lap -> its input key (the draw the lap's refresh wrote)")
     sigma: list[float]
     rel_err: float = Field(description="the candidate's relative L2 error on the x1 trials")
+    tight: bool = Field(False, description="the numerics rule judged every x1 trial: hold timed outputs to the "
+                                           "candidate's own accuracy, not to the default atol/rtol")
     atol: float
     rtol: float
 

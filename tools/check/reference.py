@@ -199,7 +199,7 @@ class ReferenceWorker(Worker):
                 ref_out = c.model(*draw(c.mod.get_inputs, spec, drawn, slot))
             try:
                 ok, why, stat = verdict(committed.get("leaves"), ref_out, key, cmd.sigma, rel_err=cmd.rel_err,
-                                        atol=cmd.atol, rtol=cmd.rtol)
+                                        atol=cmd.atol, rtol=cmd.rtol, tight=cmd.tight)
             except Exception as exc:  # noqa: BLE001 - the candidate's data, not the problem: its failed verdict
                 ok, why, stat = False, f"its committed projection can't be judged ({error_message(exc)[:200]})", None
             out.append(m.AuditVerdict(lap=lap, slot=slot, passed=ok, why=why, stat=stat))

@@ -403,10 +403,11 @@ def _audit(s: Session, ring: RingSpec, laps: Laps, sigma: list[float], ti: Timin
     committed = {f"{lap}.{slot}": _slot(laps.committed[lap], slot) for lap, slot in picks}
     atol, rtol = _tolerances(s)
     rel = s.comparer.rel_err() if s.comparer else 0.0
+    tight = bool(s.numerics and s.comparer and s.comparer.numerics_decided())
     reply = s.ref_call(m.RefAudit(ring=ring.model_dump(), picks=picks, projections=committed,
                                   commit_keys={str(k): v for k, v in laps.keys.items()},
-                                  input_keys={str(k): v for k, v in laps.input_keys.items()}, sigma=sigma, rel_err=rel,
-                                  atol=atol, rtol=rtol), "audit")
+                                  input_keys={str(k): v for k, v in laps.input_keys.items()}, sigma=sigma,
+                                  rel_err=rel, tight=tight, atol=atol, rtol=rtol), "audit")
     verdicts = getattr(reply, "verdicts", [])
     ti.timed_outputs_checked = len(verdicts)
     failed = [v for v in verdicts if not v.passed]
