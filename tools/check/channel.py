@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 MAX_REPLY_BYTES = 8 << 20  # a reply above this is the worker's failure (a record, never a crash)
+MAX_CONTAINERS = 250_000
+"""JSON objects and arrays in one reply (counted by their opening brackets, strings included): an
+8 MiB line of empty objects parsed into ~2 GB of Python dicts in kiln's process (a red-team commit
+reply, 2026-12-07); the largest honest reply holds a few thousand."""
 CMD, RSP = "cmd.fifo", "rsp.fifo"
 
 
@@ -81,6 +85,8 @@ class ParentChannel:
 
 
 def _parse(line: bytes) -> dict[str, Any]:
+    if line.count(b"{") + line.count(b"[") > MAX_CONTAINERS:
+        raise ChannelError(f"a reply of more than {MAX_CONTAINERS} JSON objects and arrays")
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError) as exc:  # nested past Python's recursion limit: still the worker's

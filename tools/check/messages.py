@@ -366,8 +366,33 @@ class Commit(Msg):
     name: str = "candidate"
 
 
+class LeafProjection(Msg):
+    """One output leaf of one slot, as `kiln.tools.timing.audit` projects it: a float tensor's K
+    keyed sums and non-finite counts, an integer tensor's digest, a number, or another object's class."""
+
+    kind: Literal["tensor", "exact", "number", "other"]
+    p: list[float] | None = Field(None, max_length=64)
+    n: int | None = None
+    dtype: Name | None = None
+    shape: list[int] | None = Field(None, max_length=MAX_DIMS)
+    nan: int | None = None
+    posinf: int | None = None
+    neginf: int | None = None
+    digest: int | None = None
+    value: bool | int | float | None = None
+    cls: Name | None = None
+
+
+class SlotProjection(Msg):
+    leaves: list[LeafProjection] = Field(default_factory=list, max_length=4096)
+
+
 class CommitReply(Reply):
-    projections: list[dict[str, Any]] = Field(default_factory=list, max_length=4096)
+    projections: list[SlotProjection] = Field(default_factory=list, max_length=4096)
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        """Each slot's projections as the audit reads them: the fields the worker sent, no others."""
+        return [{"leaves": [lf.model_dump(exclude_unset=True) for lf in sp.leaves]} for sp in self.projections]
 
 
 class PeakMemory(Msg):

@@ -235,7 +235,7 @@ def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[fl
         laps.refresh_s.append(t1 - t0)
         laps.lap_s.append(t2 - t1)
         laps.commit_s.append(t3 - t2)
-        laps.committed[lap] = list(getattr(reply, "projections", []) or [])
+        laps.committed[lap] = reply.as_dicts() if isinstance(reply, m.CommitReply) else []
     return laps
 
 
