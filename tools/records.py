@@ -314,6 +314,10 @@ class TimingIntegrity(Record):
     span_bytes: int | None = Field(None, description="a lap's inputs and outputs together (L2 is cold above ~100 MB)")
     deferred_us_per_call: float | None = Field(None, description="the candidate's median refresh and commit "
                                                                  "beyond the baseline's, charged to its laps, per call")
+    uncharged_us_per_call: float | None = Field(
+        None, description="the refresh + commit time per call that goes uncharged (the baseline's, with its slack): "
+                          "a worker whose harness was patched could do up to this much work there unseen "
+                          "(docs/integrity.md, Out of reach)")
     cand_refresh_s: float | None = Field(None, description="median refresh (new inputs) of the candidate's worker")
     cand_commit_s: float | None = Field(None, description="median commit (projections of its outputs)")
     base_refresh_s: float | None = Field(None, description="the same steps in the baseline worker (eager)")

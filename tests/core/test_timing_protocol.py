@@ -34,6 +34,8 @@ def test_an_honest_candidate_is_timed_by_laps_against_a_baseline_from_another_pr
     assert ti.timed_outputs_checked == min(N_AUDIT, ti.n_laps * ti.slots) and ti.timed_outputs_failed == 0
     assert ti.audit_worst is not None and ti.audit_worst < 0.1  # as accurate as its checked trials, by far
     assert ti.base_commit_s is not None and ti.cand_commit_s is not None
+    base_steps_us = (ti.base_refresh_s + ti.base_commit_s) / ti.slots * 1e6  # what goes uncharged, said aloud
+    assert ti.uncharged_us_per_call >= 0.7 * base_steps_us > 0, (ti.uncharged_us_per_call, base_steps_us)
 
 
 def test_a_call_counter_that_returns_stale_answers_while_timed_is_caught() -> None:

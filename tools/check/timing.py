@@ -279,19 +279,24 @@ def charged_samples(cand: dict[str, Any], eager: dict[str, Any] | None, slots: i
       errors come from the baseline's spread (1.4826 MAD), each with its own side's lap count."""
     laps: Laps = cand["laps"]
     own = laps.overhead()
-    base = [float(x) for x in (eager or {}).get("overhead_s") or []]
     if not own:
         return [], 0.0
-    med_c = statistics.median(own)
-    if not base:  # no baseline measured its steps: charge them whole (never flatter)
-        extra = med_c
-    else:
-        med_b = statistics.median(base)
-        spread = 1.4826 * statistics.median(abs(x - med_b) for x in base)
-        se = 1.2533 * spread * (1 / len(own) + 1 / len(base)) ** 0.5  # of the difference of two medians
-        extra = max(0.0, med_c - med_b * (1 + SLACK_SHARE) - SLACK_SE * se)
+    extra = max(0.0, statistics.median(own) - allowance_s(len(own), eager))
     per_call = extra / slots * 1e6
     return [t / slots * 1e6 + per_call for t in laps.lap_s], per_call
+
+
+def allowance_s(n_laps: int, eager: dict[str, Any] | None) -> float:
+    """The refresh + commit time per lap a candidate's steps may take before any of it is charged:
+    the baseline's median plus 2% and two standard errors of the difference of two medians (0 when
+    no baseline measured its steps: then they are charged whole, never flatter)."""
+    base = [float(x) for x in (eager or {}).get("overhead_s") or []]
+    if not base or n_laps < 1:
+        return 0.0
+    med_b = statistics.median(base)
+    spread = 1.4826 * statistics.median(abs(x - med_b) for x in base)
+    se = 1.2533 * spread * (1 / n_laps + 1 / len(base)) ** 0.5
+    return med_b * (1 + SLACK_SHARE) + SLACK_SE * se
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -386,6 +391,7 @@ def _integrity(s: Session, ring: RingSpec, cand: dict[str, Any], eager: dict[str
     laps: Laps = cand["laps"]
     ti = TimingIntegrity(distinct_inputs=True, method="laps", n_laps=len(laps.lap_s), slots=ring.slots,
                          deferred_us_per_call=round(deferred, 3),
+                         uncharged_us_per_call=round(allowance_s(len(laps.lap_s), eager) / ring.slots * 1e6, 3),
                          cand_refresh_s=round(statistics.median(laps.refresh_s), 6) if laps.refresh_s else None,
                          cand_commit_s=round(statistics.median(laps.commit_s), 6) if laps.commit_s else None,
                          base_refresh_s=(eager or {}).get("refresh_s"), base_commit_s=(eager or {}).get("commit_s"),
