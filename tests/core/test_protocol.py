@@ -63,6 +63,23 @@ def test_a_syntax_error_is_a_compile_error_record(tmp_path: Path, run_cli) -> No
     assert rec.status == "compile_error" and "syntax" in rec.reasons[0].lower()
 
 
+def test_a_lone_surrogate_in_the_candidates_text_still_gives_a_written_record(tmp_path: Path, run_cli) -> None:
+    """A lone UTF-16 surrogate in the candidate's exception message: no UTF-8 encoder takes it, and
+    `kiln check` died printing the verdict, with no JSON written."""
+    out = tmp_path / "rec.json"
+    res = run_cli("check", str(PROBLEM), str(PROTO / "surrogate_in_error.py"), "--device", "cpu", "--json", str(out))
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    rec = CheckRecord.model_validate_json(out.read_text())
+    assert rec.status == "crashed" and any("bad input ? here" in r for r in rec.reasons), rec.reasons
+
+
+def test_a_failure_of_kiln_reported_by_the_candidates_worker_counts_against_the_candidate() -> None:
+    rec = run("claims_kiln_failed.py", run_rejected=True, static="denylist")
+    assert rec.correctness is None or not rec.correctness.passed
+    assert rec.status in ("crashed", "rejected") and any("counts against the candidate" in r for r in rec.reasons), \
+        (rec.status, rec.reasons)
+
+
 FAKE_WORKER = r"""
 import json, os, sys
 work = sys.argv[1]

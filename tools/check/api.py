@@ -66,6 +66,23 @@ def check(problem: Path, candidate: Path, options: CheckOptions | None = None) -
     """The full verdict for one candidate. Raises KilnInputError only for a broken problem (or
     case); a broken candidate (syntax error, no ModelNew, wrong signature) is a `compile_error`
     record, and a statically rejected one is never executed."""
+    return _writable(_check(problem, candidate, options))
+
+
+def _writable(rec: CheckRecord) -> CheckRecord:
+    """`rec`, or a copy whose strings are whole characters, when some text in it (a path with bytes
+    that are not UTF-8, a message that came through a door the channel does not watch) holds a lone
+    surrogate: no record kiln returns may fail to be written as JSON."""
+    try:
+        rec.model_dump_json()
+        return rec
+    except ValueError:  # pydantic's serialization error is a ValueError: "surrogates not allowed"
+        from kiln.tools.check.channel import whole_characters
+
+        return CheckRecord.model_validate(whole_characters(rec.model_dump()))
+
+
+def _check(problem: Path, candidate: Path, options: CheckOptions | None) -> CheckRecord:
     from kiln.tools.compile import detect_lang
     from kiln.tools.problem import load_candidate, load_problem
 

@@ -93,6 +93,22 @@ def _parse(line: bytes) -> dict[str, Any]:
         raise ChannelError(f"a reply that is not JSON kiln reads ({line[:80]!r}...)") from exc
     if not isinstance(obj, dict):
         raise ChannelError(f"a reply that is not a JSON object ({type(obj).__name__})")
+    if b"\\ud" in line or b"\\uD" in line:  # a surrogate escape: only a pair makes a character
+        obj = whole_characters(obj)
+    return obj
+
+
+def whole_characters(obj: Any) -> Any:
+    """`obj` with every lone UTF-16 surrogate in its strings (keys too) replaced by '?'. JSON's
+    escapes can spell one ("\\ud800"); Python keeps it in a str that no UTF-8 encoder takes, so a
+    candidate's error message holding one made kiln's record unwritable (a red-team find: `kiln
+    check` died in its own output with a traceback and no JSON)."""
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(obj, list):
+        return [whole_characters(v) for v in obj]
+    if isinstance(obj, dict):
+        return {whole_characters(k): whole_characters(v) for k, v in obj.items()}
     return obj
 
 

@@ -504,8 +504,11 @@ class Session:
     def _command_failure(self, exc: CommandFailed) -> Failure:
         err = exc.error
         where = self.detail or self.stage
-        if exc.kind in ("kiln", "protocol"):
-            return Failure("error", [f"{err.get('message')} (during {where})"], str(err.get("traceback", "")))
+        if exc.kind in ("kiln", "protocol"):  # the candidate's process says so: a claim, never believed (a
+            # red-team candidate raised kiln's own WorkerError("kiln") and its crash read as kiln's failure)
+            return Failure("crashed", [f"the candidate's worker reported a failure of kiln's own code during {where} "
+                                       f"({err.get('message')}); its process runs the candidate's code, so the "
+                                       "failure counts against the candidate"], str(err.get("traceback", "")))
         return Failure("crashed", [f"the candidate raised {err.get('message')} during {where}"],
                        str(err.get("traceback", "")))
 
