@@ -54,9 +54,21 @@ def _tag(block: Block) -> str:
 
 
 def _notes(text: str) -> str:
-    """The prose around the code, trimmed (kept with the reply for the run directory)."""
-    prose = re.sub(r"(`{3,}|~{3,}).*?(\1|$)", "", text, flags=re.DOTALL)
-    return " ".join(prose.split())[:600]
+    """The prose around the code, trimmed (kept with the reply for the run directory): everything
+    outside fences, a fence closed by the next run of its character at least as long (or the end).
+    One pass over the fence runs: a regex with a back-reference took 11 s on a reply holding one run
+    of 200,000 backticks (a red-team completion), before any check and under no timeout."""
+    kept: list[str] = []
+    pos, opener = 0, None
+    for run in re.finditer(r"`{3,}|~{3,}", text):
+        if opener is None:
+            kept.append(text[pos:run.start()])
+            opener = run.group(0)
+        elif run.group(0)[0] == opener[0] and len(run.group(0)) >= len(opener):
+            opener, pos = None, run.end()
+    if opener is None:
+        kept.append(text[pos:])
+    return " ".join(" ".join(kept).split())[:600]
 
 
 def extract_code(text: str) -> Extraction:

@@ -38,7 +38,7 @@ def completion_code(completion: Any) -> str:
 
 
 def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a completion may hold anything
 
 
 class CheckCache:
@@ -122,11 +122,18 @@ class KilnReward:
             return [self._result(f, p, c) for f, p, c in zip(futures, problems, codes, strict=True)]
 
     def _result(self, fut: Any, problem: str, code: str) -> CheckRecord:
+        """One sample's record; whatever its check raised is that sample's `error`, never the batch's
+        (a completion nested too deeply, or holding a lone surrogate, took its neighbours' rewards
+        down with it)."""
         try:
             return fut.result(timeout=2 * self.timeout_s + 60)
         except FutureTimeout:
             return CheckRecord(problem="<problem>", candidate="<completion>", status="timeout",
                                reasons=[f"no verdict within {2 * self.timeout_s + 60:.0f} s"])
+        except Exception as exc:  # noqa: BLE001 - one sample's failure, a zero reward with its reason
+            return CheckRecord(problem="<problem>", candidate="<completion>", status="error",
+                               reasons=[f"kiln could not check this completion ({type(exc).__name__}: "
+                                        f"{str(exc)[:300]})"])
 
     def check_one(self, problem: str, code: str) -> CheckRecord:
         opts = self.options.model_copy(update={"seed": derive_seed(self.seed, _sha(problem), _sha(code))})
@@ -136,7 +143,7 @@ class KilnReward:
         with tempfile.TemporaryDirectory(prefix="kiln-reward-") as tmp:
             prob, cand = Path(tmp) / "problem.py", Path(tmp) / "candidate.py"
             prob.write_text(problem)
-            cand.write_text(code)
+            cand.write_text(code, encoding="utf-8", errors="replace")
             rec = self.evaluator.check(prob, cand, opts)
         self.cache.put(key, rec)
         return rec

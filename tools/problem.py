@@ -70,6 +70,8 @@ def _read(path: Path, what: str) -> tuple[str, ast.Module]:
         tree = pyparse.parse(source, filename=str(path))
     except SyntaxError as err:
         raise KilnInputError(f"{path}:{err.lineno}: syntax error in {what}: {err.msg}") from err
+    except (RecursionError, MemoryError) as err:  # nested past what Python's parser builds
+        raise KilnInputError(f"{path}: {what} nests too deeply to parse ({type(err).__name__})") from err
     return source, tree
 
 

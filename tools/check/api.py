@@ -38,7 +38,12 @@ def _static_scan(source: str, filename: str, dtype: str, mode: str = "allowlist"
     except ImportError as exc:  # INTEGRITY's scanner not installed: a visible finding, not silence
         return [Finding(rule="static.unavailable", severity="info", evidence=str(exc))]
 
-    return static.scan_candidate(source, filename=filename, dtype=dtype, mode=mode)
+    try:
+        return static.scan_candidate(source, filename=filename, dtype=dtype, mode=mode)
+    except RecursionError:  # the scan walks the tree recursively: a source nested past it is refused, unrun
+        return [Finding(rule="static.too-deep", severity="reject",
+                        evidence="the source nests deeper than the static scan follows (an expression or "
+                                 "statement nested ~1,000 levels)")]
 
 
 def _unsupported(rec: CheckRecord, lang: str, dtype: str, candidate: Path) -> CheckRecord | None:
@@ -102,6 +107,8 @@ def _check(problem: Path, candidate: Path, options: CheckOptions | None) -> Chec
         cand = load_candidate(Path(candidate), prob)
     except KilnInputError as exc:
         return _broken_candidate(rec, str(exc), t0)
+    except (RecursionError, MemoryError) as exc:
+        return _broken_candidate(rec, f"{candidate}: the candidate nests too deeply to read ({type(exc).__name__})", t0)
     t_scan = time.monotonic()
     static = _static_scan(cand.source, Path(candidate).name, options.dtype, options.static)
     rec.stages_s["static"] = round(time.monotonic() - t_scan, 3)

@@ -38,6 +38,36 @@ def root() -> Path:
     return default_cache_root()
 
 
+def machine_key() -> int:
+    """This machine's secret for checks that were given a seed (63 bits): `KILN_SECRET` if set (to
+    share reproducible verdicts between machines), else random bytes kiln keeps in its cache root
+    (mode 0600, made once; no worker can read the cache root). A given seed is rarely secret: a
+    reward loop's was derived from the problem and the completion, both in the candidate's hands,
+    and a red-team candidate recomputed it and precomputed every trial's answer."""
+    env = os.environ.get("KILN_SECRET")
+    if env:
+        return int.from_bytes(hashlib.sha256(env.encode()).digest()[:8], "little") >> 1
+    path = root() / "secret.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".secret.{os.getpid()}.{time.monotonic_ns()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, os.urandom(32))
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # atomic: the first process's key stands, complete
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    data = path.read_bytes()
+    if len(data) < 16:
+        raise OSError(f"kiln's secret key {path} is damaged: remove it (a new one is made) or set KILN_SECRET")
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "little") >> 1
+
+
 def candidate_cache(source_sha: str) -> Path:
     path = root() / "cand" / source_sha[:16]
     path.mkdir(parents=True, exist_ok=True)

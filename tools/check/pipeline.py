@@ -101,9 +101,17 @@ def _not_timed(rec: CheckRecord, options: CheckOptions) -> Any:
 
 def run_check(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], cand: CandidateInfo,
               options: CheckOptions, *, static: list[Finding], seed: int) -> tuple[CheckRecord, Any]:
-    """The session's record and the peaks for the physics floor (the verdict comes after)."""
+    """The session's record and the peaks for the physics floor (the verdict comes after). The record
+    keeps `seed`; the session's secret is that seed keyed by this machine's secret
+    (`caches.machine_key`): the same seed draws the same inputs on this machine, and a candidate
+    that knows or guesses the seed (a reward loop derived it from the problem and the completion)
+    still cannot draw them."""
+    from kiln.tools.check import caches
+    from kiln.tools.inputs import derive_seed
+
     rec.seed = seed
-    out, peaks = one_session(rec.model_copy(deep=True), prob, cases, cand, options, static=static, seed=seed)
+    out, peaks = one_session(rec.model_copy(deep=True), prob, cases, cand, options, static=static,
+                             seed=derive_seed(caches.machine_key(), "check-seed", seed))
     return extra_round(out, prob, cases, cand, options, static=static), peaks
 
 

@@ -36,7 +36,8 @@ _DYNAMIC_BUILTINS = {
     "dir": "lists an object's attributes", "type": "reaches an object's class (type(k).run = ... patches it)",
     "delattr": "deletes attributes", "breakpoint": "starts a debugger",
 }
-_FORMAT_FIELD = re.compile(r"\{[^{}\n]*?\.(?:_|f_|gi_|tb_|cr_|co_)[^{}\n]*\}")
+_FIELD = re.compile(r"\{[^{}\n]*\}")  # a format field; searched in it, one pass: a single regex with a lazy
+_WALK = re.compile(r"\.(?:_|f_|gi_|tb_|cr_|co_)")  # and a greedy part took 48 s on "{" + "._" * 120000
 
 
 def scan_allowlist(tree: ast.Module, scope: Scope, *, filename: str) -> list[Finding]:
@@ -150,9 +151,9 @@ class _AllowVisitor(AllowlistVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and "__global__" not in node.value:
-            m = _FORMAT_FIELD.search(node.value)
+            m = next((f for f in _FIELD.finditer(node.value) if _WALK.search(f.group(0))), None)
             if m:
-                self.add("static.dynamic-access", f"a format string walks attributes: {m.group(0)!r}", node)
+                self.add("static.dynamic-access", f"a format string walks attributes: {m.group(0)[:200]!r}", node)
 
     def visit_Call(self, node: ast.Call) -> None:
         funcs = self.scope.resolve(node.func)
