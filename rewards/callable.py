@@ -145,5 +145,6 @@ class KilnReward:
             prob.write_text(problem)
             cand.write_text(code, encoding="utf-8", errors="replace")
             rec = self.evaluator.check(prob, cand, opts)
-        self.cache.put(key, rec)
+        if rec.status not in ("error", "timeout"):  # kiln's failure or the machine's load, not a verdict to keep
+            self.cache.put(key, rec)
         return rec

@@ -62,3 +62,31 @@ def test_a_string_that_made_the_scan_quadratic_still_gives_a_record_in_time(user
     t0 = time.monotonic()
     rec = check(PROBLEM, cand, CheckOptions(device="cpu", trials=1, timeout_s=30))
     assert time.monotonic() - t0 < 40 and rec.status in ("ok", "rejected"), (rec.status, rec.reasons)
+
+
+class _FailsOnce:
+    """The real local evaluator, except that its first check fails as kiln would under a neighbour's
+    load (`timeout`)."""
+
+    n_slots = 1
+
+    def __init__(self) -> None:
+        self.inner, self.calls = LocalEvaluator(), 0
+
+    def check(self, problem: Path, candidate: Path, options: CheckOptions):  # noqa: ANN201
+        from kiln.tools.records import CheckRecord
+
+        self.calls += 1
+        if self.calls == 1:
+            return CheckRecord(problem=str(problem), candidate=str(candidate), status="timeout", reasons=["load"])
+        return self.inner.check(problem, candidate, options)
+
+
+def test_a_timeout_is_not_kept_as_the_completions_verdict(user) -> None:
+    """A neighbour's load can time an honest check out: that record is not cached for the run, so the
+    same completion is checked again and earns its reward."""
+    ev = _FailsOnce()
+    reward = KilnReward(evaluator=ev, device="cpu", options=CheckOptions(trials=1), timeout_s=120)
+    args = {"prompts": ["p"], "completions": [_fenced(HONEST)], "problem": [PROBLEM.read_text()]}
+    assert reward(**args) == [0.0]
+    assert reward(**args) == [1.0] and ev.calls == 2
