@@ -107,7 +107,7 @@ def run_check(rec: CheckRecord, prob: ProblemInfo, cases: list[ProblemInfo], can
     that knows or guesses the seed (a reward loop derived it from the problem and the completion)
     still cannot draw them."""
     from kiln.tools.check import caches
-    from kiln.tools.inputs import derive_seed
+    from kiln.tools.draws import derive_seed
 
     rec.seed = seed
     out, peaks = one_session(rec.model_copy(deep=True), prob, cases, cand, options, static=static,
