@@ -38,7 +38,6 @@ ROWS_PER_CHUNK = 1 << 16  # x WIDTH = 64 Mi elements at a time: float32 temporar
 THRESHOLD = 9.0
 ERR_MARGIN = 4.0  # the bound allows 4x the relative L2 error the candidate showed on checked trials
 FLOOR_FP32_UNITS = 16.0  # ...and never less than 16 fp32 unit roundoffs (or one of the output's dtype)
-UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 
 
 def sign_table(key: int, leaf: int, width: int, rows: int, tail: int, device: Any = "cpu"
@@ -267,7 +266,8 @@ def verdict(cand: list[dict[str, Any]], ref_out: Any, key: int, sigma: list[floa
     for i, (c, r) in enumerate(zip(cand, ref, strict=True)):
         leaf_rho, leaf_atol = rho, atol
         if tight and isinstance(refs[i], torch.Tensor):
-            floor = max(FLOOR_FP32_UNITS * 2.0**-24, UNIT_ROUNDOFF.get(refs[i].dtype, 0.0))
+            unit = torch.finfo(refs[i].dtype).eps / 2 if refs[i].is_floating_point() else 0.0
+            floor = max(FLOOR_FP32_UNITS * 2.0**-24, unit)
             leaf_rho = max(rho, floor)
             s_i = sigma[i] if i < len(sigma) else 0.0
             leaf_atol = leaf_rho * s_i if s_i > 0 and math.isfinite(s_i) else atol
