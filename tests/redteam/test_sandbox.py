@@ -69,3 +69,16 @@ def test_a_stress_case_module_is_sandboxed_too(user):
     damage += [f"created {created}"] if created.exists() else []
     assert not damage, damage
     assert rec.status == "ok", rec.reasons  # the candidate is honest; the case module's failures are hidden
+
+
+def test_a_case_that_patches_its_judge_passes_only_its_own_trials(user):
+    """A colluding Proposer: its case patches the comparison in the process that imports it. The
+    problem's trials are judged by a reference worker that never imported the case, so a copying
+    kernel (wrong on the negative draws) still fails them, while the case's own groups pass."""
+    case = render(CASES / "judge_patch_case.py", user / "project" / "cases")
+    rec = check(candidate("identity_copy", user / "project"), cases=[case])
+    assert rec.status == "incorrect", (rec.status, rec.reasons)
+    by_group = {(t.case, t.distribution): t.passed for t in rec.correctness.trials if t.phase == "first_call"}
+    assert by_group[("problem", "neg")] is False, by_group
+    assert any(c != "problem" and d == "neg" and ok for (c, d), ok in by_group.items()), by_group  # its own: forged
+    assert check(honest(user / "project"), cases=[case]).status == "ok"

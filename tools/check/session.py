@@ -67,19 +67,24 @@ class Layout:
     """A check's dirs, made by the parent. `shared/`: the problem, case and candidate copies (every
     worker reads); `feed/`: weights and small inputs (the reference writes, the candidate reads);
     `cand-out/`: the files the parent makes for the candidate's outputs (the candidate may only fill
-    them, the reference reads them to judge); one own dir per worker role."""
+    them, the references read them to judge); one own dir per worker. A Proposer's case has its own
+    reference worker, which writes only its own subdir of `feed/`."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, cases: list[CaseSpec]) -> None:
         self.work = work
         for name in ("shared", "feed", "cand-out"):
             (work / name).mkdir(parents=True, exist_ok=True)
         self.feed, self.out = work / "feed", work / "cand-out"
+        self.feeds = {c.name: self.feed / f"case-{i}" if i else self.feed for i, c in enumerate(cases)}
+        self.own = {c.name: work / (f"reference-{i}" if i else "reference") for i, c in enumerate(cases)}
+        for d in self.feeds.values():
+            d.mkdir(exist_ok=True)
 
     def weights(self, case: str) -> str:
-        return str(self.feed / f"weights-{case}.pt")
+        return str(self.feeds[case] / f"weights-{case}.pt")
 
-    def inputs(self, tag: str) -> str:
-        return str(self.feed / f"in-{tag}.pt")
+    def inputs(self, t: Trial) -> str:
+        return str(self.feeds[t.case] / f"in-{t.tag}.pt")
 
 
 @dataclass
@@ -101,20 +106,21 @@ class Session:
                  budgets: dict[str, float], zygote: Any, sandbox: Any = None) -> None:
         self.rec, self.prob, self.cand, self.o, self.box = rec, prob, cand, options, sandbox
         self.static, self.secret, self.work, self.budgets, self.zygote = static, secret, work, budgets, zygote
-        self.layout = Layout(work)
         self.cases = _stage(work, prob, cases, cand)
+        self.layout = Layout(work, self.cases)
         self.cand_path = str(work / "shared" / "candidate.py")
         self.t0 = time.monotonic()
         self.hard_end = self.t0 + options.timeout_s  # no deadline reaches past the check's --timeout
         self.stage_t: dict[str, float] = {}
         self.stage, self.detail = "start-up", ""
-        self.ref: WorkerHandle | None = None
+        self.ref: WorkerHandle | None = None  # the judge: the problem's trials, the timing audit, the problem's facts
+        self.case_refs: dict[str, WorkerHandle] = {}  # each Proposer case's own reference: its trials only
         self.cnd: WorkerHandle | None = None
         self.base: WorkerHandle | None = None
         self.comparer: TrialComparer | None = None
         self.ref_replies: dict[str, m.RefTrialReply] = {}
-        self.ref_got: dict[tuple[str, str], m.Reply] = {}  # (op, key) -> reply read before it was asked for
-        self.ref_expect: list[tuple[str, str]] = []  # (op, key) of every command sent, replies in that order
+        self.ref_got: dict[tuple[str, str, str], m.Reply] = {}  # (case, op, key) -> reply read before it was asked for
+        self.ref_expect: dict[str, list[tuple[str, str]]] = {}  # case -> (op, key) of every command sent, in order
         self.input_bytes = 0
         self.output_bytes = 0
         self.slot_paths: list[str] = []  # every output file kiln made for the candidate, in this check
@@ -210,12 +216,20 @@ class Session:
         cand_cache = caches.candidate_cache(self.cand.sha256)
         self.cnd = self._start(self._spec("candidate", candidate=self.cand_path, cache_root=str(cand_cache)),
                                cand_cache)
-        self.ref = self._start(self._spec("reference"), caches.root() / "zygote")
-        self.ref.on_timeout = self._stop_candidate  # a late reference may be a starved one: its starver goes first
-        self.ref.while_waiting = self._watch_candidate  # its bounds hold while kiln waits for the judge too
+        for c in self.cases:  # the problem's judge never imports a Proposer's case: each case has its own
+            h = self._start(self._spec("reference", cases=[c], work_dir=str(self.layout.own[c.name]),
+                                       feed_dir=str(self.layout.feeds[c.name])), caches.root() / "zygote")
+            h.on_timeout = self._stop_candidate  # a late reference may be a starved one: its starver goes first
+            h.while_waiting = self._watch_candidate  # its bounds hold while kiln waits for the judge too
+            if c.name == "problem":
+                self.ref = h
+            else:
+                self.case_refs[c.name] = h
         self.enter("compile")
-        self.ref_send(m.RefSetup(seeds=self.case_seeds(), numerics_rule=self.numerics,
-                                 weights={c.name: self.layout.weights(c.name) for c in self.cases}), "setup")
+        seeds = self.case_seeds()
+        for c in self.cases:
+            self.ref_send(m.RefSetup(seeds={c.name: seeds[c.name]}, numerics_rule=self.numerics,
+                                     weights={c.name: self.layout.weights(c.name)}), "setup", c.name)
         self.todo = plan(self.cases, list(DISTRIBUTIONS), self.o.trials)
         self.n_groups = len(self.cases) * len(DISTRIBUTIONS)
         self.ref_queued = 0
@@ -225,9 +239,10 @@ class Session:
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         self._native_symbols(cand_cache)
-        self.ref_wait("setup", "setup")
-        first = self.ref_wait("trial", self.todo[0].tag)  # the first trial's inputs drew: get_inputs works
-        self.ref_got[("trial", self.todo[0].tag)] = first  # kept for its turn
+        for c in self.cases:
+            self.ref_wait("setup", "setup", c.name)
+        first = self.ref_wait("trial", self.todo[0].tag, self.todo[0].case)  # its inputs drew: get_inputs works
+        self.ref_got[(self.todo[0].case, "trial", self.todo[0].tag)] = first  # kept for its turn
         assert isinstance(first, m.RefTrialReply)
         self.input_bytes = first.input_bytes
         self.output_bytes = _leaf_bytes(first.leaves)
@@ -291,6 +306,7 @@ class Session:
             if t.group not in dropped:
                 self.comparer.cmp.n_planned_by_case[t.case] = self.comparer.cmp.n_planned_by_case.get(t.case, 0) + 2
         cmp = self.comparer.finish(complete=done == len(todo))
+        self._retire_case_refs()
         cmp.not_attempted = sorted({t.group for t in todo[done:]} - {_grp(t) for t in cmp.trials})
         draws = self.ref_call(m.RefDraws(atol=atol, rtol=rtol, numerics=self.numerics), "draws")
         self.evidence["degenerate_draws"] = getattr(draws, "draws", None)  # issue 16: across the trials' draws
@@ -306,7 +322,7 @@ class Session:
             q = self.todo[self.ref_queued]
             self.ref_send(m.RefTrial(case=q.case, dist=q.dist, trial=q.trial, seed=self.seed(q.case, q.dist, q.trial),
                                      key=self.seed("key", q.tag), tag=q.tag, drop_nonfinite=DISTRIBUTIONS[q.dist].wide,
-                                     inputs_file=self.layout.inputs(q.tag)), q.tag)
+                                     inputs_file=self.layout.inputs(q)), q.tag, q.case)
             self.ref_queued += 1
 
     def _run_trials(self, todo: list[Trial], n_groups: int) -> int:
@@ -338,7 +354,7 @@ class Session:
         dropped the trial's distribution (not finite on it, issue 16)."""
         assert self.comparer is not None
         self.enter("correctness", f"{t.case}/{t.dist}/trial {t.trial}")
-        ref = self.ref_wait("trial", t.tag)
+        ref = self.ref_wait("trial", t.tag, t.case)
         assert isinstance(ref, m.RefTrialReply)
         if ref.dropped:
             self.comparer.drop(t.group, ref.dropped)
@@ -350,7 +366,7 @@ class Session:
         self.input_bytes = max(self.input_bytes, ref.input_bytes)
         self.slot_bytes = max(self.slot_bytes, _leaf_bytes(ref.leaves))
         if ref.inputs_saved:
-            self._send_cand(m.CandTrial(case=t.case, dist=t.dist, inputs_file=self.layout.inputs(t.tag)))
+            self._send_cand(m.CandTrial(case=t.case, dist=t.dist, inputs_file=self.layout.inputs(t)))
         else:
             self._send_cand(m.CandTrial(case=t.case, dist=t.dist, seed=self.seed(t.case, t.dist, t.trial)))
         return ref
@@ -375,14 +391,14 @@ class Session:
         self.ref_send(m.RefJudge(tag=t.tag, case=t.case, dist=t.dist, trial=t.trial, first=first, second=second,
                                  cand_first=packed.first, cand_second=packed.second, atol=atol, rtol=rtol,
                                  numerics=self.numerics,
-                                 inputs_file=self.layout.inputs(t.tag) if ref.inputs_saved else None), t.tag)
+                                 inputs_file=self.layout.inputs(t) if ref.inputs_saved else None), t.tag, t.case)
         return Pending(t, ref, cand, packed, [fd1, fd2])
 
     def _collect(self, p: Pending) -> None:
         """The judge's verdict on a pending trial; its output files are emptied (through kiln's own
         descriptors: no path is followed) and closed."""
         assert self.comparer is not None
-        verdict = self.ref_wait("judge", p.trial.tag)
+        verdict = self.ref_wait("judge", p.trial.tag, p.trial.case)
         assert isinstance(verdict, m.RefJudgeReply)
         for fd in p.fds:
             with contextlib.suppress(OSError):
@@ -441,33 +457,46 @@ class Session:
         return facts
 
     # ------------------------------------------------------------------ plumbing
-    def ref_send(self, cmd: m.Msg, key: str) -> None:
-        assert self.ref is not None
-        self.ref.send(cmd)
-        self.ref_expect.append((str(cmd.op), key))
+    def _ref_of(self, case: str) -> WorkerHandle:
+        h = self.ref if case == "problem" else self.case_refs.get(case)
+        assert h is not None, f"kiln: no reference worker for {case}"
+        return h
 
-    def ref_wait(self, op: str, key: str) -> m.Reply:
-        """The reference's reply to the command (op, key), reading (and keeping) the replies to
-        commands sent before it."""
-        assert self.ref is not None
-        while (op, key) not in self.ref_got:
-            if not self.ref_expect:
+    def ref_send(self, cmd: m.Msg, key: str, case: str = "problem") -> None:
+        """Send a command to the reference worker of `case` (the problem's judge by default)."""
+        self._ref_of(case).send(cmd)
+        self.ref_expect.setdefault(case, []).append((str(cmd.op), key))
+
+    def ref_wait(self, op: str, key: str, case: str = "problem") -> m.Reply:
+        """The reply of `case`'s reference to the command (op, key), reading (and keeping) the replies
+        to commands sent to it before."""
+        h, expect = self._ref_of(case), self.ref_expect.setdefault(case, [])
+        whose = self.rec.problem if case == "problem" else f"{self.rec.problem} (the Proposer's case {case})"
+        while (case, op, key) not in self.ref_got:
+            if not expect:
                 raise RuntimeError(f"kiln: no reference command {op} {key} was sent")
-            want = self.ref_expect.pop(0)
+            want = expect.pop(0)
             try:
-                self.ref_got[want] = self.ref.recv_reply(self.ref_deadline())
+                self.ref_got[(case, *want)] = h.recv_reply(self.ref_deadline())
             except WorkerGone as gone:
-                raise reference_broken(self.rec.problem, gone, self.o.timeout_s) from None
+                raise reference_broken(whose, gone, self.o.timeout_s) from None
             except CommandFailed as exc:
                 if exc.kind == "kiln":
                     raise Failure("error", [f"{exc.error.get('message')} (during {self.detail or self.stage})"],
                                   str(exc.error.get("traceback", ""))) from None
-                raise reference_error(self.rec.problem, exc.error) from None
-        return self.ref_got.pop((op, key))
+                raise reference_error(whose, exc.error) from None
+        return self.ref_got.pop((case, op, key))
 
     def ref_call(self, cmd: m.Msg, key: str) -> m.Reply:
         self.ref_send(cmd, key)
         return self.ref_wait(str(cmd.op), key)
+
+    def _retire_case_refs(self) -> None:
+        """The cases' references are done once correctness is: told to exit now, so their GPU memory
+        and processes are gone before anything is timed (collected in `_close`)."""
+        for h in self.case_refs.values():
+            with contextlib.suppress(Exception):
+                h.ask_exit()
 
     def _send_cand(self, cmd: m.Msg) -> None:
         assert self.cnd is not None
@@ -551,7 +580,7 @@ class Session:
         self.rec.stderr_tail = f.stderr[-STDERR_KEEP:]
 
     def _close(self) -> None:
-        handles = [h for h in (self.cnd, self.ref, self.base) if h is not None]
+        handles = [h for h in (self.cnd, self.ref, self.base, *self.case_refs.values()) if h is not None]
         for h in handles:  # every worker told first, so their teardowns overlap
             with contextlib.suppress(Exception):
                 h.ask_exit()

@@ -46,6 +46,7 @@ class JobSpec(BaseModel):
     dtype: str = "fp32"
     device: str = "cpu"
     work_dir: str
+    feed_dir: str = Field("", description="where a reference worker writes weights and small inputs (its cases' own dir)")
     cache_root: str = Field("", description="the candidate's own compile-cache dir (per source hash)")
     gpu_index: int = 0
     profile_dir: str | None = Field(None, description="dump a cProfile of the worker here (KILN_PROFILE_WORKERS)")

@@ -73,15 +73,16 @@ def worker_env(spec: JobSpec, cache_dir: Path, extra: dict[str, str] | None = No
 
 def worker_confinement(spec: JobSpec, cache_dir: Path) -> Confinement:
     """What a worker may reach (kiln.tools.sandbox.box), in a check dir laid out as `layout` says:
-    every role reads `shared/` (problem, cases, candidate); the reference writes `feed/` (weights,
-    small inputs) and reads `cand-out/` (to judge); the candidate reads `feed/`, fills the files kiln
+    every role reads `shared/` (problem, cases, candidate); a reference writes its part of `feed/`
+    (weights, small inputs: the problem's at the top, a case's in its own subdir) and reads `cand-out/`
+    (to judge); the candidate reads `feed/`, fills the files kiln
     made in `cand-out/` and writes its compile-cache dir; the baseline writes its compile cache."""
     work = Path(spec.work_dir)
     check = work.parent
     read, write, fill = [str(check / "shared")], [str(work)], []
-    if spec.role == "reference":
+    if spec.role == "reference":  # each reference writes its own cases' part of `feed/` only
         read.append(str(check / "cand-out"))
-        write.append(str(check / "feed"))
+        write.append(spec.feed_dir or str(check / "feed"))
     elif spec.role == "candidate":
         read.append(str(check / "feed"))
         fill.append(str(check / "cand-out"))
