@@ -1,6 +1,6 @@
 """Issue 22's concurrency and throughput figures on one GPU: N `kiln check` processes at once (each a
-fresh process, its own candidate source), and a reward-style burst of small checks through one
-LocalEvaluator per thread. Rows land on disk as they come.
+fresh process, its own candidate source), and a reward burst of small checks through
+`kiln.rewards.KilnReward` (`checks_per_gpu` = --threads). Rows land on disk as they come.
 
     . bench/device_env.sh && python3 bench/check_concurrent.py --out $OUT/concurrent --jobs 6
 
@@ -50,18 +50,19 @@ def one_check(problem: Path, cand: Path, cache: Path, extra: list[str]) -> dict:
 
 
 def burst(tmp: Path, cache: Path, n: int, threads: int, reward_timing: bool = True) -> dict:
-    """n small checks (a new candidate source each), `threads` at a time, in one process."""
+    """n small checks (a new candidate source each) through `kiln.rewards.KilnReward`, as a trainer
+    calls it: one batch, `threads` checks in flight on GPU 0 (`checks_per_gpu`), in one process."""
     os.environ["KILN_CACHE_DIR"] = str(cache)
-    from kiln.rewards.callable import REWARD_TIMING
-    from kiln.tools.check import LocalEvaluator
+    from kiln.rewards.callable import REWARD_TIMING, KilnReward
     from kiln.tools.records import CheckOptions
 
-    ev = LocalEvaluator(CheckOptions(device="cuda", baselines=["eager"], **(REWARD_TIMING if reward_timing else {})))
-    ev.check(SMALL, variant(tmp, SMALL_CAND, "warm"))  # fork server, baselines cached: the reward loop's steady state
-    cands = [variant(tmp, SMALL_CAND, f"b{i}") for i in range(n)]
+    options = CheckOptions(baselines=["eager"], **(REWARD_TIMING if reward_timing else {}))
+    reward = KilnReward(device="cuda", options=options, checks_per_gpu=threads, max_workers=threads)
+    problem = SMALL.read_text()
+    reward.check_batch([problem], [variant(tmp, SMALL_CAND, "warm").read_text()])  # fork server, eager cached
+    codes = [variant(tmp, SMALL_CAND, f"b{i}").read_text() for i in range(n)]
     t0 = time.monotonic()
-    with ThreadPoolExecutor(threads) as pool:
-        recs = list(pool.map(lambda c: ev.check(SMALL, c), cands))
+    recs = reward.check_batch([problem] * n, codes)
     wall = time.monotonic() - t0
     stages: dict[str, list[float]] = {}
     for r in recs:  # where a check's time went: the mean of each stage over the burst

@@ -30,13 +30,21 @@ def visible_gpus() -> list[int]:
 
 
 class SlottedEvaluator:
-    """Runs checks on this machine, at most one per slot; a slot is a GPU index."""
+    """Runs checks on this machine, at most one per slot; a slot is a GPU index.
 
-    def __init__(self, inner: Evaluator, gpus: list[int], cpu_slots: int | None = None) -> None:
+    `per_gpu` (default 1) lets that many checks share one GPU: their compiles and trials overlap, and
+    only their timings take turns (the GPU's timing lock). With one, no other check's code is on the
+    GPU while a check is timed; with more, a sibling's kernels may be (its trials, or hostile work of
+    its own), which can slow that timing: each record then says how many other processes held the GPU
+    (`timing.env.other_gpu_processes`). A reward loop trades that for throughput."""
+
+    def __init__(self, inner: Evaluator, gpus: list[int], cpu_slots: int | None = None, per_gpu: int = 1) -> None:
+        if per_gpu < 1:
+            raise ValueError(f"per_gpu must be at least 1, not {per_gpu}")
         self.inner = inner
         self.on_gpu = bool(gpus)
         self._gpus = list(gpus)
-        slots = gpus or list(range(cpu_slots or max(1, (os.cpu_count() or 2) // 2)))
+        slots = [g for g in gpus for _ in range(per_gpu)] or list(range(cpu_slots or max(1, (os.cpu_count() or 2) // 2)))
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in slots:
             self._slots.put(slot)

@@ -74,6 +74,11 @@ class KilnReward:
     The dataset needs a column (default `problem`) holding each prompt's KernelBench module source;
     TRL passes it as a keyword argument. Completions that share a prompt form a group (the GRPO
     group): the speed gate is applied per group. Call `records` after a batch for the check records.
+
+    `checks_per_gpu` (local executor): checks in flight per GPU. 1 (the default) runs one at a time, so
+    nothing else is on the GPU while a sample is timed; more overlap the samples' compiles and trials
+    (only the timings take turns), for throughput, and a sample's timing may then share the GPU with a
+    sibling's kernels: its record says so (`timing.env.other_gpu_processes`, and a reason).
     """
 
     __name__ = "kiln_reward"
@@ -81,13 +86,14 @@ class KilnReward:
     def __init__(self, *, evaluator: Evaluator | None = None, device: str = "auto", executor: str = "local",
                  ray_address: str | None = None, options: CheckOptions | None = None,
                  params: RewardParams | None = None, seed: int = 0, cache: Path | str | None = None,
-                 timeout_s: float = 300.0, max_workers: int | None = None, problem_key: str = "problem") -> None:
+                 timeout_s: float = 300.0, max_workers: int | None = None, problem_key: str = "problem",
+                 checks_per_gpu: int = 1) -> None:
         if evaluator is None:
             from kiln.evals.curriculum.executors import build_executors
             from kiln.tools.device import resolve_device
 
             device = resolve_device(device)  # the reward's entry point (a Python API): resolved once, here
-            evaluator, _ = build_executors(executor, device, ray_address=ray_address)
+            evaluator, _ = build_executors(executor, device, ray_address=ray_address, checks_per_gpu=checks_per_gpu)
         elif device == "auto":
             device = "cpu"
         self.evaluator = evaluator

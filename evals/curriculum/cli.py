@@ -56,6 +56,9 @@ def curriculum(
     ray_address: o.RayAddress = None,
     cpu_slots: o.CpuSlots = None,
     concurrency: Annotated[int | None, typer.Option(help="samples in flight (default 2 per slot)")] = None,
+    checks_per_gpu: Annotated[int, typer.Option(help="checks sharing one GPU (local executor): >1 overlaps their "
+                                                     "compiles and trials, timings take turns; a timing may then "
+                                                     "share the GPU with a sibling's kernels, and says so")] = 1,
 ) -> None:
     """Write problems at the Coder's frontier, check k samples each, export rewards and training data."""
     from kiln.evals.curriculum.rewards import RewardParams
@@ -68,7 +71,8 @@ def curriculum(
                   base_url=base_url, lang=lang, device=resolve_device(device), dtype=dtype, trials=trials,
                   check_timeout_s=timeout, seed=seed, stress=stress, reward=RewardParams(speed_gate=speed_gate),
                   isolation=isolation, bwrap=bwrap)
-    cur = build(cfg, out, executor=executor, ray_address=ray_address, cpu_slots=cpu_slots, concurrency=concurrency)
+    cur = build(cfg, out, executor=executor, ray_address=ray_address, cpu_slots=cpu_slots, concurrency=concurrency,
+                checks_per_gpu=checks_per_gpu)
     with _progress(cfg) as on_event:
         cur.notify = on_event
         cur.run()

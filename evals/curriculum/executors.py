@@ -77,11 +77,14 @@ class RayProber:
 
 
 def build_executors(executor: str, device: str, *, ray_address: str | None = None,
-                    cpu_slots: int | None = None) -> tuple[Evaluator, Prober]:
-    """The check evaluator and the module prober of one run, over the same devices."""
+                    cpu_slots: int | None = None, checks_per_gpu: int = 1) -> tuple[Evaluator, Prober]:
+    """The check evaluator and the module prober of one run, over the same devices (`checks_per_gpu`:
+    `SlottedEvaluator`'s `per_gpu`, local only)."""
     from kiln.tools.check import LocalEvaluator
 
     if executor == "ray":
+        if checks_per_gpu != 1:
+            raise KilnInputError("--checks-per-gpu is for the local executor: Ray gives each check a GPU of its own")
         ev = RayEvaluator(ray_address, use_gpus=None if device != "cpu" else False)
         return ev, RayProber(ev)
     if executor != "local":
@@ -89,4 +92,6 @@ def build_executors(executor: str, device: str, *, ray_address: str | None = Non
     gpus = visible_gpus() if device == "cuda" else []
     if device == "cuda" and not gpus:
         raise KilnInputError("--device cuda but no CUDA GPU is visible")
-    return SlottedEvaluator(LocalEvaluator(), gpus, cpu_slots), LocalProber(gpus, cpu_slots)
+    if checks_per_gpu < 1:
+        raise KilnInputError(f"--checks-per-gpu must be at least 1, not {checks_per_gpu}")
+    return SlottedEvaluator(LocalEvaluator(), gpus, cpu_slots, per_gpu=checks_per_gpu), LocalProber(gpus, cpu_slots)

@@ -32,7 +32,7 @@ def _coder_for(roles: Any, device: str, box: Any = None):  # noqa: ANN202 - retu
 
 def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_address: str | None = None,
           cpu_slots: int | None = None, concurrency: int | None = None, on_event: Event | None = None,
-          evaluator: Evaluator | None = None, prober: Prober | None = None) -> Curriculum:
+          evaluator: Evaluator | None = None, prober: Prober | None = None, checks_per_gpu: int = 1) -> Curriculum:
     from kiln.agents.curriculum.validate import Sandboxing
     from kiln.agents.registry import resolve_roles
     from kiln.evals.batch.jobs import gpu_facts
@@ -43,7 +43,8 @@ def build(cfg: CurriculumConfig, out: Path, *, executor: str = "local", ray_addr
     roles = resolve_roles(cfg.roles.llm, coder=cfg.roles.coder_llm, proposer=cfg.roles.proposer_llm,
                           base_url=cfg.roles.base_url, lang=cfg.lang, device=cfg.device)
     if evaluator is None or prober is None:
-        evaluator, prober = build_executors(executor, cfg.device, ray_address=ray_address, cpu_slots=cpu_slots)
+        evaluator, prober = build_executors(executor, cfg.device, ray_address=ray_address, cpu_slots=cpu_slots,
+                                            checks_per_gpu=checks_per_gpu)
     slots = getattr(evaluator, "n_slots", 1)
     from kiln.agents.curriculum.validate import Budget
 

@@ -71,6 +71,32 @@ def test_a_rounds_checks_spread_over_every_gpu_slot_never_two_per_gpu(tmp_path: 
     assert len(cur.store.samples()) == 8
 
 
+def test_checks_per_gpu_lets_that_many_share_a_gpu_and_no_more() -> None:
+    """`per_gpu` (the reward loop's `checks_per_gpu`): k checks at once on each GPU, never k + 1."""
+    replay = Replay()
+    ev = SlottedEvaluator(replay, [0, 1], per_gpu=3)
+    assert ev.n_slots == 6
+    threads = [threading.Thread(target=ev.check, args=(Path(f"p{i}"), Path("c"), CheckOptions())) for i in range(12)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - start
+    assert len(replay.busy) == 12 and {b[0] for b in replay.busy} == {0, 1}
+    for gpu in (0, 1):
+        events = sorted([(s, 1) for g, s, _ in replay.busy if g == gpu] + [(e, -1) for g, _, e in replay.busy if g == gpu],
+                        key=lambda x: (x[0], x[1]))
+        depth = peak = 0
+        for _, d in events:
+            depth += d
+            peak = max(peak, depth)
+        assert peak == 3, (gpu, peak)
+    assert wall < 12 * HOLD_S / 6 + 1.0
+    with pytest.raises(ValueError, match="per_gpu"):
+        SlottedEvaluator(replay, [0], per_gpu=0)
+
+
 def test_module_probes_take_a_gpu_slot_each() -> None:
     seen: list[tuple[int, float, float]] = []
     lock = threading.Lock()
@@ -114,3 +140,15 @@ def test_the_config_embeds_the_check_and_roles_and_older_runs_resume(tmp_path: P
     with pytest.raises(KilnInputError, match="other settings"):
         Curriculum(tmp_path, changed, catalogue=None, writer=None, coder_for=lambda m: FixedCoder(),  # type: ignore[arg-type]
                    evaluator=SlottedEvaluator(Replay(), [0]), prober=LocalProber([0]))
+
+
+def test_checks_per_gpu_is_refused_where_it_cannot_hold() -> None:
+    from kiln.evals.curriculum.executors import build_executors
+    from kiln.tools.errors import KilnInputError
+
+    with pytest.raises(KilnInputError, match="local executor"):
+        build_executors("ray", "cpu", checks_per_gpu=2)
+    with pytest.raises(KilnInputError, match="at least 1"):
+        build_executors("local", "cpu", checks_per_gpu=0)
+    ev, _ = build_executors("local", "cpu", cpu_slots=2, checks_per_gpu=4)  # no GPU: the CPU slots, as before
+    assert ev.n_slots == 2
