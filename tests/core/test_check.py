@@ -111,6 +111,20 @@ def test_extra_case_is_checked_too() -> None:
     assert rec.correctness and {t.case for t in rec.correctness.trials} == {"problem", "add_case_big"}
 
 
+def test_two_cases_are_judged_beside_the_problem() -> None:
+    """The cases (one with its own Model) share a reference worker of their own; every group of each
+    is judged, and a wrong kernel fails the problem's groups as well as theirs."""
+    cases = [str(DATA / "add_case_big.py"), str(DATA / "add_case_wide.py")]
+    rec = run("add_triton.py", cases=cases)
+    assert rec.status == "ok", rec.reasons
+    groups = {(t.case, t.distribution) for t in rec.correctness.trials}
+    assert {c for c, _ in groups} == {"problem", "add_case_big", "add_case_wide"}
+    assert all((c, "x1") in groups for c in ("problem", "add_case_big", "add_case_wide"))
+    wrong = run("wrong_scale.py", cases=cases)
+    assert wrong.status == "incorrect"
+    assert {t.case for t in wrong.correctness.trials if not t.passed} >= {"problem"}
+
+
 def test_cuda_candidate_on_cpu_is_unsupported(tmp_path: Path) -> None:
     cand = tmp_path / "cuda_cand.py"
     cand.write_text(

@@ -67,16 +67,16 @@ class Layout:
     """A check's dirs, made by the parent. `shared/`: the problem, case and candidate copies (every
     worker reads); `feed/`: weights and small inputs (the reference writes, the candidate reads);
     `cand-out/`: the files the parent makes for the candidate's outputs (the candidate may only fill
-    them, the references read them to judge); one own dir per worker. A Proposer's case has its own
-    reference worker, which writes only its own subdir of `feed/`."""
+    them, the references read them to judge); one own dir per worker. The cases (a Proposer's, or the
+    user's `--case` files) have a reference worker of their own, which writes only `feed/cases/`."""
 
     def __init__(self, work: Path, cases: list[CaseSpec]) -> None:
         self.work = work
         for name in ("shared", "feed", "cand-out"):
             (work / name).mkdir(parents=True, exist_ok=True)
         self.feed, self.out = work / "feed", work / "cand-out"
-        self.feeds = {c.name: self.feed / f"case-{i}" if i else self.feed for i, c in enumerate(cases)}
-        self.own = {c.name: work / (f"reference-{i}" if i else "reference") for i, c in enumerate(cases)}
+        self.feeds = {c.name: self.feed if c.name == "problem" else self.feed / "cases" for c in cases}
+        self.own = {"problem": work / "reference", "cases": work / "reference-cases"}
         for d in self.feeds.values():
             d.mkdir(exist_ok=True)
 
@@ -114,13 +114,13 @@ class Session:
         self.stage_t: dict[str, float] = {}
         self.stage, self.detail = "start-up", ""
         self.ref: WorkerHandle | None = None  # the judge: the problem's trials, the timing audit, the problem's facts
-        self.case_refs: dict[str, WorkerHandle] = {}  # each Proposer case's own reference: its trials only
+        self.case_ref: WorkerHandle | None = None  # the cases' own reference: their trials only, never the problem's
         self.cnd: WorkerHandle | None = None
         self.base: WorkerHandle | None = None
         self.comparer: TrialComparer | None = None
         self.ref_replies: dict[str, m.RefTrialReply] = {}
-        self.ref_got: dict[tuple[str, str, str], m.Reply] = {}  # (case, op, key) -> reply read before it was asked for
-        self.ref_expect: dict[str, list[tuple[str, str]]] = {}  # case -> (op, key) of every command sent, in order
+        self.ref_got: dict[tuple[str, str, str], m.Reply] = {}  # (group, op, key) -> reply read before it was asked for
+        self.ref_expect: dict[str, list[tuple[str, str]]] = {}  # group -> (op, key) of every command sent, in order
         self.input_bytes = 0
         self.output_bytes = 0
         self.slot_paths: list[str] = []  # every output file kiln made for the candidate, in this check
@@ -216,20 +216,20 @@ class Session:
         cand_cache = caches.candidate_cache(self.cand.sha256)
         self.cnd = self._start(self._spec("candidate", candidate=self.cand_path, cache_root=str(cand_cache)),
                                cand_cache)
-        for c in self.cases:  # the problem's judge never imports a Proposer's case: each case has its own
-            h = self._start(self._spec("reference", cases=[c], work_dir=str(self.layout.own[c.name]),
-                                       feed_dir=str(self.layout.feeds[c.name])), caches.root() / "zygote")
+        groups = {"problem": self.cases[:1], "cases": self.cases[1:]}  # the problem's judge never imports a case
+        seeds = self.case_seeds()
+        for group, specs in groups.items():
+            if not specs:
+                continue
+            h = self._start(self._spec("reference", cases=specs, work_dir=str(self.layout.own[group]),
+                                       feed_dir=str(self.layout.feeds[specs[0].name])), caches.root() / "zygote")
             h.on_timeout = self._stop_candidate  # a late reference may be a starved one: its starver goes first
             h.while_waiting = self._watch_candidate  # its bounds hold while kiln waits for the judge too
-            if c.name == "problem":
-                self.ref = h
-            else:
-                self.case_refs[c.name] = h
+            self.ref, self.case_ref = (h, self.case_ref) if group == "problem" else (self.ref, h)
+            self.ref_send(m.RefSetup(seeds={c.name: seeds[c.name] for c in specs}, numerics_rule=self.numerics,
+                                     weights={c.name: self.layout.weights(c.name) for c in specs}), "setup",
+                          specs[0].name)
         self.enter("compile")
-        seeds = self.case_seeds()
-        for c in self.cases:
-            self.ref_send(m.RefSetup(seeds={c.name: seeds[c.name]}, numerics_rule=self.numerics,
-                                     weights={c.name: self.layout.weights(c.name)}), "setup", c.name)
         self.todo = plan(self.cases, list(DISTRIBUTIONS), self.o.trials)
         self.n_groups = len(self.cases) * len(DISTRIBUTIONS)
         self.ref_queued = 0
@@ -239,10 +239,10 @@ class Session:
         if not self.rec.compile.ok:
             raise Failure("compile_error", self.rec.compile.errors[:3] or ["the candidate failed to compile"])
         self._native_symbols(cand_cache)
-        for c in self.cases:
+        for c in self.cases[:2]:  # the problem's reference, and the cases' if any
             self.ref_wait("setup", "setup", c.name)
         first = self.ref_wait("trial", self.todo[0].tag, self.todo[0].case)  # its inputs drew: get_inputs works
-        self.ref_got[(self.todo[0].case, "trial", self.todo[0].tag)] = first  # kept for its turn
+        self.ref_got[(self._ref_of(self.todo[0].case)[0], "trial", self.todo[0].tag)] = first  # kept for its turn
         assert isinstance(first, m.RefTrialReply)
         self.input_bytes = first.input_bytes
         self.output_bytes = _leaf_bytes(first.leaves)
@@ -457,27 +457,30 @@ class Session:
         return facts
 
     # ------------------------------------------------------------------ plumbing
-    def _ref_of(self, case: str) -> WorkerHandle:
-        h = self.ref if case == "problem" else self.case_refs.get(case)
+    def _ref_of(self, case: str) -> tuple[str, WorkerHandle]:
+        """The reference worker that judges `case`'s trials, and its group ("problem" or "cases")."""
+        group, h = ("problem", self.ref) if case == "problem" else ("cases", self.case_ref)
         assert h is not None, f"kiln: no reference worker for {case}"
-        return h
+        return group, h
 
     def ref_send(self, cmd: m.Msg, key: str, case: str = "problem") -> None:
         """Send a command to the reference worker of `case` (the problem's judge by default)."""
-        self._ref_of(case).send(cmd)
-        self.ref_expect.setdefault(case, []).append((str(cmd.op), key))
+        group, h = self._ref_of(case)
+        h.send(cmd)
+        self.ref_expect.setdefault(group, []).append((str(cmd.op), key))
 
     def ref_wait(self, op: str, key: str, case: str = "problem") -> m.Reply:
         """The reply of `case`'s reference to the command (op, key), reading (and keeping) the replies
         to commands sent to it before."""
-        h, expect = self._ref_of(case), self.ref_expect.setdefault(case, [])
-        whose = self.rec.problem if case == "problem" else f"{self.rec.problem} (the Proposer's case {case})"
-        while (case, op, key) not in self.ref_got:
+        group, h = self._ref_of(case)
+        expect = self.ref_expect.setdefault(group, [])
+        whose = self.rec.problem if case == "problem" else f"{self.rec.problem} (case {case})"
+        while (group, op, key) not in self.ref_got:
             if not expect:
                 raise RuntimeError(f"kiln: no reference command {op} {key} was sent")
             want = expect.pop(0)
             try:
-                self.ref_got[(case, *want)] = h.recv_reply(self.ref_deadline())
+                self.ref_got[(group, *want)] = h.recv_reply(self.ref_deadline())
             except WorkerGone as gone:
                 raise reference_broken(whose, gone, self.o.timeout_s) from None
             except CommandFailed as exc:
@@ -485,18 +488,18 @@ class Session:
                     raise Failure("error", [f"{exc.error.get('message')} (during {self.detail or self.stage})"],
                                   str(exc.error.get("traceback", ""))) from None
                 raise reference_error(whose, exc.error) from None
-        return self.ref_got.pop((case, op, key))
+        return self.ref_got.pop((group, op, key))
 
     def ref_call(self, cmd: m.Msg, key: str) -> m.Reply:
         self.ref_send(cmd, key)
         return self.ref_wait(str(cmd.op), key)
 
     def _retire_case_refs(self) -> None:
-        """The cases' references are done once correctness is: told to exit now, so their GPU memory
-        and processes are gone before anything is timed (collected in `_close`)."""
-        for h in self.case_refs.values():
+        """The cases' reference is done once correctness is: told to exit now, so its GPU memory and
+        process are gone before anything is timed (collected in `_close`)."""
+        if self.case_ref is not None:
             with contextlib.suppress(Exception):
-                h.ask_exit()
+                self.case_ref.ask_exit()
 
     def _send_cand(self, cmd: m.Msg) -> None:
         assert self.cnd is not None
@@ -580,7 +583,7 @@ class Session:
         self.rec.stderr_tail = f.stderr[-STDERR_KEEP:]
 
     def _close(self) -> None:
-        handles = [h for h in (self.cnd, self.ref, self.base, *self.case_refs.values()) if h is not None]
+        handles = [h for h in (self.cnd, self.ref, self.base, self.case_ref) if h is not None]
         for h in handles:  # every worker told first, so their teardowns overlap
             with contextlib.suppress(Exception):
                 h.ask_exit()

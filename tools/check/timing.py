@@ -452,7 +452,7 @@ def _gpu_processes(s: Session, closing: int = 0) -> tuple[int, int] | None:
         n = gpuenv.gpu_processes(s.o.gpu_index) if s.rec.device == "cuda" else None
     except Exception:  # noqa: BLE001 - context, never a verdict
         return None
-    own = closing + sum(h is not None and h.proc.poll() is None for h in (s.cnd, s.ref, s.base, *s.case_refs.values()))
+    own = closing + sum(h is not None and h.proc.poll() is None for h in (s.cnd, s.ref, s.base, s.case_ref))
     return None if n is None else (n, own)
 
 
