@@ -15,7 +15,7 @@ numbers pass through unchanged.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -123,6 +123,26 @@ def inputs_from_seed(get_inputs: Callable[[], Any], *, seed: int, dist: str, dty
     values = validate(_draw_on(device, get_inputs, seed), "get_inputs()")
     d = DISTRIBUTIONS[dist]
     return prepare(values, dtype=dtype, device=device, scale=d.scale, heavy_seed=seed if d.heavy else None)
+
+
+def draw_stream(get_inputs: Callable[[], Any], *, seed: int, n: int, dtype: str, device: str) -> Iterator[tuple[Any, ...]]:
+    """`n` draws of the x1 inputs from one seeding: the generators seeded once, then each draw the
+    next `get_inputs()` call (a timing lap's slots). The same seed gives the same sequence as long as
+    nothing else draws in between, so a consumer takes each draw before asking for the next."""
+    seed_all(seed)
+    on_device = device != "cpu"
+    for _ in range(n):
+        values = None
+        if on_device:
+            try:
+                with torch.device(device):
+                    values = get_inputs()
+            except Exception:  # noqa: BLE001 - a get_inputs that needs the CPU: the rest of the stream there
+                on_device = False
+                seed_all(seed)  # from the stream's start, as `_draw_on`'s fallback: the same in every worker
+        if values is None:
+            values = get_inputs()
+        yield prepare(validate(values, "get_inputs()"), dtype=dtype, device=device)
 
 
 def _draw_on(device: str, get_inputs: Callable[[], Any], seed: int) -> Any:

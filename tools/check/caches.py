@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 REFERENCE_VERSION = 3  # bump when the cached reference-side facts change meaning (3: degenerate holds weight
 # independence only; the rest is judged in the parent across the trials' draws, issue 16)
-HARNESS_VERSION = 5  # bump when the timing harness changes what a baseline sample means (3, 4: laps, kiln's clock;
-# 5: each lap's refresh + commit kept, for the charge's medians)
+HARNESS_VERSION = 6  # bump when the timing harness changes what a baseline sample means (3, 4: laps, kiln's clock;
+# 5: each lap's refresh + commit kept, for the charge's medians; 6: a lap's slots one stream from one seeding)
 BASELINE_MAX_AGE_S = 7 * 24 * 3600.0
 
 

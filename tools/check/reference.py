@@ -182,29 +182,44 @@ class ReferenceWorker(Worker):
         return m.RefDrawsReply(draws=rec.model_dump(mode="json"))
 
     def op_audit(self, cmd: m.RefAudit) -> m.RefAuditReply:
-        """Recompute the picked timed iterations and judge the candidate's committed projections."""
-        from kiln.tools.timing.audit import verdict
-        from kiln.tools.timing.laps import RingSpec, draw
+        """Recompute the picked timed iterations and judge the candidate's committed projections. A
+        lap's inputs are one stream (`laps.draw_lap`): it is drawn again up to the lap's last picked
+        slot, the picked slots kept, before the model runs on any of them."""
+        from kiln.tools.timing.laps import RingSpec, draw_lap
 
         c = self.cases[self.spec.cases[0].name]
         spec = RingSpec.model_validate(cmd.ring)
-        out = []
+        verdicts: dict[tuple[int, int], m.AuditVerdict] = {}
+        by_lap: dict[int, set[int]] = {}
         for lap, slot in cmd.picks:
+            by_lap.setdefault(lap, set()).add(slot)
+        for lap, slots in by_lap.items():
             key, drawn = cmd.commit_keys.get(str(lap)), cmd.input_keys.get(str(lap))
-            committed = cmd.projections.get(f"{lap}.{slot}")
-            if key is None or drawn is None or not isinstance(committed, dict):
-                out.append(m.AuditVerdict(lap=lap, slot=slot, passed=False, why="nothing was committed for it"))
+            if key is None or drawn is None:
+                for slot in slots:
+                    verdicts[(lap, slot)] = m.AuditVerdict(lap=lap, slot=slot, passed=False,
+                                                           why="nothing was committed for it")
                 continue
             with torch.no_grad():
-                ref_out = c.model(*draw(c.mod.get_inputs, spec, drawn, slot))
-            try:
-                ok, why, stat = verdict(committed.get("leaves"), ref_out, key, cmd.sigma, rel_err=cmd.rel_err,
-                                        atol=cmd.atol, rtol=cmd.rtol, tight=cmd.tight)
-            except Exception as exc:  # noqa: BLE001 - the candidate's data, not the problem: its failed verdict
-                ok, why, stat = False, f"its committed projection can't be judged ({error_message(exc)[:200]})", None
-            out.append(m.AuditVerdict(lap=lap, slot=slot, passed=ok, why=why, stat=stat))
-            del ref_out
-        return m.RefAuditReply(verdicts=out)
+                inputs = {i: x for i, x in enumerate(draw_lap(c.mod.get_inputs, spec, drawn, max(slots))) if i in slots}
+            for slot in sorted(slots):
+                verdicts[(lap, slot)] = self._audit_one(c, lap, slot, inputs.pop(slot, None), key, cmd)
+        return m.RefAuditReply(verdicts=[verdicts[(lap, slot)] for lap, slot in cmd.picks])
+
+    def _audit_one(self, c: Case, lap: int, slot: int, inputs: tuple | None, key: int, cmd: m.RefAudit) -> m.AuditVerdict:
+        from kiln.tools.timing.audit import verdict
+
+        committed = cmd.projections.get(f"{lap}.{slot}")
+        if inputs is None or not isinstance(committed, dict):
+            return m.AuditVerdict(lap=lap, slot=slot, passed=False, why="nothing was committed for it")
+        with torch.no_grad():
+            ref_out = c.model(*inputs)
+        try:
+            ok, why, stat = verdict(committed.get("leaves"), ref_out, key, cmd.sigma, rel_err=cmd.rel_err,
+                                    atol=cmd.atol, rtol=cmd.rtol, tight=cmd.tight)
+        except Exception as exc:  # noqa: BLE001 - the candidate's data, not the problem: its failed verdict
+            ok, why, stat = False, f"its committed projection can't be judged ({error_message(exc)[:200]})", None
+        return m.AuditVerdict(lap=lap, slot=slot, passed=ok, why=why, stat=stat)
 
     def op_release(self, cmd: m.Release) -> None:
         """Give cached GPU blocks back (the candidate is about to be timed on this GPU)."""

@@ -1,12 +1,13 @@
 """Timing by laps, the clock outside the worker: the harness both the candidate's worker and the
 baseline worker run, each step one command whose duration kiln's own process measures.
 
-A ring holds `slots` input sets at fixed addresses. Each lap: `refresh(key)` writes a new,
-independent draw of the problem's own `get_inputs()` into every slot, seeded by the lap's input key
-and the slot. The parent draws that key in secret and sends it only with the lap's refresh, so no
-worker can know a lap's inputs before the lap is about to run (a harness that foresaw them computed
-every lap's outputs in its untimed warm-up); the reference worker, told the keys of the laps it
-audits, draws the same inputs again. `lap()` calls the function
+A ring holds `slots` input sets at fixed addresses. Each lap: `refresh(key)` writes a new draw of the
+problem's own `get_inputs()` into every slot: the generators are seeded once from the lap's input key,
+then each slot is the next call of `get_inputs()` in that stream (seeding per slot cost ~46 us a slot on
+the H200's host, half of a small problem's refresh). The parent draws that key in secret and sends it
+only with the lap's refresh, so no worker can know a lap's inputs before the lap is about to run (a
+harness that foresaw them computed every lap's outputs in its untimed warm-up); the reference worker,
+told the keys of the laps it audits, draws the same stream again up to the slots it checks. `lap()` calls the function
 once per slot, back to back, keeps every output and synchronises, and `commit(key)` reduces every
 kept output to keyed projections (`kiln.tools.timing.audit`) under a key sent only now. The parent
 times all three: the lap is the measurement, and whatever a worker spends in refresh or commit
@@ -19,7 +20,7 @@ are all kept until committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,13 +55,15 @@ def ring_slots(input_bytes: int, output_bytes: int, budget: int = RING_BUDGET_BY
     return max(1, min(MAX_SLOTS, max(span, long_enough), budget // per))
 
 
-def draw(get_inputs: Callable[[], Any], spec: RingSpec, key: int, slot: int) -> tuple:
-    """The inputs of one slot of the lap whose input key is `key`: an independent draw of the
-    problem's own inputs."""
-    from kiln.tools.inputs import derive_seed, inputs_from_seed
+def draw_lap(get_inputs: Callable[[], Any], spec: RingSpec, key: int, upto: int | None = None) -> Iterator[tuple]:
+    """The inputs of the slots of the lap whose input key is `key`, in slot order (slots 0..`upto`;
+    all of them by default): the generators seeded once from the key, then one call of the problem's
+    own `get_inputs()` a slot. Each slot is consumed before the next is drawn (nothing else may draw
+    from the generators in between: the stream is the lap's inputs)."""
+    from kiln.tools.inputs import derive_seed, draw_stream
 
-    return inputs_from_seed(get_inputs, seed=derive_seed(key, "slot", slot), dist="x1",
-                            dtype=spec.dtype, device=spec.device)
+    last = spec.slots - 1 if upto is None else min(upto, spec.slots - 1)
+    return draw_stream(get_inputs, seed=derive_seed(key, "lap"), n=last + 1, dtype=spec.dtype, device=spec.device)
 
 
 class Ring:
@@ -68,7 +71,7 @@ class Ring:
 
     def __init__(self, get_inputs: Callable[[], Any], spec: RingSpec) -> None:
         self.get_inputs, self.spec = get_inputs, spec
-        self.slots = [draw(get_inputs, spec, spec.key, i) for i in range(spec.slots)]
+        self.slots = list(draw_lap(get_inputs, spec, spec.key))
         self.outputs: list[Any] = []
 
     def refresh(self, key: int) -> None:
@@ -76,9 +79,8 @@ class Ring:
         import torch
 
         with torch.no_grad():
-            for i, slot in enumerate(self.slots):
-                fresh = draw(self.get_inputs, self.spec, key, i)
-                self.slots[i] = tuple(_into(old, new) for old, new in zip(slot, fresh, strict=True))
+            for i, fresh in enumerate(draw_lap(self.get_inputs, self.spec, key)):
+                self.slots[i] = tuple(_into(old, new) for old, new in zip(self.slots[i], fresh, strict=True))
         _sync(self.spec.device)
 
 
