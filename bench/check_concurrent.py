@@ -71,7 +71,8 @@ def burst(tmp: Path, cache: Path, n: int, threads: int, reward_timing: bool = Tr
     laps: dict[str, list[float]] = {}
     for r in recs:  # the timing stage's inside: laps, slots, a lap's refresh and commit seconds (medians)
         ti = r.integrity.timing if r.integrity else None
-        for k in ("n_laps", "slots", "cand_refresh_s", "cand_commit_s"):
+        for k in ("n_laps", "slots", "cand_refresh_s", "cand_commit_s", "base_refresh_s", "base_commit_s",
+                  "deferred_us_per_call", "uncharged_us_per_call"):
             if ti is not None and getattr(ti, k, None) is not None:
                 laps.setdefault(k, []).append(float(getattr(ti, k)))
         if r.timing and r.timing.candidate and ti is not None and ti.slots:

@@ -125,3 +125,27 @@ def test_a_cached_baseline_that_would_charge_the_candidate_is_timed_again(tmp_pa
     assert again.status == "ok" and again.timing and again.timing.measured, again.reasons
     assert again.evidence.baselines_cached == []  # timed again, not read
     assert min(json.loads(path.read_text())["overhead_s"]) > 0  # and the cache holds the fresh run
+
+
+def test_only_a_material_charge_against_the_cache_times_eager_again() -> None:
+    """A cached baseline's steps that would charge the candidate less than the check's precision
+    (timing_target_pct of a call) are kept, and the charge still applies; past it, eager is timed again."""
+    from kiln.tools.check.timing import Laps, _charged_by_cache, charged_samples
+    from kiln.tools.timing.laps import RingSpec
+
+    ring = RingSpec(key=1, slots=100)
+    laps = Laps("candidate")
+    laps.lap_s = [0.010] * 8  # 100 us a call
+    laps.refresh_s, laps.commit_s = [0.004] * 8, [0.004] * 8  # 8 ms of steps a lap
+    cand = {"laps": laps}
+
+    def plan(steps_s: float) -> dict:
+        return {"cached": {"eager": {"overhead_s": [steps_s + 1e-6 * (i % 2) for i in range(8)]}}}
+
+    small = plan(0.0078)  # the candidate's steps ~0.04 ms over the allowance: ~0.4 us a call, 0.4 %
+    assert not _charged_by_cache(cand, small, ring, 1.0)
+    assert 0 < charged_samples(cand, small["cached"]["eager"], ring.slots)[1] < 1.0  # applied all the same
+    large = plan(0.004)  # ~4 ms a lap over: ~40 us a call, 40 %
+    assert _charged_by_cache(cand, large, ring, 1.0)
+    assert _charged_by_cache(cand, small, ring, 0.3)  # a tighter check re-times for less
+    assert not _charged_by_cache(cand, {"cached": {}}, ring, 1.0)
