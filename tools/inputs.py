@@ -132,7 +132,6 @@ def draw_stream(get_inputs: Callable[[], Any], *, seed: int, n: int, dtype: str,
     seed_all(seed)
     on_device = device != "cpu"
     for _ in range(n):
-        values = None
         if on_device:
             try:
                 with torch.device(device):
@@ -140,7 +139,7 @@ def draw_stream(get_inputs: Callable[[], Any], *, seed: int, n: int, dtype: str,
             except Exception:  # noqa: BLE001 - a get_inputs that needs the CPU: the rest of the stream there
                 on_device = False
                 seed_all(seed)  # from the stream's start, as `_draw_on`'s fallback: the same in every worker
-        if values is None:
+        if not on_device:
             values = get_inputs()
         yield prepare(validate(values, "get_inputs()"), dtype=dtype, device=device)
 

@@ -195,22 +195,21 @@ class ReferenceWorker(Worker):
             by_lap.setdefault(lap, set()).add(slot)
         for lap, slots in by_lap.items():
             key, drawn = cmd.commit_keys.get(str(lap)), cmd.input_keys.get(str(lap))
-            if key is None or drawn is None:
-                for slot in slots:
-                    verdicts[(lap, slot)] = m.AuditVerdict(lap=lap, slot=slot, passed=False,
-                                                           why="nothing was committed for it")
-                continue
-            with torch.no_grad():
-                inputs = {i: x for i, x in enumerate(draw_lap(c.mod.get_inputs, spec, drawn, max(slots))) if i in slots}
+            inputs: dict[int, tuple] = {}
+            if key is not None and drawn is not None:
+                with torch.no_grad():
+                    inputs = {i: x for i, x in enumerate(draw_lap(c.mod.get_inputs, spec, drawn, max(slots)))
+                              if i in slots}
             for slot in sorted(slots):
                 verdicts[(lap, slot)] = self._audit_one(c, lap, slot, inputs.pop(slot, None), key, cmd)
         return m.RefAuditReply(verdicts=[verdicts[(lap, slot)] for lap, slot in cmd.picks])
 
-    def _audit_one(self, c: Case, lap: int, slot: int, inputs: tuple | None, key: int, cmd: m.RefAudit) -> m.AuditVerdict:
+    def _audit_one(self, c: Case, lap: int, slot: int, inputs: tuple | None, key: int | None,
+                   cmd: m.RefAudit) -> m.AuditVerdict:
         from kiln.tools.timing.audit import verdict
 
         committed = cmd.projections.get(f"{lap}.{slot}")
-        if inputs is None or not isinstance(committed, dict):
+        if inputs is None or key is None or not isinstance(committed, dict):
             return m.AuditVerdict(lap=lap, slot=slot, passed=False, why="nothing was committed for it")
         with torch.no_grad():
             ref_out = c.model(*inputs)

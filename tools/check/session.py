@@ -225,7 +225,10 @@ class Session:
                                        feed_dir=str(self.layout.feeds[specs[0].name])), caches.root() / "zygote")
             h.on_timeout = self._stop_candidate  # a late reference may be a starved one: its starver goes first
             h.while_waiting = self._watch_candidate  # its bounds hold while kiln waits for the judge too
-            self.ref, self.case_ref = (h, self.case_ref) if group == "problem" else (self.ref, h)
+            if group == "problem":
+                self.ref = h
+            else:
+                self.case_ref = h
             self.ref_send(m.RefSetup(seeds={c.name: seeds[c.name] for c in specs}, numerics_rule=self.numerics,
                                      weights={c.name: self.layout.weights(c.name) for c in specs}), "setup",
                           specs[0].name)
