@@ -96,6 +96,7 @@ def time_check(s: Session) -> None:
                     plan["cached"].pop("eager")
             part("baselines")
         held = time.monotonic() - locked_at
+    _typed_commits(s, cand["laps"])
     if s.cnd is not None and s.cnd.proc.poll() is None:  # every baseline came from the cache: nothing more is
         s.cnd.ask_exit()  # timed, so it exits after the lock, its teardown beside the audit (collected at the end)
         part("close_candidate")
@@ -186,7 +187,7 @@ class Laps:
         self.refresh_s: list[float] = []
         self.lap_s: list[float] = []
         self.commit_s: list[float] = []
-        self.committed: dict[int, list[dict[str, Any]]] = {}
+        self.committed: dict[int, Any] = {}  # lap -> its CommitReply during the laps, its typed slots after
         self.keys: dict[int, int] = {}  # lap -> its commit key
         self.input_keys: dict[int, int] = {}  # lap -> its input key
 
@@ -235,7 +236,7 @@ def run_laps(call: Any, name: str, ring: RingSpec, loop_s: float, sigma: list[fl
         laps.refresh_s.append(t1 - t0)
         laps.lap_s.append(t2 - t1)
         laps.commit_s.append(t3 - t2)
-        laps.committed[lap] = reply.as_dicts() if isinstance(reply, m.CommitReply) else []
+        laps.committed[lap] = reply if isinstance(reply, m.CommitReply) else m.CommitReply()
     return laps
 
 
@@ -252,6 +253,20 @@ def _candidate_laps(s: Session, ring: RingSpec, loop_s: float, sigma: list[float
     s.enter("timing", "after the timing laps")
     peak = s._call_cand(m.PeakMemory())
     return {"laps": laps, "peak_bytes": getattr(peak, "peak_bytes", None)}
+
+
+def _typed_commits(s: Session, laps: Laps) -> None:
+    """Type every slot the candidate committed, now that the lock is free (`m.CommitReply`); one that
+    does not fit its record is the candidate's worker breaking the protocol."""
+    from pydantic import ValidationError
+
+    from kiln.tools.check.workers import invalid_reply
+
+    for lap, reply in laps.committed.items():
+        try:
+            laps.committed[lap] = reply.as_dicts()
+        except ValidationError as exc:
+            raise s._gone(invalid_reply("commit", exc, s.cnd)) from None
 
 
 def _close_candidate(s: Session) -> None:

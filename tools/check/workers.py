@@ -222,11 +222,16 @@ def parse_reply(role: str, op: str, raw: dict[str, Any], handle: WorkerHandle | 
             raise CommandFailed(err.model_dump())
         return reply_model(role, op).model_validate(raw)
     except ValidationError as exc:
-        if handle is not None:
-            handle.kill()
-        res = handle._result() if handle is not None else ProcResult()
-        raise WorkerGone(res, op, why=f"broke the worker protocol: its reply to {op!r} is not valid "
-                                      f"({_first_error(exc)})") from None
+        raise invalid_reply(op, exc, handle) from None
+
+
+def invalid_reply(op: str, exc: ValidationError, handle: WorkerHandle | None = None) -> WorkerGone:
+    """A reply (or a part of one typed later) that does not fit its record: the worker broke the
+    protocol, and is killed."""
+    if handle is not None:
+        handle.kill()
+    res = handle._result() if handle is not None else ProcResult()
+    return WorkerGone(res, op, why=f"broke the worker protocol: its reply to {op!r} is not valid ({_first_error(exc)})")
 
 
 def _first_error(exc: ValidationError) -> str:
