@@ -322,6 +322,9 @@ class TimingIntegrity(Record):
     cand_commit_s: float | None = Field(None, description="median commit (projections of its outputs)")
     base_refresh_s: float | None = Field(None, description="the same steps in the baseline worker (eager)")
     base_commit_s: float | None = None
+    base_steps_now: bool = Field(False, description="the baseline's refresh + commit were timed again in this check "
+                                                    "(in the reference worker), because the cached eager run's would "
+                                                    "have charged the candidate; eager's laps came from the cache")
     timed_outputs_checked: int = Field(0, description="timed (lap, slot) outputs the reference recomputed")
     timed_outputs_failed: int = 0
     audit_worst: float | None = Field(None, description="worst projection difference / its allowed bound (> 1 fails)")

@@ -104,10 +104,12 @@ def test_the_timing_rules() -> None:
     assert rules(_ti(deferred_us_per_call=8.0), 1000.0) == []  # below 10% of the time per call
 
 
-def test_a_cached_baseline_that_would_charge_the_candidate_is_timed_again(tmp_path: Path, monkeypatch) -> None:
+def test_a_cached_baseline_that_would_charge_the_candidate_has_its_steps_timed_again(tmp_path: Path, monkeypatch) -> None:
     """The charge compares the candidate's refresh + commit with the baseline's identical steps; a
     cached baseline's steps were timed in another check, under other load. When the cached figures
-    would charge the candidate, the eager baseline is timed again in this check and replaces them."""
+    would charge the candidate, those steps are timed again in this check (in the reference worker,
+    no process started) and the charge is judged against them; eager's cached laps stand, and the
+    cache keeps its own figures."""
     import json
 
     from kiln.tools.check import caches
@@ -120,11 +122,20 @@ def test_a_cached_baseline_that_would_charge_the_candidate_is_timed_again(tmp_pa
     (path,) = (tmp_path / "cache" / "baselines").glob("*.json")
     data = json.loads(path.read_text())
     assert min(data["overhead_s"]) > 0
-    path.write_text(json.dumps({**data, "overhead_s": [0.0] * 8, "refresh_s": 0.0, "commit_s": 0.0}))
+    zero = {**data, "overhead_s": [0.0] * 8, "refresh_s": 0.0, "commit_s": 0.0}
+    path.write_text(json.dumps(zero))
+    from kiln.tools.check.session import Session
+
+    started, start = [], Session._start
+    monkeypatch.setattr(Session, "_start", lambda self, spec, *a, **k: started.append(spec.role) or start(self, spec, *a, **k))
     again = check(PROBLEM, DATA / "add_triton.py", opts)  # the cache now claims the steps cost nothing
     assert again.status == "ok" and again.timing and again.timing.measured, again.reasons
-    assert again.evidence.baselines_cached == []  # timed again, not read
-    assert min(json.loads(path.read_text())["overhead_s"]) > 0  # and the cache holds the fresh run
+    ti = again.integrity.timing
+    assert again.evidence.baselines_cached == ["eager"]  # eager's laps from the cache...
+    assert ti.base_steps_now and ti.base_refresh_s > 0 and ti.base_commit_s > 0  # ...its steps timed now
+    assert ti.uncharged_us_per_call > 0  # the allowance comes from the steps timed now, not the cache's zeros
+    assert json.loads(path.read_text())["overhead_s"] == [0.0] * 8  # one check's conditions never rewrite the cache
+    assert "baseline" not in started and "reference" in started, started  # no process started for it
 
 
 def test_only_a_material_charge_against_the_cache_times_eager_again() -> None:

@@ -251,10 +251,6 @@ class Exit(Msg):
     op: Literal["exit"] = "exit"
 
 
-RefCommand = Annotated[RefSetup | RefTrial | RefJudge | RefWork | RefDegenerate | RefDraws | RefAudit | Release | Exit,
-                       Field(discriminator="op")]
-
-
 # ----------------------------------------------------------------------------- candidate worker
 
 
@@ -414,6 +410,9 @@ class PeakMemoryReply(Reply):
     peak_bytes: int | None = Field(None, ge=0, le=1 << 50, description="a claim: no machine holds a PiB")
 
 
+RefCommand = Annotated[RefSetup | RefTrial | RefJudge | RefWork | RefDegenerate | RefDraws | RefAudit | Release
+                       | TimeSetup | Refresh | Lap | Commit | Exit, Field(discriminator="op")]
+
 CandCommand = Annotated[CandCompile | CandBuild | CandTrial | CandPack | CandIntegrity | TimeSetup | Refresh | Lap
                         | Commit | PeakMemory | Exit, Field(discriminator="op")]
 
@@ -442,7 +441,7 @@ REPLIES: dict[tuple[str, str], type[Reply]] = {
     ("reference", "setup"): RefSetupReply, ("reference", "trial"): RefTrialReply,
     ("reference", "judge"): RefJudgeReply, ("reference", "work"): RefWorkReply,
     ("reference", "degenerate"): RefDegenerateReply, ("reference", "draws"): RefDrawsReply,
-    ("reference", "audit"): RefAuditReply,
+    ("reference", "audit"): RefAuditReply, ("reference", "commit"): CommitReply,
     ("candidate", "compile"): CompileReply, ("candidate", "build"): CandBuildReply,
     ("candidate", "trial"): CandTrialReply, ("candidate", "pack"): CandPackReply,
     ("candidate", "integrity"): CandIntegrityReply, ("candidate", "commit"): CommitReply,

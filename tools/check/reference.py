@@ -67,6 +67,7 @@ class ReferenceWorker(Worker):
         self.held: dict[str, dict[str, Any]] = {}  # tag -> the packed reference output, until judged
         self.judge = Judge(spec.dtype, spec.device)
         self.digests: dict[tuple[str, int], tuple[list[float], dict[str, Any]]] = {}  # degeneracy across draws
+        self.ring: Any = None  # (model, laps.Ring) while the parent times the harness's steps here
 
     def op_setup(self, cmd: m.RefSetup) -> m.RefSetupReply:
         """Build every case's Model (and, for the numerics rule, its high-precision and |.| copies:
@@ -221,10 +222,43 @@ class ReferenceWorker(Worker):
         return m.AuditVerdict(lap=lap, slot=slot, passed=ok, why=why, stat=stat)
 
     def op_release(self, cmd: m.Release) -> None:
-        """Give cached GPU blocks back (the candidate is about to be timed on this GPU)."""
+        """Give cached GPU blocks back (the candidate is about to be timed on this GPU; or the
+        steps below are done)."""
         self.held.clear()
+        self.ring = None
         if self.spec.device == "cuda":
             torch.cuda.empty_cache()
+
+    # ------------------------------------------------------------------ the timing steps, timed now
+    def op_time_setup(self, cmd: m.TimeSetup) -> None:
+        """The problem's Model on a timing ring, through the baseline worker's harness: when a cached
+        eager run's refresh and commit figures would charge the candidate, kiln's clock times these
+        identical steps here, in this check's conditions, with no process to start (the parent
+        closed the candidate's worker first)."""
+        from kiln.tools.check.baseline import profiled_once
+        from kiln.tools.timing.laps import Ring, RingSpec, warm_up
+
+        c = self.cases[self.spec.cases[0].name]
+        ring = Ring(c.mod.get_inputs, RingSpec.model_validate(cmd.ring))
+        profiled_once(c.model, ring.slots[0], self.spec.device)
+        self.ring = (c.model, ring)
+        warm_up(*self.ring)
+
+    def op_refresh(self, cmd: m.Refresh) -> None:
+        self.ring[1].refresh(cmd.key)
+
+    def op_lap(self, cmd: m.Lap) -> None:
+        from kiln.tools.timing.laps import run_lap
+
+        run_lap(*self.ring)
+
+    def op_commit(self, cmd: m.Commit) -> m.CommitReply:
+        from kiln.tools.timing.laps import commit
+
+        ring = self.ring[1]
+        out = m.CommitReply(projections=[{"leaves": p} for p in commit(ring, cmd.key, cmd.sigma)])
+        ring.outputs = []
+        return out
 
 
 def _same(a: tuple, b: tuple) -> bool:
