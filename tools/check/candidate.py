@@ -21,7 +21,7 @@ import torch
 from kiln.tools.check import messages as m
 from kiln.tools.check.outputs import describe, write_raw
 from kiln.tools.check.poison import poisoned_allocations, prime_cuda_cache, tensor_sizes
-from kiln.tools.check.worker import JobSpec, Worker, WorkerError, error_message, load_module, sync
+from kiln.tools.check.worker import JobSpec, LapSteps, Worker, WorkerError, error_message, load_module, sync
 from kiln.tools.inputs import DTYPES, clone, fingerprint, inputs_from_seed, prepare, same, seed_all, validate
 
 
@@ -80,7 +80,7 @@ def _evidence_functions() -> tuple[Any, Any] | str:
     return runtime.inspect_forward, runtime.check_outputs
 
 
-class CandidateWorker(Worker):
+class CandidateWorker(LapSteps, Worker):
     blame = "candidate"
 
     def __init__(self, spec: JobSpec) -> None:
@@ -177,21 +177,6 @@ class CandidateWorker(Worker):
         self.ring = (b.new, Ring(b.mod.get_inputs, RingSpec.model_validate(cmd.ring)))
         warm_up(*self.ring)
 
-    def op_refresh(self, cmd: m.Refresh) -> None:
-        self.ring[1].refresh(cmd.key)
-
-    def op_lap(self, cmd: m.Lap) -> None:
-        from kiln.tools.timing.laps import run_lap
-
-        run_lap(*self.ring)
-
-    def op_commit(self, cmd: m.Commit) -> m.CommitReply:
-        from kiln.tools.timing.laps import commit
-
-        ring = self.ring[1]
-        out = m.CommitReply(projections=[{"leaves": p} for p in commit(ring, cmd.key, cmd.sigma)])
-        ring.outputs = []
-        return out
 
     def op_peak_memory(self, cmd: m.PeakMemory) -> m.PeakMemoryReply:
         from kiln.tools.timing.stage import peak_bytes

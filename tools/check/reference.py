@@ -19,7 +19,7 @@ import torch
 from kiln.tools import numerics
 from kiln.tools.check import messages as m
 from kiln.tools.check.judging import Judge, leaves_of, pack_on_device
-from kiln.tools.check.worker import JobSpec, Worker, WorkerError, error_message, load_module
+from kiln.tools.check.worker import JobSpec, LapSteps, Worker, WorkerError, error_message, load_module
 from kiln.tools.inputs import (
     DTYPES,
     InputsError,
@@ -57,7 +57,7 @@ class Case:
         return inputs_from_seed(self.mod.get_inputs, seed=seed, dist=dist, dtype=dtype, device=device)
 
 
-class ReferenceWorker(Worker):
+class ReferenceWorker(LapSteps, Worker):
     blame = "reference"
 
     def __init__(self, spec: JobSpec) -> None:
@@ -244,21 +244,6 @@ class ReferenceWorker(Worker):
         self.ring = (c.model, ring)
         warm_up(*self.ring)
 
-    def op_refresh(self, cmd: m.Refresh) -> None:
-        self.ring[1].refresh(cmd.key)
-
-    def op_lap(self, cmd: m.Lap) -> None:
-        from kiln.tools.timing.laps import run_lap
-
-        run_lap(*self.ring)
-
-    def op_commit(self, cmd: m.Commit) -> m.CommitReply:
-        from kiln.tools.timing.laps import commit
-
-        ring = self.ring[1]
-        out = m.CommitReply(projections=[{"leaves": p} for p in commit(ring, cmd.key, cmd.sigma)])
-        ring.outputs = []
-        return out
 
 
 def _same(a: tuple, b: tuple) -> bool:

@@ -143,6 +143,31 @@ class Worker:
         return None
 
 
+class LapSteps:
+    """A role that runs the timing harness (`kiln.tools.timing.laps`) on one ring, `self.ring` =
+    (the function timed, its Ring): the candidate's worker, and the reference worker when the parent
+    times the steps again (the baseline worker keeps one ring per baseline)."""
+
+    ring: Any = None
+
+    def op_refresh(self, cmd: Any) -> None:
+        self.ring[1].refresh(cmd.key)
+
+    def op_lap(self, cmd: Any) -> None:
+        from kiln.tools.timing.laps import run_lap
+
+        run_lap(*self.ring)
+
+    def op_commit(self, cmd: Any) -> Any:
+        from kiln.tools.check import messages as m
+        from kiln.tools.timing.laps import commit
+
+        ring = self.ring[1]
+        out = m.CommitReply(projections=[{"leaves": p} for p in commit(ring, cmd.key, cmd.sigma)])
+        ring.outputs = []
+        return out
+
+
 class _ReadOnlyModule(type(sys)):  # type: ignore[misc]
     """A kiln module inside a worker: attribute assignment and deletion are refused."""
 
