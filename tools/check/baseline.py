@@ -18,23 +18,6 @@ from kiln.tools.check.reference import Case
 from kiln.tools.check.worker import JobSpec, Worker
 
 
-def profiled_once(model: Any, inputs: tuple, device: str) -> None:
-    """One forward under torch.profiler (CPU operators and CUDA kernels), as the candidate's worker
-    runs in its integrity stage before it is timed: the profiler leaves CUPTI attached to a process
-    (Kineto does not finalize it by default), which may slow every later launch, and the two workers'
-    refresh, lap and commit steps must cost the same when nothing is hidden in them."""
-    if device != "cuda":
-        return
-    from torch.profiler import ProfilerActivity, profile
-
-    try:
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-            model(*inputs)
-            torch.cuda.synchronize()
-    except Exception:  # noqa: BLE001 - a profiler that cannot run leaves the worker as it was
-        torch.cuda.synchronize()
-
-
 class BaselineWorker(Worker):
     blame = "reference"
 
@@ -54,7 +37,7 @@ class BaselineWorker(Worker):
         one ring (every baseline times the same inputs). Nothing runs a lap here: the parent times the
         baselines only after the candidate's worker has ended, and warms each up first."""
         from kiln.tools.timing.laps import Ring, RingSpec
-        from kiln.tools.timing.stage import baseline_fn, settle_compiled
+        from kiln.tools.timing.stage import baseline_fn, profiled_once, settle_compiled
 
         assert self.case is not None
         if self.ring is None:

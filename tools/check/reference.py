@@ -235,8 +235,8 @@ class ReferenceWorker(LapSteps, Worker):
         eager run's refresh and commit figures would charge the candidate, kiln's clock times these
         identical steps here, in this check's conditions, with no process to start (the parent
         closed the candidate's worker first)."""
-        from kiln.tools.check.baseline import profiled_once
         from kiln.tools.timing.laps import Ring, RingSpec, warm_up
+        from kiln.tools.timing.stage import profiled_once
 
         c = self.cases[self.spec.cases[0].name]
         ring = Ring(c.mod.get_inputs, RingSpec.model_validate(cmd.ring))

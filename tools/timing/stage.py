@@ -87,3 +87,21 @@ def module_tensor_bytes(module: Any) -> int:
                 st = t.untyped_storage()
                 seen[st.data_ptr()] = st.nbytes()
     return sum(seen.values())
+
+
+def profiled_once(model: Any, inputs: tuple, device: str) -> None:
+    """One forward under torch.profiler (CPU operators and CUDA kernels), as the candidate's worker
+    runs in its integrity stage before it is timed: the profiler leaves CUPTI attached to a process
+    (Kineto does not finalize it by default), which may slow every later launch, and the two workers'
+    refresh, lap and commit steps must cost the same when nothing is hidden in them."""
+    if device != "cuda":
+        return
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            model(*inputs)
+            torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - a profiler that cannot run leaves the worker as it was
+        torch.cuda.synchronize()
