@@ -77,6 +77,8 @@ def burst(tmp: Path, cache: Path, n: int, threads: int, reward_timing: bool = Tr
                 laps.setdefault(k, []).append(float(getattr(ti, k)))
         if r.timing and r.timing.candidate and ti is not None and ti.slots:
             laps.setdefault("cand_lap_s", []).append(r.timing.candidate.median_us * ti.slots * 1e-6)
+        if ti is not None:  # the share of checks whose cached eager steps would have charged: timed again
+            laps.setdefault("base_steps_now", []).append(float(ti.base_steps_now))
     return {"n": n, "threads": threads, "wall_s": round(wall, 2), "per_minute": round(60 * n / wall, 1),
             "mean_timing": {k: round(statistics.fmean(v), 4) for k, v in laps.items()},
             "statuses": sorted({r.status for r in recs}), "ok": sum(r.status == "ok" for r in recs),
