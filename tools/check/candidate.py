@@ -177,7 +177,6 @@ class CandidateWorker(LapSteps, Worker):
         self.ring = (b.new, Ring(b.mod.get_inputs, RingSpec.model_validate(cmd.ring)))
         warm_up(*self.ring)
 
-
     def op_peak_memory(self, cmd: m.PeakMemory) -> m.PeakMemoryReply:
         from kiln.tools.timing.stage import peak_bytes
 

@@ -95,10 +95,10 @@ def time_check(s: Session) -> None:
                 base["eager"] = {**base["eager"], **_steps_now(s, ring, loop_s, sigma)}
             part("baselines")
         held = time.monotonic() - locked_at
-    _typed_commits(s, cand["laps"])
     if s.cnd is not None and s.cnd.proc.poll() is None:  # every baseline came from the cache: nothing more is
         s.cnd.ask_exit()  # timed, so it exits after the lock, its teardown beside the audit (collected at the end)
         part("close_candidate")
+    _typed_commits(s, cand["laps"])  # beside the candidate worker's teardown
     if waited is not None:
         s.rec.stages_s["timing_wait"] = waited
     elif s.o.exclusive_timing:
@@ -277,11 +277,11 @@ def _close_candidate(s: Session) -> None:
 
 def _charged_by_cache(cand: dict[str, Any], plan: dict[str, Any], ring: RingSpec, target_pct: float) -> bool:
     """Would the cached eager baseline's refresh + commit figures charge the candidate by more than the
-    precision the check asks for (`timing_target_pct` of its median call)? Then eager is timed again
-    now, under the same load. A smaller charge is applied against the cache as it stands (never
-    dropped: a charge only makes the candidate slower): re-timing eager for it doubled the time a small
-    problem's check held the GPU's timing lock (0.42 s of laps, 0.70 s of eager again, on an H100 in the
-    reward burst) to move a figure inside its own CI."""
+    precision the check asks for (`timing_target_pct` of its median call)? Then those steps are timed
+    again now, under the same load (`_steps_now`). A smaller charge is applied against the cache as it
+    stands (never dropped: a charge only makes the candidate slower): timing again for it held a small
+    problem's check in the GPU's timing lock longer (0.42 s of laps, 0.70 s of eager again, on an H100
+    in the reward burst, before `_steps_now`) to move a figure inside its own CI."""
     if "eager" not in plan["cached"]:
         return False
     samples, per_call = charged_samples(cand, plan["cached"]["eager"], ring.slots)
