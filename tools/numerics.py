@@ -14,11 +14,12 @@ secret-seeded sketch, `kiln.tools.sketch`, so the parent can line them up with t
   |high| stands in).
 
 - `sens`: how far the high-precision output moves when every floating input moves by one unit
-  roundoff of the problem's dtype, with random signs: |F(x (1 + u s)) - F(x)| in high precision,
-  s_j = +-1 drawn from the trial's seed. That is the output's conditioning with respect to its
-  inputs at this data, which `mag` does not see when the result cancels against the data's size
-  (LayerNorm of inputs far from zero: the mean's rounding, ~u |x|, moves every output by
-  u |x| rstd |w|; docs/tolerance.md).
+  roundoff of the problem's dtype, and every floating parameter, buffer and op result inside the
+  model by float32's, with random signs (x (1 + u s), s = +-1 drawn from the trial's seed). That is
+  the output's conditioning with respect to its inputs and to its intermediate values at this
+  data, which `mag` does not see when the result cancels against the data's size (LayerNorm of
+  inputs far from zero: the mean's rounding, ~u |x|, moves every output by u |x| rstd |w|) or
+  reads differences of large intermediate values (a softmax over logits of ~1e3; docs/tolerance.md).
 
 All three are stored in bfloat16 (fp32's range, 3 significant digits: enough for a tolerance), so a
 trial's numerics cost its outputs' size once more in the reference's output file. Anything that
@@ -34,11 +35,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 from kiln.tools import sketch
 from kiln.tools.correctness import leaves, pack
 from kiln.tools.inputs import derive_seed
-from kiln.tools.tolerance import UNIT_ROUNDOFF
+from kiln.tools.tolerance import U_ACC, UNIT_ROUNDOFF
 
 HIGH = {"fp32": torch.float64, "bf16": torch.float32, "fp16": torch.float32}
 MAG_DTYPE = torch.float32
@@ -85,14 +88,54 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
 def _forward(model: torch.nn.Module, inputs: tuple, dtype: torch.dtype, *, absolute: bool,
              perturb: tuple[float, int] | None = None) -> dict[str, Any]:
     """The model on `inputs` converted to `dtype` (their absolute values with `absolute`); with
-    `perturb` = (u, seed), every floating input x becomes x (1 + u s), s = +-1 at random."""
+    `perturb` = (u, seed), every floating input x becomes x (1 + u s), s = +-1 at random, and every
+    floating parameter, buffer and op result moves the same way by float32's unit roundoff (the
+    rounding of a dot product's terms and of intermediate values in an fp32 accumulator)."""
     args = [(x.abs() if absolute else x).to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
             for x in inputs]
-    if perturb is not None:
-        args = [_perturbed(x, perturb[0], derive_seed(perturb[1], f"numerics.perturb.{i}")) if
-                isinstance(x, torch.Tensor) and x.is_floating_point() else x for i, x in enumerate(args)]
-    with torch.no_grad(), _default_dtype(dtype):
-        return dict(leaves(model(*args)))
+    if perturb is None:
+        with torch.no_grad(), _default_dtype(dtype):
+            return dict(leaves(model(*args)))
+    u, seed = perturb
+    args = [_perturbed(x, u, derive_seed(seed, f"numerics.perturb.{i}")) if
+            isinstance(x, torch.Tensor) and x.is_floating_point() else x for i, x in enumerate(args)]
+    state = {name: _perturbed(t, U_ACC, derive_seed(seed, f"numerics.perturb.state.{name}"))
+             for name, t in _floating_state(model)}
+    with torch.no_grad(), _default_dtype(dtype), _Rounding(U_ACC, seed):
+        return dict(leaves(torch.func.functional_call(model, state, tuple(args), strict=False)))
+
+
+class _Rounding(TorchDispatchMode):
+    """Every floating result of an op that computes (not a view, not an in-place update) moves by
+    one unit roundoff `u` with random signs: the standard model of rounding, fl(x op y) =
+    (x op y)(1 + e), |e| <= u, applied to the model's intermediate values, so their magnitudes reach
+    the sensitivity (a softmax over logits of ~1e3 differs by ~u 1e3 per logit in any honest
+    kernel). `u` is float32's for every dtype: kernels keep intermediate values in fp32 (a bf16
+    problem's bf16 intermediates are the native reference's own error, `d`), and bf16's unit
+    roundoff on the output would allow 8 bf16 ulps, 3x its rtol."""
+
+    def __init__(self, u: float, seed: int) -> None:
+        super().__init__()
+        self.u, self.seed, self.n = u, seed, 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func.is_view or func._schema.is_mutable:
+            return out
+        return tree_map(self._round, out)
+
+    def _round(self, t: Any) -> Any:
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
+            return t
+        self.n += 1
+        return _perturbed(t, self.u, derive_seed(self.seed, f"numerics.perturb.op.{self.n}"))
+
+
+def _floating_state(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The model's floating parameters and buffers by name (shared tensors once)."""
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if t.is_floating_point():
+            yield name, t.detach()
 
 
 def _perturbed(x: torch.Tensor, u: float, seed: int) -> torch.Tensor:

@@ -223,7 +223,7 @@ def numerics_values(e: torch.Tensor, a: torch.Tensor, err: torch.Tensor, mag: to
     expected = torch.where(torch.isfinite(err), e.to(work) - err.to(work), e.to(work))  # the high-precision values
     desc = (f"the allowed rounding error (rtol {rtol:g} of the value + {C_MAG + G_OUT:g} x 2^-24 of the magnitude "
             f"of the data summed into it + {K_NATIVE:g}x the {dtype} reference's own error + {S_SENS:g}x the "
-            f"output's move under a one-ulp move of the inputs; worst error "
+            f"output's move under a one-ulp move of its inputs and intermediate values; worst error "
             f"{ratio:.3g}x the allowance)")
     mm = report_mismatch(expected, a.to(work), ok.reshape(e.shape), name=name, tol_desc=desc, n_bad=n_bad)
     mm.rule, mm.max_err_over_tol = "numerics", ratio

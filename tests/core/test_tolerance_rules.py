@@ -4,6 +4,7 @@ numerics can't be trusted, saying which rule decided."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from torch import nn
 
 from kiln.tools import numerics, sketch
 from kiln.tools.correctness import pack
+from kiln.tools.inputs import heavy_tailed
 from kiln.tools.records import TrialRecord
 from kiln.tools.tolerance import judge
 
@@ -230,3 +232,58 @@ def test_layer_norm_sensitivity_does_not_excuse_lost_precision() -> None:
                                                                                       keepdim=True) + 1e-5) * w + b)):
         j = judged(model, (x,), got)
         assert j.mismatch is not None and j.mismatch.rule == "numerics", (name, j.outputs)
+
+
+class LinearGeluSoftmax(nn.Module):
+    def __init__(self, w: torch.Tensor, b: torch.Tensor) -> None:
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(w.clone()), nn.Parameter(b.clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(nn.functional.gelu(nn.functional.linear(x, self.weight, self.bias)), dim=1)
+
+
+def sequential_linear_gelu_softmax(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """An honest fp32 kernel: the dot products one term at a time, exact GELU, a max-shifted softmax."""
+    z = torch.from_numpy(np.cumsum((x[:, None, :] * w[None]).numpy(), axis=2, dtype=np.float32)[..., -1]) + b
+    g = nn.functional.gelu(z)
+    e = torch.exp(g - g.max(1, keepdim=True).values)
+    return e / e.sum(1, keepdim=True)
+
+
+def test_softmax_over_large_logits_is_judged_by_the_logits_magnitude(monkeypatch) -> None:
+    """Replay 99's case (inputs randn x 50 times the heavy-tailed factor, logits ~1e3): an fp32
+    kernel's logits err by ~u 1e3, so its softmax by ~u 1e3 relative, which neither A (softmax stays
+    in [0, 1]) nor a move of the inputs alone sees (the logits of a row share their dominant input,
+    so their moves cancel in the differences softmax reads). The sensitivity run rounds every
+    intermediate value, the logits included: the honest kernel keeps a margin in every draw, and
+    without that rounding its worst draw comes closer to the bound."""
+    worst = {True: 0.0, False: 0.0}
+    for draw in range(24):
+        gen = torch.Generator().manual_seed(draw)
+        w = (torch.rand(300, 64, generator=gen) * 2 - 1) / 8
+        b = (torch.rand(300, generator=gen) * 2 - 1) / 8
+        x = heavy_tailed(torch.randn(40, 64, generator=gen) * 50, draw)
+        got = pack(sequential_linear_gelu_softmax(x, w, b), SEED)
+        for rounding in (True, False):
+            with monkeypatch.context() as m:
+                if not rounding:
+                    m.setattr(numerics, "_Rounding", lambda u, seed: contextlib.nullcontext())
+                j = judge(reference_pack(LinearGeluSoftmax(w, b), (x,)), got, dtype="fp32", atol=1e-4, rtol=1e-4)
+            assert rounding is False or j.mismatch is None, (draw, j.outputs)
+            worst[rounding] = max(worst[rounding], j.outputs[0].max_err_over_tol)
+    assert worst[True] < 0.5 and worst[True] < worst[False], worst
+
+
+def test_the_sensitivity_rounds_intermediate_values() -> None:
+    """(x + 1e6) - 1e6 is x exactly, but every fp32 evaluation of it errs by up to u 1e6: the
+    intermediate value's rounding, which the sensitivity now carries; a move of the inputs alone
+    gives u |x|."""
+    class Cancel(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x + 1e6) - 1e6
+
+    x = randn(64, 64)
+    sens = reference_pack(Cancel(), (x,))["numerics"]["outputs"]["out"]["sens"].double()
+    ratio = sens / (x.double().abs() * numerics.UNIT_ROUNDOFF["fp32"])
+    assert float(ratio.median()) > 1e5, float(ratio.median())
