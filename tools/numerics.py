@@ -14,7 +14,7 @@ secret-seeded sketch, `kiln.tools.sketch`, so the parent can line them up with t
   |high| stands in).
 
 - `sens`: how far the high-precision output moves when every floating input moves by one unit
-  roundoff of the problem's dtype, and every floating parameter, buffer and op result inside the
+  roundoff of the problem's dtype, and every floating parameter and computed op result inside the
   model by float32's, with random signs (x (1 + u s), s = +-1 drawn from the trial's seed). That is
   the output's conditioning with respect to its inputs and to its intermediate values at this
   data, which `mag` does not see when the result cancels against the data's size (LayerNorm of
@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from kiln.tools import sketch
 from kiln.tools.correctness import leaves, pack
@@ -89,8 +89,9 @@ def _forward(model: torch.nn.Module, inputs: tuple, dtype: torch.dtype, *, absol
              perturb: tuple[float, int] | None = None) -> dict[str, Any]:
     """The model on `inputs` converted to `dtype` (their absolute values with `absolute`); with
     `perturb` = (u, seed), every floating input x becomes x (1 + u s), s = +-1 at random, and every
-    floating parameter, buffer and op result moves the same way by float32's unit roundoff (the
-    rounding of a dot product's terms and of intermediate values in an fp32 accumulator)."""
+    floating parameter and computed op result moves the same way by float32's unit roundoff (the
+    rounding of a dot product's terms and of intermediate values in an fp32 accumulator; buffers
+    stay: masks and tables of exact values)."""
     args = [(x.abs() if absolute else x).to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
             for x in inputs]
     if perturb is None:
@@ -99,20 +100,40 @@ def _forward(model: torch.nn.Module, inputs: tuple, dtype: torch.dtype, *, absol
     u, seed = perturb
     args = [_perturbed(x, u, derive_seed(seed, f"numerics.perturb.{i}")) if
             isinstance(x, torch.Tensor) and x.is_floating_point() else x for i, x in enumerate(args)]
-    state = {name: _perturbed(t, U_ACC, derive_seed(seed, f"numerics.perturb.state.{name}"))
-             for name, t in _floating_state(model)}
+    state = {name: _perturbed(t.detach(), U_ACC, derive_seed(seed, f"numerics.perturb.param.{name}"))
+             for name, t in model.named_parameters() if t.is_floating_point()}
     with torch.no_grad(), _default_dtype(dtype), _Rounding(U_ACC, seed):
         return dict(leaves(torch.func.functional_call(model, state, tuple(args), strict=False)))
 
 
+# Ops whose floating results are exact in any kernel (selections, copies, moves, sign and rounding
+# functions): their results are not moved, so a mask of ones or a floored index stays exact.
+# Integer values any op computes stay too (`_Rounding._round`).
+_EXACT = frozenset([
+    "relu", "threshold", "hardtanh", "clamp", "clamp_min", "clamp_max", "abs", "neg", "sign", "sgn", "floor", "ceil",
+    "round", "trunc", "frac", "max", "min", "amax", "amin", "maximum", "minimum", "fmax", "fmin", "max_pool1d",
+    "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+    "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "sort", "topk", "kthvalue", "median",
+    "nanmedian", "mode", "cummax", "cummin", "where", "masked_fill", "masked_select", "masked_scatter", "index_put",
+    "index_select", "index", "gather", "scatter", "take", "take_along_dim", "embedding", "cat", "stack", "clone",
+    "_to_copy", "copy", "_unsafe_view", "flip", "roll", "repeat", "tril", "triu", "constant_pad_nd",
+    "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
+    "replication_pad3d", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "im2col", "narrow_copy",
+    "slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter", "zeros_like", "ones_like",
+    "full_like", "empty_like", "fill", "new_zeros", "new_ones", "new_full", "new_empty", "expand_copy",
+    "permute_copy", "t_copy", "transpose_copy", "view_copy", "squeeze_copy", "unsqueeze_copy", "lift_fresh_copy",
+    "detach_copy", "slice_copy", "select_copy", "split_with_sizes_copy", "unbind_copy", "alias_copy",
+])
+
+
 class _Rounding(TorchDispatchMode):
-    """Every floating result of an op that computes (not a view, not an in-place update) moves by
-    one unit roundoff `u` with random signs: the standard model of rounding, fl(x op y) =
-    (x op y)(1 + e), |e| <= u, applied to the model's intermediate values, so their magnitudes reach
-    the sensitivity (a softmax over logits of ~1e3 differs by ~u 1e3 per logit in any honest
-    kernel). `u` is float32's for every dtype: kernels keep intermediate values in fp32 (a bf16
-    problem's bf16 intermediates are the native reference's own error, `d`), and bf16's unit
-    roundoff on the output would allow 8 bf16 ulps, 3x its rtol."""
+    """Every floating result of an op that computes (not a view, not an in-place update, not an
+    exact op of `_EXACT`, not a factory) moves by one unit roundoff `u` with random signs: the
+    standard model of rounding, fl(x op y) = (x op y)(1 + e), |e| <= u, applied to the model's
+    intermediate values, so their magnitudes reach the sensitivity (a softmax over logits of ~1e3
+    differs by ~u 1e3 per logit in any honest kernel). `u` is float32's for every dtype: kernels keep
+    intermediate values in fp32 (a bf16 problem's bf16 intermediates are the native reference's own
+    error, `d`), and bf16's unit roundoff on the output would allow 8 bf16 ulps, 3x its rtol."""
 
     def __init__(self, u: float, seed: int) -> None:
         super().__init__()
@@ -120,7 +141,8 @@ class _Rounding(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if func.is_view or func._schema.is_mutable:
+        if func.is_view or func._schema.is_mutable or func.overloadpacket.__name__ in _EXACT \
+                or not any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in tree_leaves((args, kwargs))):
             return out
         return tree_map(self._round, out)
 
@@ -128,14 +150,9 @@ class _Rounding(TorchDispatchMode):
         if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
             return t
         self.n += 1
-        return _perturbed(t, self.u, derive_seed(self.seed, f"numerics.perturb.op.{self.n}"))
+        moved = _perturbed(t, self.u, derive_seed(self.seed, f"numerics.perturb.op.{self.n}"))
+        return torch.where(t == t.round(), t, moved)  # integers (indices, counts, masks) are exact in fp32 kernels
 
-
-def _floating_state(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """The model's floating parameters and buffers by name (shared tensors once)."""
-    for name, t in [*model.named_parameters(), *model.named_buffers()]:
-        if t.is_floating_point():
-            yield name, t.detach()
 
 
 def _perturbed(x: torch.Tensor, u: float, seed: int) -> torch.Tensor:

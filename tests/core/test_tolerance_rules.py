@@ -287,3 +287,23 @@ def test_the_sensitivity_rounds_intermediate_values() -> None:
     sens = reference_pack(Cancel(), (x,))["numerics"]["outputs"]["out"]["sens"].double()
     ratio = sens / (x.double().abs() * numerics.UNIT_ROUNDOFF["fp32"])
     assert float(ratio.median()) > 1e5, float(ratio.median())
+
+
+def test_the_sensitivity_leaves_exact_values_exact() -> None:
+    """Buffers, factories, exact ops and integer values are not moved: a mask of ones compared
+    with `== 1`, a `torch.ones` factory and an index computed in floating point keep selecting what
+    they select, so the output moves only by its inputs' one-ulp move (a moved mask would zero the
+    output, a moved index pick another column: a move of |x|)."""
+    class Masked(nn.Module):
+        def __init__(self, n: int) -> None:
+            super().__init__()
+            self.register_buffer("mask", torch.tril(torch.ones(n, n)))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            keep = (self.mask == 1) & (torch.ones(x.shape, dtype=x.dtype) == 1)
+            idx = torch.floor(torch.arange(x.shape[1], dtype=x.dtype) * 1.0).long()
+            return x.masked_fill(~keep, 0.0)[:, idx] * 1.0
+
+    x = randn(32, 32)
+    sens = reference_pack(Masked(32), (x,))["numerics"]["outputs"]["out"]["sens"].double()
+    assert float((sens - 4 * numerics.U_ACC * x.double().abs()).max()) <= 0.0
