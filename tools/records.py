@@ -139,6 +139,8 @@ class OutputVerdict(Record):
     legacy_atol_rtol_passed: bool | None = Field(None, description="|a - e| <= atol + rtol |e| against the "
                                                                    "native-dtype reference (the rule before issue 16)")
     max_err_over_tol: float | None = Field(None, description="numerics rule: worst error / allowed error")
+    sens_draws: int | None = Field(None, description="numerics rule: the sensitivity draws behind its S term (1; "
+                                                     "8 when a close rejection was judged again)")
 
 
 class TrialRecord(Record):

@@ -45,6 +45,7 @@ G_OUT = 16.0
 K_NATIVE = 8.0
 S_SENS = 8.0
 UNIT_ROUNDOFF = {"fp32": 2.0**-24, "bf16": 2.0**-8, "fp16": 2.0**-11}
+REFINE_BELOW = 16.0  # a numerics rejection within this factor of its allowance is judged again on more draws
 
 
 def r_max(dtype: str) -> float:
@@ -61,6 +62,16 @@ class Judgement:
     outputs: list[OutputVerdict] = field(default_factory=list)
     legacy_passed: bool = False
     mean_mag: dict[str, float] = field(default_factory=dict)  # mean A of each output the numerics rule judged
+
+    @property
+    def close_call(self) -> bool:
+        """Rejected by the numerics rule, and no output further than `REFINE_BELOW` times its
+        allowance: the sensitivity's one draw may be what decided (`numerics.refine_sensitivity`)."""
+        if self.mismatch is None or self.mismatch.rule != "numerics":
+            return False
+        worst = [v.max_err_over_tol for v in self.outputs if not v.passed]
+        return all(v.rule == "numerics" for v in self.outputs if not v.passed) \
+            and all(w is not None and w <= REFINE_BELOW for w in worst)
 
     @property
     def rule(self) -> str:
@@ -113,6 +124,7 @@ def _judge_output(e: dict, a: dict, exp: dict, act: dict, num: dict | None, *, d
         else:
             mm, ratio, mag = out
             verdict.rule, verdict.passed, verdict.max_err_over_tol = "numerics", mm is None, ratio
+            verdict.sens_draws = int(num.get("sens_draws", 1)) if "sens" in num["outputs"][name] else 0  # type: ignore[union-attr]
             return mm, verdict, mag
     verdict.why = why
     return _ruled(legacy, "atol_rtol"), verdict, None

@@ -307,3 +307,31 @@ def test_the_sensitivity_leaves_exact_values_exact() -> None:
     x = randn(32, 32)
     sens = reference_pack(Masked(32), (x,))["numerics"]["outputs"]["out"]["sens"].double()
     assert float((sens - 4 * numerics.U_ACC * x.double().abs()).max()) <= 0.0
+
+
+def test_refined_sensitivity_is_the_rms_of_eight_draws_and_rescues_an_unlucky_one() -> None:
+    """Replay 99's case at x200 with the stored one-draw sensitivity as unlucky as it gets (zero):
+    the honest kernel's softmax is then a close rejection (~1.09x); `refine_sensitivity` puts the RMS
+    of that draw and seven more in its place, once, and the kernel passes with a margin. A wrong
+    kernel's gross failure is no close call, so nothing is re-drawn for it."""
+    gen = torch.Generator().manual_seed(8)
+    w = (torch.rand(300, 64, generator=gen) * 2 - 1) / 8
+    b = (torch.rand(300, generator=gen) * 2 - 1) / 8
+    x = heavy_tailed(torch.randn(40, 64, generator=gen) * 200, 8)
+    model = LinearGeluSoftmax(w, b)
+    num = numerics.build(model, "fp32")
+    ref, _ = numerics.reference_trial(model, num, (x.clone(),), (x.clone(),), seed=SEED)
+    assert ref is not None
+    out = ref["numerics"]["outputs"]["out"]
+    out["sens"] = out["sens"] * 0
+    got = pack(sequential_linear_gelu_softmax(x, w, b), SEED)
+    before = judge(ref, got, dtype="fp32", atol=1e-4, rtol=1e-4)
+    assert before.close_call, before.outputs
+    assert numerics.refine_sensitivity(num, (x,), ref, seed=SEED)
+    assert not numerics.refine_sensitivity(num, (x,), ref, seed=SEED)  # once
+    after = judge(ref, got, dtype="fp32", atol=1e-4, rtol=1e-4)
+    assert after.mismatch is None and after.outputs[0].sens_draws == 8, after.outputs
+    assert (after.outputs[0].max_err_over_tol or 0.0) < 0.5, after.outputs
+    wrong = judge(ref, pack(softmax_plus_one(nn.functional.gelu(nn.functional.linear(x, w, b))), SEED),
+                  dtype="fp32", atol=1e-4, rtol=1e-4)
+    assert wrong.mismatch is not None and not wrong.close_call, wrong.outputs
