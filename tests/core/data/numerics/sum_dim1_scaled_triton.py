@@ -21,13 +21,14 @@ def sum_rows_kernel(x_ptr, y_ptr, R, C, BLOCK_R: tl.constexpr, BLOCK_C: tl.const
 
 
 class ModelNew(nn.Module):
+    """The row sum's launch, one program per (batch, 64 columns)."""
+
     def __init__(self, dim: int):
         super().__init__()
-        self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        B, R, C = x.shape
-        y = torch.empty((B, C), device=x.device, dtype=x.dtype)
-        sum_rows_kernel[(B, triton.cdiv(C, 64))](x, y, R, C, BLOCK_R=64, BLOCK_C=64)
-        return y
+        src = x.contiguous()
+        out = src.new_empty(src.shape[0], src.shape[2])
+        sum_rows_kernel[(src.shape[0], triton.cdiv(src.shape[2], 64))](src, out, src.shape[1], src.shape[2],
+                                                                        BLOCK_R=64, BLOCK_C=64)
+        return out
