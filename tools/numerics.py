@@ -38,7 +38,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from kiln.tools import sketch
+from kiln.tools import chunked, sketch
 from kiln.tools.correctness import leaves, pack
 from kiln.tools.inputs import derive_seed
 from kiln.tools.tolerance import U_ACC, UNIT_ROUNDOFF
@@ -142,17 +142,30 @@ class _Rounding(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        tensors = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         if func.is_view or func._schema.is_mutable or func.overloadpacket.__name__ in _EXACT \
-                or not any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in tree_leaves((args, kwargs))):
+                or not any(a.is_floating_point() for a in tensors):
             return out
-        return tree_map(self._round, out)
+        storages = {a.untyped_storage().data_ptr() for a in tensors if a.numel()}
+        return tree_map(lambda t: self._round(t, storages), out)
 
-    def _round(self, t: Any) -> Any:
-        if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
+    def _round(self, t: Any, storages: set[int]) -> Any:
+        """`t` moved in place, a slice at a time (a multi-GB result gets no full-size temporaries);
+        integer values (indices, counts, masks: exact in fp32 kernels) stay. A result that shares
+        an input's storage is left alone."""
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()) \
+                or t.untyped_storage().data_ptr() in storages:
             return t
         self.n += 1
-        moved = _perturbed(t, self.u, derive_seed(self.seed, f"numerics.perturb.op.{self.n}"))
-        return torch.where(t == t.round(), t, moved)  # integers (indices, counts, masks) are exact in fp32 kernels
+        gen = torch.Generator(device=t.device).manual_seed(derive_seed(self.seed, f"numerics.perturb.op.{self.n}"))
+        t = t if t.is_contiguous() else t.contiguous()
+        flat = t.view(-1)
+        for off in range(0, flat.numel(), chunked.CHUNK):
+            c = flat[off:off + chunked.CHUNK]
+            e = torch.randint(0, 2, c.shape, generator=gen, device=c.device, dtype=torch.int8).to(c.dtype)
+            e.mul_(2 * self.u).sub_(self.u).masked_fill_(c == c.round(), 0.0)
+            c.addcmul_(c, e)  # c (1 + e), e = +-u
+        return t
 
 
 def _perturbed(x: torch.Tensor, u: float, seed: int) -> torch.Tensor:
