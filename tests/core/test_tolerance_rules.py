@@ -335,3 +335,23 @@ def test_refined_sensitivity_is_the_rms_of_eight_draws_and_rescues_an_unlucky_on
     wrong = judge(ref, pack(softmax_plus_one(nn.functional.gelu(nn.functional.linear(x, w, b))), SEED),
                   dtype="fp32", atol=1e-4, rtol=1e-4)
     assert wrong.mismatch is not None and not wrong.close_call, wrong.outputs
+
+
+def test_the_rounding_run_moves_results_by_one_unit_roundoff_a_slice_at_a_time(monkeypatch) -> None:
+    """Each computed result moves by exactly +-u relative, in place a slice at a time (slices of 1000
+    here), both signs drawn; its integer values stay, and the same seed moves it the same way."""
+    monkeypatch.setattr(numerics.chunked, "CHUNK", 1000)
+    x = torch.randn(4500, dtype=torch.float64)
+    x[::7] = torch.arange(0, 4500, 7, dtype=torch.float64)  # integers after the op below too
+
+    def run(seed: int) -> torch.Tensor:
+        with torch.no_grad(), numerics._Rounding(numerics.U_ACC, seed):
+            return x * 1.0
+
+    moved = run(5)
+    rel = (moved - x) / x.abs()
+    ints = x == x.round()
+    assert torch.equal(moved[ints], x[ints])
+    assert torch.allclose(rel[~ints].abs(), torch.full_like(rel[~ints], numerics.U_ACC), rtol=1e-6)
+    assert (rel[~ints] > 0).any() and (rel[~ints] < 0).any()
+    assert torch.equal(run(5), moved) and not torch.equal(run(6), moved)
