@@ -205,18 +205,25 @@ def numerics_pack(num: Numerics, inputs: tuple, packed: dict[str, Any], *, seed:
     native = _native_values(packed)
     shapes = {m["name"]: m for m in packed["meta"] if m["name"] in native}
     try:
-        high = {k: _compared(v, k, seed) for k, v in _forward(num.high, inputs, HIGH[num.dtype],
-                                                              absolute=False).items()
-                if k in shapes and _shape_ok(v, shapes[k])}
-        mag = {k: _compared(v, k, seed) for k, v in _forward(num.mag, inputs, MAG_DTYPE, absolute=True).items()
-               if k in high and _shape_ok(v, shapes[k])}
-        moved = {k: _compared(v, k, seed) for k, v in _forward(
-            num.high, inputs, HIGH[num.dtype], absolute=False, perturb=(UNIT_ROUNDOFF[num.dtype], seed)).items()
-            if k in high and _shape_ok(v, shapes[k])}
+        high = _runs(num.high, inputs, HIGH[num.dtype], shapes, seed)
+        mag = _runs(num.mag, inputs, MAG_DTYPE, shapes, seed, absolute=True)
+        moved = _runs(num.high, inputs, HIGH[num.dtype], shapes, seed, perturb=(UNIT_ROUNDOFF[num.dtype], seed))
     except Exception as exc:  # noqa: BLE001 - e.g. an op without float64 kernels, or out of memory
         return {"status": f"unavailable: {_why(exc)}"}
     outputs = {k: _element_data(native[k], high[k], mag.get(k), moved.get(k)) for k in high}
     return {"status": "ok", "outputs": outputs}
+
+
+def _runs(model: torch.nn.Module, inputs: tuple, dtype: torch.dtype, shapes: dict[str, dict], seed: int, *,
+          absolute: bool = False, perturb: tuple[float, int] | None = None) -> dict[str, torch.Tensor]:
+    """`_forward`'s outputs that match the packed ones in shape, at the compared elements."""
+    return {k: _compared(v, k, seed) for k, v in _forward(model, inputs, dtype, absolute=absolute, perturb=perturb).items()
+            if k in shapes and _shape_ok(v, shapes[k])}
+
+
+def _move(moved: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """|moved - high|, 0 where either is not finite (no allowance from an overflow)."""
+    return torch.nan_to_num(torch.sub(moved, high).abs_(), nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def refine_sensitivity(num: Numerics | str | None, inputs: tuple, packed: dict[str, Any], *, seed: int,
@@ -227,27 +234,22 @@ def refine_sensitivity(num: Numerics | str | None, inputs: tuple, packed: dict[s
     projection, small by chance at some elements (a tenth of its RMS at ~8% of them); the RMS of
     eight is below a third of it at ~0.1%. False when there is nothing to refine (no numerics, done
     already) or a run fails; `packed` is then unchanged."""
-    data = (packed.get("numerics") or {})
+    data = packed.get("numerics") or {}
     outs = data.get("outputs") or {}
     if not isinstance(num, Numerics) or data.get("status") != "ok" or data.get("sens_draws", 1) > 1 \
             or not all("sens" in o for o in outs.values()):
         return False
     shapes = {m["name"]: m for m in packed["meta"] if m["name"] in outs}
     try:
-        high = {k: _compared(v, k, seed) for k, v in _forward(num.high, inputs, HIGH[num.dtype], absolute=False).items()
-                if k in shapes and _shape_ok(v, shapes[k])}
-        if set(high) != set(outs):
-            return False
-        sq = {k: outs[k]["sens"].to(device=high[k].device, dtype=torch.float64).square() for k in high}
+        high = _runs(num.high, inputs, HIGH[num.dtype], shapes, seed)
+        sq = {k: outs[k]["sens"].to(device=v.device, dtype=torch.float64).square() for k, v in high.items()}
         for d in range(draws):
-            moved = _forward(num.high, inputs, HIGH[num.dtype], absolute=False,
-                             perturb=(UNIT_ROUNDOFF[num.dtype], derive_seed(seed, f"numerics.refine.{d}")))
-            for k in high:
-                v = moved.get(k)
-                if not _shape_ok(v, shapes[k]):
-                    return False
-                sq[k].add_(torch.nan_to_num(torch.sub(_compared(v, k, seed), high[k]).abs_(), nan=0.0, posinf=0.0,
-                                            neginf=0.0).double().square_())
+            moved = _runs(num.high, inputs, HIGH[num.dtype], shapes, seed,
+                          perturb=(UNIT_ROUNDOFF[num.dtype], derive_seed(seed, f"numerics.refine.{d}")))
+            if set(moved) != set(outs) or set(high) != set(outs):
+                return False
+            for k, acc in sq.items():
+                acc.add_(_move(moved[k], high[k]).double().square_())
     except Exception:  # noqa: BLE001 - e.g. out of memory: the one-draw verdict stands
         return False
     for k, acc in sq.items():
@@ -269,7 +271,7 @@ def _element_data(native: torch.Tensor, high: torch.Tensor, mag: torch.Tensor | 
         m = torch.maximum(m, torch.nan_to_num(mag.to(MAG_DTYPE), nan=0.0, posinf=0.0, neginf=0.0).abs_())
     out = {"err": err.to(STORE), "mag": m.to(STORE)}
     if moved is not None:
-        out["sens"] = torch.nan_to_num(torch.sub(moved, high).abs_(), nan=0.0, posinf=0.0, neginf=0.0).to(STORE)
+        out["sens"] = _move(moved, high).to(STORE)
     return out
 
 

@@ -67,11 +67,9 @@ class Judgement:
     def close_call(self) -> bool:
         """Rejected by the numerics rule, and no output further than `REFINE_BELOW` times its
         allowance: the sensitivity's one draw may be what decided (`numerics.refine_sensitivity`)."""
-        if self.mismatch is None or self.mismatch.rule != "numerics":
-            return False
-        worst = [v.max_err_over_tol for v in self.outputs if not v.passed]
-        return all(v.rule == "numerics" for v in self.outputs if not v.passed) \
-            and all(w is not None and w <= REFINE_BELOW for w in worst)
+        failed = [v for v in self.outputs if not v.passed]
+        return bool(failed) and all(v.rule == "numerics" and v.max_err_over_tol is not None
+                                    and v.max_err_over_tol <= REFINE_BELOW for v in failed)
 
     @property
     def rule(self) -> str:

@@ -93,11 +93,17 @@ def test_replay_99_fused_softmax_passes_its_heavy_tailed_logits_case() -> None:
     assert rec.status == "ok", (rec.status, rec.correctness.first_failure if rec.correctness else rec.reasons)
 
 
-def test_a_close_rejection_is_judged_again_on_eight_draws_and_a_wrong_kernel_still_fails() -> None:
-    """A kernel a few allowances off is a close call: the reference worker draws its trial's inputs
-    again from the seed, re-estimates the sensitivity on eight draws, and judges again; 5e-4 too
-    large is still wrong, and the record says the verdict stood on eight draws."""
-    rec = check(DATA / "sum_dim1_problem.py", DATA / "sum_dim1_scaled_triton.py", opts())
+def test_a_close_rejection_is_judged_again_on_eight_draws_and_a_wrong_kernel_still_fails(tmp_path: Path) -> None:
+    """A kernel a few allowances off (the row sum's every output 5e-4 too large) is a close call: the
+    reference worker draws its trial's inputs again from the seed, re-estimates the sensitivity on
+    eight draws, and judges again; it is still wrong, and the record says the verdict stood on eight
+    draws."""
+    honest = (DATA / "sum_dim1_triton.py").read_text()
+    store = "tl.store(y_ptr + b * C + cols, acc, mask=cols < C)"
+    assert store in honest
+    scaled = tmp_path / "sum_dim1_scaled_triton.py"
+    scaled.write_text(honest.replace(store, store.replace("acc,", "acc * 1.0005,")))
+    rec = check(DATA / "sum_dim1_problem.py", scaled, opts())
     assert rec.status == "incorrect", rec.status
     c = rec.correctness
     assert c is not None and c.first_failure is not None

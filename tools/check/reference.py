@@ -64,8 +64,8 @@ class ReferenceWorker(LapSteps, Worker):
         super().__init__(spec)
         self.cases: dict[str, Case] = {}
         self.dropped: dict[tuple[str, str], str] = {}  # tolerance (issue 16): (case, dist) -> why
-        self.held: dict[str, dict[str, Any]] = {}  # tag -> the packed reference output, until judged
-        self.drawn: dict[str, tuple[m.RefTrial, list[float]]] = {}  # tag -> its trial and input fingerprint
+        # tag -> the packed reference output, its trial and its inputs' fingerprint, until judged
+        self.held: dict[str, tuple[dict[str, Any], m.RefTrial, list[float]]] = {}
         self.judge = Judge(spec.dtype, spec.device)
         self.digests: dict[tuple[str, int], tuple[list[float], dict[str, Any]]] = {}  # degeneracy across draws
         self.ring: Any = None  # (model, laps.Ring) while the parent times the harness's steps here
@@ -107,9 +107,8 @@ class ReferenceWorker(LapSteps, Worker):
         if packed is None:
             self.dropped[(cmd.case, cmd.dist)] = why or "not finite"
             return m.RefTrialReply(dropped=self.dropped[(cmd.case, cmd.dist)])
-        self.held[cmd.tag] = packed
         fp = fingerprint(pristine)
-        self.drawn[cmd.tag] = (cmd, fp)
+        self.held[cmd.tag] = (packed, cmd, fp)
         self._digest(cmd, fp, packed)
         mutated, nbytes = not _same(inputs, pristine), input_bytes(pristine)
         del inputs, pristine
@@ -134,23 +133,20 @@ class ReferenceWorker(LapSteps, Worker):
 
     def op_judge(self, cmd: m.RefJudge) -> m.RefJudgeReply:
         """Judge the candidate's outputs of a trial; its inputs file (if any) is no longer needed."""
-        packed = self.held.pop(cmd.tag, None)
-        drawn = self.drawn.pop(cmd.tag, None)
-        if packed is None:
+        held = self.held.pop(cmd.tag, None)
+        if held is None:
             raise WorkerError("protocol", f"no reference output held for trial {cmd.tag}")
+        packed, trial, fp = held
         if cmd.inputs_file:
             Path(cmd.inputs_file).unlink(missing_ok=True)
         try:
-            return self.judge.judge(packed, cmd, refine=lambda: self._refine(packed, drawn))
+            return self.judge.judge(packed, cmd, refine=lambda: self._refine(packed, trial, fp))
         except Exception as exc:  # noqa: BLE001 - kiln's own judge failing is kiln's error, never the problem's
             raise WorkerError("kiln", f"kiln's judge failed: {error_message(exc)}") from exc
 
-    def _refine(self, packed: dict[str, Any], drawn: tuple[m.RefTrial, list[float]] | None) -> bool:
+    def _refine(self, packed: dict[str, Any], trial: m.RefTrial, fp: list[float]) -> bool:
         """More sensitivity draws for a close rejection (`numerics.refine_sensitivity`), on the trial's
         inputs drawn again from its seed; False when they do not come out the same."""
-        if drawn is None:
-            return False
-        trial, fp = drawn
         c = self.cases[trial.case]
         inputs = c.inputs(trial.seed, trial.dist, self.spec.dtype, self.spec.device)
         if fingerprint(inputs) != fp:
@@ -240,7 +236,6 @@ class ReferenceWorker(LapSteps, Worker):
         """Give cached GPU blocks back (the candidate is about to be timed on this GPU; or the
         steps below are done)."""
         self.held.clear()
-        self.drawn.clear()
         self.ring = None
         if self.spec.device == "cuda":
             torch.cuda.empty_cache()
