@@ -15,6 +15,7 @@ from types import ModuleType
 
 import torch
 
+from kiln.tools import interpreter
 from kiln.tools.files import load_module
 from kiln.tools.inputs import DISTRIBUTIONS as INPUT_DISTRIBUTIONS
 
@@ -66,6 +67,7 @@ def main(argv: list[str]) -> int:
     if len(argv) % 2:
         print("usage: selfcheck PROBLEM CANDIDATE [PROBLEM CANDIDATE ...]", file=sys.stderr)
         return 2
+    interpreter.install()
     bad = 0
     for i in range(0, len(argv), 2):
         try:

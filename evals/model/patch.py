@@ -42,8 +42,10 @@ _OPS: dict[str, Any] = {}
 
 def load_kernel_module(path: Path) -> Any:
     """A bundle's kernel file as a module (imported once per process)."""
+    from kiln.tools import interpreter
     from kiln.tools.check.worker import load_module
 
+    interpreter.install()  # a CPU run's kernels go through Triton's interpreter in this process
     key = str(path.resolve())
     if key not in _MODULES:
         _MODULES[key] = load_module(key, "bundle_kernel")

@@ -198,6 +198,9 @@ def _roles() -> dict[str, str]:
 
 
 def make_worker(spec: JobSpec) -> Worker:
+    from kiln.tools import interpreter
+
+    interpreter.install()  # on a CPU (TRITON_INTERPRET=1): before any kernel, and before kiln is frozen
     module, cls = _roles()[spec.role].split(":")
     worker = getattr(importlib.import_module(module), cls)(spec)
     if spec.role == "candidate":
