@@ -53,8 +53,35 @@ def _size_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def size_constants(source: str) -> dict[str, list[ast.Constant]]:
-    """Module-level `NAME = int` or `NAME = (int, ...)` that the size functions read: their int literals."""
+class Size(BaseModel):
+    """One size in the problem's source: an int literal, or an int expression of literals
+    (`N = 2048 * 2`, KernelBench's newer files), and where it is written (one line)."""
+
+    value: int
+    line: int
+    col: int
+    end_col: int
+
+
+_INT_OPS = {ast.Mult: lambda a, b: a * b, ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+            ast.FloorDiv: lambda a, b: a // b if b else None, ast.LShift: lambda a, b: a << b if 0 <= b <= 62 else None,
+            ast.Pow: lambda a, b: a ** b if 0 <= b <= 62 and abs(a) <= 1 << 16 else None}
+
+
+def int_value(node: ast.expr) -> int | None:
+    """The value of an int literal or of an arithmetic expression of int literals; None otherwise."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+        a, b = int_value(node.left), int_value(node.right)
+        value = None if a is None or b is None else _INT_OPS[type(node.op)](a, b)
+        return value if value is not None and abs(value) < 1 << 62 else None
+    return None
+
+
+def size_constants(source: str) -> dict[str, list[Size]]:
+    """Module-level `NAME = int` or `NAME = (int, ...)` that the size functions read (an int may be an
+    expression of int literals, on one line): their values and where they are written."""
     tree = ast.parse(source)
     used, out = _size_names(tree), {}
     for node in tree.body:
@@ -62,19 +89,19 @@ def size_constants(source: str) -> dict[str, list[ast.Constant]]:
             continue
         name, value = node.targets[0].id, node.value
         items = value.elts if isinstance(value, ast.Tuple) else [value]
-        if name in used and items and all(isinstance(v, ast.Constant) and type(v.value) is int for v in items):
-            out[name] = [v for v in items if isinstance(v, ast.Constant)]  # all of them, checked above
+        sizes = [Size(value=v, line=e.lineno, col=e.col_offset, end_col=e.end_col_offset or e.col_offset)
+                 for e in items if (v := int_value(e)) is not None and e.end_lineno == e.lineno]
+        if name in used and items and len(sizes) == len(items):
+            out[name] = sizes
     return out
 
 
-def _rewrite(source: str, new: dict[tuple[int, int], int]) -> str:
-    """The source with the int literals at (line, column) replaced; everything else as written."""
+def _rewrite(source: str, new: dict[tuple[int, int, int], int]) -> str:
+    """The source with the sizes at (line, column, end column) written as the given int literals;
+    everything else as written."""
     lines = source.splitlines(keepends=True)
-    for (line, col), value in sorted(new.items(), reverse=True):
+    for (line, col, end), value in sorted(new.items(), reverse=True):
         text = lines[line - 1]
-        end = col
-        while end < len(text) and (text[end].isdigit() or text[end] == "_"):
-            end += 1
         lines[line - 1] = text[:col] + str(value) + text[end:]
     return "".join(lines)
 
@@ -115,7 +142,7 @@ def fit(source: str, path: Path, max_numel: int) -> tuple[str, dict[str, list[An
     """Halve the largest size constant until inputs + outputs hold at most `max_numel` elements, or
     nothing is left to halve. Returns the new source, NAME -> [old, new], and the new sizes."""
     consts = size_constants(source)
-    sizes = {(c.lineno, c.col_offset): int(c.value) for items in consts.values() for c in items}  # type: ignore[arg-type]
+    sizes = {(c.line, c.col, c.end_col): c.value for items in consts.values() for c in items}
     current = sizes_of(source, path)
     while sum(current) > max_numel:
         big = [k for k, v in sizes.items() if v >= 2 * MIN_SIZE]
@@ -129,10 +156,10 @@ def fit(source: str, path: Path, max_numel: int) -> tuple[str, dict[str, list[An
     return _rewrite(source, sizes), changed, current
 
 
-def _literal(items: list[ast.Constant]) -> Any:
+def _literal(items: list[Size]) -> Any:
     return items[0].value if len(items) == 1 else [c.value for c in items]
 
 
-def _shrunk(items: list[ast.Constant], sizes: dict[tuple[int, int], int]) -> Any:
-    vals = [sizes[(c.lineno, c.col_offset)] for c in items]
+def _shrunk(items: list[Size], sizes: dict[tuple[int, int, int], int]) -> Any:
+    vals = [sizes[(c.line, c.col, c.end_col)] for c in items]
     return vals[0] if len(items) == 1 else vals

@@ -35,6 +35,32 @@ def test_size_constants_are_the_ones_get_inputs_reads() -> None:
     assert [c.value for c in size_constants(tuple_src)["shape"]] == [32768, 7]
 
 
+def test_sizes_written_as_int_expressions_are_sizes_and_shrink_in_place(tmp_path: Path) -> None:
+    """KernelBench's newer level-1 files write sizes as expressions (`N = 2048 * 2`, `K = 131072 * 8 # 1048576`)."""
+    src = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, a, b, *rest):\n"
+           "        return a @ b\n\nM = 256 * 8 # 2048\nK = 131072 * 8 # 1048576\nscale = 2.0 * 3\n"
+           "shape = (1 << 4, 2 ** 3)\nother = M * 2\n\n"
+           "def get_inputs():\n    return [torch.rand(M, K), torch.rand(K, 1), scale, shape, other]\n\n"
+           "def get_init_inputs():\n    return []\n")
+    consts = size_constants(src)
+    assert {k: [c.value for c in v] for k, v in consts.items()} == {"M": [2048], "K": [1048576], "shape": [16, 8]}
+    path = tmp_path / "matvec.py"
+    path.write_text(src)
+    new, changed, (n_in, n_out) = fit(src, path, 200_000)
+    assert n_in + n_out <= 200_000 and changed["K"][0] == 1048576 and changed["K"][1] < 1048576
+    assert "K = %d # 1048576" % changed["K"][1] in new  # the expression replaced by its value, the comment kept
+    assert "scale = 2.0 * 3" in new and "other = M * 2" in new  # not int literals: left as written
+    compile(new, str(path), "exec")
+
+
+def test_the_real_square_matmul_shrinks() -> None:
+    real = REAL.parent / "1_Square_matrix_multiplication_.py"
+    if not real.is_file():
+        pytest.skip(f"no KernelBench checkout at {REAL.parents[2]}")
+    new, changed, (n_in, n_out) = fit(real.read_text(), real, 100_000)
+    assert set(changed) == {"N"} and n_in + n_out <= 100_000
+
+
 def test_fit_halves_the_largest_until_the_sizes_fit() -> None:
     source = BIG.read_text()
     assert sizes_of(source, BIG) == (67_108_864, 67_108_864)  # on the meta device: nothing allocated
