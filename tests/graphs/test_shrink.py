@@ -48,7 +48,7 @@ def test_sizes_written_as_int_expressions_are_sizes_and_shrink_in_place(tmp_path
     path.write_text(src)
     new, changed, (n_in, n_out) = fit(src, path, 200_000)
     assert n_in + n_out <= 200_000 and changed["K"][0] == 1048576 and changed["K"][1] < 1048576
-    assert "K = %d # 1048576" % changed["K"][1] in new  # the expression replaced by its value, the comment kept
+    assert f"K = {changed['K'][1]} # 1048576" in new  # the expression replaced by its value, the comment kept
     assert "scale = 2.0 * 3" in new and "other = M * 2" in new  # not int literals: left as written
     compile(new, str(path), "exec")
 
