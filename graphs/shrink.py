@@ -81,19 +81,32 @@ def int_value(node: ast.expr) -> int | None:
 
 def size_constants(source: str) -> dict[str, list[Size]]:
     """Module-level `NAME = int` or `NAME = (int, ...)` that the size functions read (an int may be an
-    expression of int literals, on one line): their values and where they are written."""
+    expression of int literals, on one line; `A = B = int` is one size named "A = B", `A, B = int, int`
+    two): their values and where they are written."""
     tree = ast.parse(source)
     used, out = _size_names(tree), {}
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        name, value = node.targets[0].id, node.value
-        items = value.elts if isinstance(value, ast.Tuple) else [value]
-        sizes = [Size(value=v, line=e.lineno, col=e.col_offset, end_col=e.end_col_offset or e.col_offset)
-                 for e in items if (v := int_value(e)) is not None and e.end_lineno == e.lineno]
-        if name in used and items and len(sizes) == len(items):
-            out[name] = sizes
+        for names, value in _assigned(node):
+            items = value.elts if isinstance(value, ast.Tuple) else [value]
+            sizes = [Size(value=v, line=e.lineno, col=e.col_offset, end_col=e.end_col_offset or e.col_offset)
+                     for e in items if (v := int_value(e)) is not None and e.end_lineno == e.lineno]
+            if set(names) & used and items and len(sizes) == len(items):
+                out[" = ".join(names)] = sizes
     return out
+
+
+def _assigned(node: ast.stmt) -> list[tuple[list[str], ast.expr]]:
+    """(names, value) pairs a module-level assignment binds: `A = v`, `A = B = v` (both names, one
+    value) and `A, B = v1, v2` (each name its own)."""
+    if not isinstance(node, ast.Assign):
+        return []
+    if all(isinstance(t, ast.Name) for t in node.targets):
+        return [([t.id for t in node.targets if isinstance(t, ast.Name)], node.value)]
+    target, value = node.targets[0], node.value
+    if len(node.targets) == 1 and isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+            and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts):
+        return [([t.id], v) for t, v in zip(target.elts, value.elts, strict=True) if isinstance(t, ast.Name)]
+    return []
 
 
 def _rewrite(source: str, new: dict[tuple[int, int, int], int]) -> str:
@@ -140,17 +153,32 @@ def sizes_of(source: str, path: Path) -> tuple[int, int]:
 
 def fit(source: str, path: Path, max_numel: int) -> tuple[str, dict[str, list[Any]], tuple[int, int]]:
     """Halve the largest size constant until inputs + outputs hold at most `max_numel` elements, or
-    nothing is left to halve. Returns the new source, NAME -> [old, new], and the new sizes."""
+    nothing is left to halve. Returns the new source, NAME -> [old, new], and the new sizes.
+
+    A halving the problem's own code rejects (a kernel larger than its input, a LayerNorm shape that
+    no longer matches, two sizes of one tensor pair that must agree) is undone; the sizes equal to it
+    are then halved together (`batch_size = 32768` with `input_shape = (32768,)`), and a size that no
+    halving keeps valid is left as it is."""
     consts = size_constants(source)
     sizes = {(c.line, c.col, c.end_col): c.value for items in consts.values() for c in items}
     current = sizes_of(source, path)
+    fixed: set[tuple[int, int, int]] = set()
     while sum(current) > max_numel:
-        big = [k for k, v in sizes.items() if v >= 2 * MIN_SIZE]
+        big = [k for k, v in sizes.items() if v >= 2 * MIN_SIZE and k not in fixed]
         if not big:
             break
         largest = max(big, key=lambda k: sizes[k])
-        sizes[largest] //= 2
-        current = sizes_of(_rewrite(source, sizes), path)
+        equal = [k for k in big if sizes[k] == sizes[largest]]
+        for keys in [[largest]] + ([equal] if len(equal) > 1 else []):
+            trial = {**sizes, **{k: sizes[k] // 2 for k in keys}}
+            try:
+                current = sizes_of(_rewrite(source, trial), path)
+            except KilnInputError:
+                continue
+            sizes = trial
+            break
+        else:
+            fixed.add(largest)
     changed = {name: [_literal(items), _shrunk(items, sizes)] for name, items in consts.items()
                if _literal(items) != _shrunk(items, sizes)}
     return _rewrite(source, sizes), changed, current

@@ -39,11 +39,12 @@ def test_sizes_written_as_int_expressions_are_sizes_and_shrink_in_place(tmp_path
     """KernelBench's newer level-1 files write sizes as expressions (`N = 2048 * 2`, `K = 131072 * 8 # 1048576`)."""
     src = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, a, b, *rest):\n"
            "        return a @ b\n\nM = 256 * 8 # 2048\nK = 131072 * 8 # 1048576\nscale = 2.0 * 3\n"
-           "shape = (1 << 4, 2 ** 3)\nother = M * 2\n\n"
-           "def get_inputs():\n    return [torch.rand(M, K), torch.rand(K, 1), scale, shape, other]\n\n"
+           "shape = (1 << 4, 2 ** 3)\nother = M * 2\nheight = width = 64\ndepth, rows = 4, 48\n\n"
+           "def get_inputs():\n    return [torch.rand(M, K), torch.rand(K, 1), scale, shape, other, height, width, depth, rows]\n\n"
            "def get_init_inputs():\n    return []\n")
     consts = size_constants(src)
-    assert {k: [c.value for c in v] for k, v in consts.items()} == {"M": [2048], "K": [1048576], "shape": [16, 8]}
+    assert {k: [c.value for c in v] for k, v in consts.items()} == {"M": [2048], "K": [1048576], "shape": [16, 8],
+                                                                 "height = width": [64], "depth": [4], "rows": [48]}
     path = tmp_path / "matvec.py"
     path.write_text(src)
     new, changed, (n_in, n_out) = fit(src, path, 200_000)
@@ -53,12 +54,36 @@ def test_sizes_written_as_int_expressions_are_sizes_and_shrink_in_place(tmp_path
     compile(new, str(path), "exec")
 
 
-def test_the_real_square_matmul_shrinks() -> None:
-    real = REAL.parent / "1_Square_matrix_multiplication_.py"
+def test_a_halving_the_problem_rejects_is_undone_and_equal_sizes_halve_together(tmp_path: Path) -> None:
+    """`batch_size` and `input_shape` must agree (KernelBench's losses); `window` may not exceed the length."""
+    src = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass Model(nn.Module):\n"
+           "    def __init__(self, window):\n        super().__init__()\n        self.window = window\n\n"
+           "    def forward(self, a, b):\n        return F.avg_pool1d((a * b).unsqueeze(1), self.window)\n\n"
+           "batch_size = 4096\ninput_shape = (4096,)\nwindow = 64\n\n"
+           "def get_inputs():\n    return [torch.rand(batch_size, 64), torch.rand(*input_shape, 64)]\n\n"
+           "def get_init_inputs():\n    return [window]\n")
+    path = tmp_path / "pair.py"
+    path.write_text(src)
+    new, changed, (n_in, n_out) = fit(src, path, 1_000)
+    assert changed["batch_size"] == changed["input_shape"] and changed["batch_size"][1] < 4096
+    assert changed.get("window", [64, 64])[1] <= 64 and sizes_of(new, path) == (n_in, n_out)
+    assert n_in + n_out <= 1_000 or changed["batch_size"][1] == 16  # as small as the sizes allow
+
+
+FIXTURE_KB = Path(__file__).parents[1] / "fixtures" / "kernelbench_full" / "KernelBench"
+
+
+@pytest.mark.parametrize(("real", "names"), [
+    (FIXTURE_KB / "level1/98_KLDivLoss.py", {"batch_size", "input_shape"}),  # batch_size = 8192 * 2
+    (FIXTURE_KB / "level2/4_Conv2d_Mish_Mish.py", {"batch_size", "in_channels", "out_channels", "height = width"}),
+    (REAL.parent / "1_Square_matrix_multiplication_.py", {"N"}),  # N = 2048 * 2
+    (REAL.parent / "100_HingeLoss.py", {"batch_size", "input_shape"}),  # must stay equal
+], ids=lambda v: v.stem if isinstance(v, Path) else "")
+def test_real_kernelbench_files_shrink(real: Path, names: set[str]) -> None:
     if not real.is_file():
         pytest.skip(f"no KernelBench checkout at {REAL.parents[2]}")
-    new, changed, (n_in, n_out) = fit(real.read_text(), real, 100_000)
-    assert set(changed) == {"N"} and n_in + n_out <= 100_000
+    new, changed, (n_in, n_out) = fit(real.read_text(), real, 120_000)
+    assert set(changed) == names and n_in + n_out <= 120_000 and sizes_of(new, real) == (n_in, n_out)
 
 
 def test_fit_halves_the_largest_until_the_sizes_fit() -> None:
