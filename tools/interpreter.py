@@ -7,12 +7,17 @@ helper* inside a program: `tl.max`, `tl.sum` and `tl.softmax` are such helpers, 
 128 rows re-walked the language 7,168 times a launch, ~1.2 ms each: half of a CPU check's
 correctness stage (bench/RESULTS.md, twenty-second session).
 
-`install()` keeps each launch's first walk per set of language modules and skips the repeats: a
+`install()` does two things. It keeps each launch's first walk per set of language modules and skips the repeats: a
 helper's walk patches the same modules in the same way as the one already done in that launch (its
 result only depends on which of `tl` / `tl.core` the helper's globals hold), and Triton never
-restores a helper's patches before the launch ends. So the patched state, and every kernel's
-result, are what they were; only the repeated walks go. Installed only where the interpreter's code
-has the shape described here (checked on the source), so another Triton keeps its own behaviour.
+restores a helper's patches before the launch ends. And it turns off the interpreter's integer
+overflow sanitizer while its debug mode is off: every int32 add, sub and mul then computed the
+result again in int64 and two comparisons (~0.26 ms a call, a quarter of a pooling kernel's time),
+for a `device_assert` that does nothing without debug. The GPU compiler drops that code for the
+same reason, so integers wrap the same way on both. So the patched state, and every kernel's
+result, are what they were; only the repeated work goes. Each is installed only where the
+interpreter's code has the shape described here (checked on the source), so another Triton keeps
+its own behaviour.
 """
 
 from __future__ import annotations
@@ -25,18 +30,15 @@ from types import ModuleType
 from typing import Any
 
 _LOCAL = threading.local()  # .done: ids of the language modules already patched in the running launch
-_INSTALLED: list[bool] = []
+_APPLIED: dict[str, bool] = {}
 
 
-def install() -> bool:
-    """Skip the interpreter's repeated language walks in this process (idempotent). False, and
-    nothing changed, when the interpreter is off or its code is not the shape this relies on."""
-    if _INSTALLED:
-        return _INSTALLED[0]
-    if os.environ.get("TRITON_INTERPRET") != "1":  # asked again once a caller switches the interpreter on
-        return False
-    _INSTALLED.append(_wrap())
-    return _INSTALLED[0]
+def install() -> dict[str, bool]:
+    """Both shortcuts, in this process (idempotent): which of them are in place. Nothing changes
+    where the interpreter is off, and a shortcut whose code is not the shape it relies on is left out."""
+    if not _APPLIED and os.environ.get("TRITON_INTERPRET") == "1":  # else asked again once a caller switches it on
+        _APPLIED.update(helper_walks=_wrap(), overflow_sanitizer=_no_dead_sanitizer())
+    return dict(_APPLIED) or {"helper_walks": False, "overflow_sanitizer": False}
 
 
 def _wrap() -> bool:
@@ -71,6 +73,32 @@ def _wrap() -> bool:
 
     it._patch_lang = patch_once
     it.GridExecutor.__call__ = launch_scoped
+    return True
+
+
+def _no_dead_sanitizer() -> bool:
+    """The interpreter's options without the overflow sanitizer, where its assert is a no-op anyway
+    (debug off); True when the sanitizer is off now (or was already)."""
+    import dataclasses
+
+    try:
+        from triton.language import semantic
+        from triton.runtime import interpreter as it
+    except Exception:  # noqa: BLE001 - no Triton (or a broken one): nothing to speed up
+        return False
+    builder = getattr(it, "interpreter_builder", None)
+    opts = getattr(builder, "options", None)
+    try:
+        assert_src = inspect.getsource(semantic.TritonSemantic.device_assert)
+        sanitize_src = inspect.getsource(semantic.TritonSemantic.binary_op_sanitize_overflow_impl)
+    except (AttributeError, OSError, TypeError):
+        return False
+    if not dataclasses.is_dataclass(opts) or getattr(opts, "debug", True) or not hasattr(opts, "sanitize_overflow"):
+        return False
+    if "if not self.builder.options.debug:" not in assert_src or "not self.builder.options.sanitize_overflow" \
+            not in sanitize_src:
+        return False
+    builder.options = dataclasses.replace(opts, sanitize_overflow=False)
     return True
 
 

@@ -1,6 +1,6 @@
-"""`kiln.tools.interpreter`: Triton's interpreter without its repeated language walks. The same
-results as the interpreter's own path, far fewer walks, off where the interpreter is, and in every
-CPU check's workers."""
+"""`kiln.tools.interpreter`: Triton's interpreter without its repeated language walks and its dead
+overflow sanitizer. The same results as the interpreter's own path (int32 overflow wraps either
+way), far fewer walks, off where the interpreter is, and in every CPU check's workers."""
 
 from __future__ import annotations
 
@@ -30,13 +30,21 @@ RUN = textwrap.dedent("""
         return original(fn)
     it._patch_lang = counted
 
+    applied = {}
     if sys.argv[1] == "shortcut":
         from kiln.tools import interpreter
-        assert interpreter.install() and interpreter.install()  # idempotent
+        applied = interpreter.install()
+        assert interpreter.install() == applied  # idempotent
 
     @triton.jit
     def _row_max(v, mask):
         return tl.max(tl.where(mask, v, -float("inf")), axis=0)
+
+    @triton.jit
+    def int_hash(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # int32 products that overflow: they wrap, as on a GPU
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(y_ptr + offs, v * 65599 + 1013904223, mask=offs < n)
 
     @triton.jit
     def softmax(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
@@ -54,7 +62,12 @@ RUN = textwrap.dedent("""
         y = torch.empty_like(x)
         softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=128)
         outs.append(y)
-    print(json.dumps({"walks": len(walks), "wrapped": hasattr(it._patch_lang, "__wrapped__"),
+    ints = torch.randint(-2**31, 2**31 - 1, (1000,), dtype=torch.int32)
+    hashed = torch.empty_like(ints)
+    int_hash[(8,)](ints, hashed, 1000, BLOCK=128)
+    wrapped = ((ints.to(torch.int64) * 65599 + 1013904223 + 2**31) % 2**32 - 2**31).to(torch.int32)
+    print(json.dumps({"walks": len(walks), "applied": applied, "ints_wrap": torch.equal(hashed, wrapped),
+                      "sanitizer": it.interpreter_builder.options.sanitize_overflow,
                       "bits": [hashlib.sha256(o.numpy().tobytes()).hexdigest() for o in outs],
                       "err": (outs[0] - torch.softmax(x, -1)).abs().max().item()}))
 """)
@@ -73,11 +86,14 @@ def test_the_shortcut_keeps_every_result_and_drops_the_repeated_walks() -> None:
     plain, fast = _run("plain"), _run("shortcut")
     assert fast["bits"] == plain["bits"]  # bit for bit, both launches
     assert fast["err"] < 1e-6
+    assert plain["ints_wrap"] and fast["ints_wrap"]  # int32 overflow wraps with the sanitizer and without
+    assert fast["applied"] == {"helper_walks": True, "overflow_sanitizer": True}, fast  # Triton 3.9's interpreter
+    assert plain["sanitizer"] and not fast["sanitizer"]
     # the interpreter's own path: per launch, one walk plus one per helper call per program
-    # (three helpers x 48 rows) ...
-    assert plain["walks"] >= 2 * (1 + 3 * 48)
-    # ... the shortcut: per launch, one walk for the kernel's `tl` and one for the helpers' `tl.core`
-    assert fast["walks"] <= 2 * 2, fast
+    # (three helpers x 48 rows), and one for the hash's launch ...
+    assert plain["walks"] >= 2 * (1 + 3 * 48) + 1
+    # ... the shortcut: per softmax launch, one walk for the kernel's `tl` and one for the helpers' `tl.core`
+    assert fast["walks"] <= 2 * 2 + 1, fast
 
 
 def test_nothing_is_installed_where_the_interpreter_is_off() -> None:
@@ -87,7 +103,8 @@ def test_nothing_is_installed_where_the_interpreter_is_off() -> None:
         capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
         timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, False]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [{"helper_walks": False, "overflow_sanitizer": False},
+                                                                False]
 
 
 def test_an_interpreter_of_another_shape_is_left_alone() -> None:
