@@ -98,6 +98,8 @@ def _module_kinds(model: ast.ClassDef) -> dict[str, str]:
 CALIBRATE = r"""
 import json, sys, time
 import torch, triton, triton.language as tl
+from kiln.tools import interpreter
+interpreter.install()  # as every check worker runs it
 
 @triton.jit
 def axpb_relu_sq(x, y, n, B: tl.constexpr):
@@ -136,7 +138,8 @@ def s_per_elem_op() -> float:
     """This machine's interpreter cost per element and op (measured once, then read from the cache)."""
     import triton
 
-    key = f"{platform.machine()}|{platform.processor() or platform.node()}|{sys.version_info[:2]}|{triton.__version__}"
+    key = (f"{platform.machine()}|{platform.processor() or platform.node()}|{sys.version_info[:2]}|{triton.__version__}"
+           "|shortcuts")  # measured with kiln.tools.interpreter's shortcuts, as the workers run
     path = _calibration_file()
     try:
         cached = json.loads(path.read_text())

@@ -2,8 +2,9 @@
 
 A KernelBench problem's sizes are module-level integer constants (`batch_size = 16`, `dim1 = 256`,
 `input_shape = (32768,)`) read by `get_inputs()` / `get_init_inputs()`. The largest of them is halved
-(never below MIN_SIZE; smaller ones, often a kernel size, stride or dim index, are left alone) until
-the inputs and outputs together hold at most the element count the check's budget allows. The
+(never below MIN_SIZE, or LAST_MIN_SIZE where that is not enough; smaller ones, often a kernel size,
+stride or dim index, are left alone) until the inputs and outputs together hold at most the element
+count the check's budget allows. The
 problem file itself is never changed: the run checks a copy in its run directory, and records the
 original sizes, the shrunk ones and both element counts (`ShrinkRecord`, in run.json and summary.json).
 """
@@ -20,6 +21,7 @@ from kiln.tools.errors import KilnInputError
 from kiln.tools.records import JSON_SAFE
 
 MIN_SIZE = 16
+LAST_MIN_SIZE = 4  # only where halving to MIN_SIZE is not enough (`fit`)
 SIZE_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
 
@@ -155,16 +157,28 @@ def fit(source: str, path: Path, max_numel: int) -> tuple[str, dict[str, list[An
     """Halve the largest size constant until inputs + outputs hold at most `max_numel` elements, or
     nothing is left to halve. Returns the new source, NAME -> [old, new], and the new sizes.
 
-    A halving the problem's own code rejects (a kernel larger than its input, a LayerNorm shape that
-    no longer matches, two sizes of one tensor pair that must agree) is undone; the sizes equal to it
-    are then halved together (`batch_size = 32768` with `input_shape = (32768,)`), and a size that no
-    halving keeps valid is left as it is."""
+    Sizes go down to MIN_SIZE first; only if that is not enough, every size of at least
+    2 x LAST_MIN_SIZE goes on down to LAST_MIN_SIZE (a 5-D conv of batch, channels and three extents
+    of 16 still holds a million elements). A halving the problem's own code rejects (a kernel larger
+    than its input, a LayerNorm shape that no longer matches, two sizes of one tensor pair that must
+    agree) is undone; the sizes equal to it are then halved together (`batch_size = 32768` with
+    `input_shape = (32768,)`), and a size that no halving keeps valid is left as it is."""
     consts = size_constants(source)
     sizes = {(c.line, c.col, c.end_col): c.value for items in consts.values() for c in items}
     current = sizes_of(source, path)
+    for floor in (MIN_SIZE, LAST_MIN_SIZE):
+        sizes, current = _halve(source, path, max_numel, sizes, current, floor)
+    changed = {name: [_literal(items), _shrunk(items, sizes)] for name, items in consts.items()
+               if _literal(items) != _shrunk(items, sizes)}
+    return _rewrite(source, sizes), changed, current
+
+
+def _halve(source: str, path: Path, max_numel: int, sizes: dict[tuple[int, int, int], int], current: tuple[int, int],
+           floor: int) -> tuple[dict[tuple[int, int, int], int], tuple[int, int]]:
+    """`fit`'s loop for one floor: the sizes and the element counts it ends with."""
     fixed: set[tuple[int, int, int]] = set()
     while sum(current) > max_numel:
-        big = [k for k, v in sizes.items() if v >= 2 * MIN_SIZE and k not in fixed]
+        big = [k for k, v in sizes.items() if v >= 2 * floor and k not in fixed]
         if not big:
             break
         largest = max(big, key=lambda k: sizes[k])
@@ -179,9 +193,7 @@ def fit(source: str, path: Path, max_numel: int) -> tuple[str, dict[str, list[An
             break
         else:
             fixed.add(largest)
-    changed = {name: [_literal(items), _shrunk(items, sizes)] for name, items in consts.items()
-               if _literal(items) != _shrunk(items, sizes)}
-    return _rewrite(source, sizes), changed, current
+    return sizes, current
 
 
 def _literal(items: list[Size]) -> Any:

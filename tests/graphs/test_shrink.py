@@ -67,7 +67,23 @@ def test_a_halving_the_problem_rejects_is_undone_and_equal_sizes_halve_together(
     new, changed, (n_in, n_out) = fit(src, path, 1_000)
     assert changed["batch_size"] == changed["input_shape"] and changed["batch_size"][1] < 4096
     assert changed.get("window", [64, 64])[1] <= 64 and sizes_of(new, path) == (n_in, n_out)
-    assert n_in + n_out <= 1_000 or changed["batch_size"][1] == 16  # as small as the sizes allow
+    assert n_in + n_out <= 1_000 or changed["batch_size"][1] == 4  # as small as the sizes allow
+
+
+def test_sizes_go_below_16_only_when_16_is_not_enough(tmp_path: Path) -> None:
+    """A 3-D conv with batch, channels and three extents of 16 still holds a million elements."""
+    src = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, c):\n"
+           "        super().__init__()\n        self.conv = nn.Conv3d(c, c, 3)\n\n    def forward(self, x):\n"
+           "        return self.conv(x)\n\nbatch_size = 16\nchannels = 32\nextent = 64\n\n"
+           "def get_inputs():\n    return [torch.rand(batch_size, channels, extent, extent, extent)]\n\n"
+           "def get_init_inputs():\n    return [channels]\n")
+    path = tmp_path / "conv3d.py"
+    path.write_text(src)
+    _, roomy, _ = fit(src, path, 2_000_000)
+    assert roomy == {"channels": [32, 16], "extent": [64, 16]}  # 16 and above were enough: batch_size stays
+    _, tight, (n_in, n_out) = fit(src, path, 20_000)
+    assert n_in + n_out <= 20_000 and min(v[1] for v in tight.values()) >= 4  # a kernel of 3 needs an extent of 3+
+    assert tight["extent"][1] >= 4 and "batch_size" in tight
 
 
 FIXTURE_KB = Path(__file__).parents[1] / "fixtures" / "kernelbench_full" / "KernelBench"
